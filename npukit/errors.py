@@ -1,0 +1,55 @@
+"""Errors a user can meet.  Every one names the file, node or profile field at fault and says
+what would be accepted.  The CLI prints ``npukit: error: <message>`` and exits 2."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class NpukitError(Exception):
+    """Base class of every error npukit raises on bad input or a bad edit."""
+
+
+class ModelError(NpukitError):
+    """The model file cannot be read or imported (empty, truncated, wrong format)."""
+
+
+class UnsupportedOpError(ModelError):
+    """The model uses operators no importer knows; the message lists all of them."""
+
+
+class ShapeError(ModelError):
+    """A model input has a symbolic or unknown dimension."""
+
+
+class ProfileError(NpukitError):
+    """A SoC profile is malformed; the message names the file and the field."""
+
+
+class ConfigError(NpukitError):
+    """An edit names an unknown processor, op, node or bit-width, or asks for the impossible."""
+
+
+class DataError(NpukitError):
+    """User data (inputs / labels) does not fit the model."""
+
+
+def closest(name: str, choices: Iterable[str], n: int = 5) -> str:
+    """A phrase listing the valid names closest to ``name`` (all of them if few)."""
+    choices = sorted(set(map(str, choices)))
+    if len(choices) <= 12:
+        shown = choices
+        lead = "valid names"
+    else:
+        shown = difflib.get_close_matches(str(name), choices, n=n, cutoff=0.3)
+        lead = "closest valid names"
+        if not shown:
+            shown = choices[:n]
+            lead = f"some of the {len(choices)} valid names"
+    return f"{lead}: {', '.join(repr(c) for c in shown)}"
+
+
+def unknown(what: str, name: str, choices: Iterable[str]) -> ConfigError:
+    """A ConfigError for an unknown name, listing the closest valid ones."""
+    return ConfigError(f"unknown {what} {name!r}; {closest(name, choices)}")

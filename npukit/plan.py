@@ -1,0 +1,123 @@
+"""Plan: where every op runs, the partitions in execution order, and the boundary tensors (no tvm).
+
+A Plan is read back from the partitioned Relax module (``npukit.tvm.partition``): each offloaded
+partition is one function with a ``Codegen`` attribute produced by ``MergeCompositeFunctions``;
+host partitions are the runs of ops left in ``main`` between offloaded calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .graph import OpGraph
+
+
+@dataclass(frozen=True)
+class Partition:
+    pid: int
+    processor: str
+    ops: tuple[int, ...]  # op ids in execution order
+    function: str = ""  # the partition's global function in the module ("" for host runs)
+    patterns: tuple[tuple[str, tuple[int, ...]], ...] = ()  # composites: (pattern name, op ids)
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """A tensor that crosses from one processor to another."""
+
+    tensor: str  # tensor id
+    src: str  # processor that holds it (the host for model inputs)
+    dst: str  # processor that needs it (the host for model outputs)
+    src_pid: int  # producing partition (-1: model input)
+    dst_pid: int  # first consuming partition on dst (-1: model output)
+    consumers: tuple[int, ...]  # op ids on dst reading it
+
+
+@dataclass(frozen=True)
+class Plan:
+    processor: tuple[str, ...]  # per op id
+    partition: tuple[int, ...]  # per op id
+    pattern: tuple[str, ...]  # per op id: the composite it belongs to ("" if none)
+    partitions: tuple[Partition, ...]
+    boundaries: tuple[Boundary, ...]
+
+    def ops_on(self, proc: str) -> tuple[int, ...]:
+        return tuple(i for i, p in enumerate(self.processor) if p == proc)
+
+
+def build_plan(g: OpGraph, host: str, offloaded: list[tuple[str, str, list[tuple[str, list[int]]]]],
+               main_order: list[tuple[str, object]]) -> Plan:  # fmt: skip
+    """Assemble a Plan.
+
+    ``offloaded``: (function name, processor, [(pattern, op ids)]) per partition function;
+    ``main_order``: main's calls in order, each ("op", op_id) or ("call", function name).
+    """
+    n = len(g.ops)
+    processor = [host] * n
+    partition = [-1] * n
+    pattern = [""] * n
+    fn_info = {fname: (proc, comps) for fname, proc, comps in offloaded}
+    parts: list[Partition] = []
+    host_run: list[int] = []
+
+    def flush_host():
+        if host_run:
+            pid = len(parts)
+            for i in host_run:
+                partition[i] = pid
+            parts.append(Partition(pid, host, tuple(host_run)))
+            host_run.clear()
+
+    for kind, ref in main_order:
+        if kind == "op":
+            host_run.append(int(ref))  # type: ignore[arg-type]
+            continue
+        flush_host()
+        proc, comps = fn_info[ref]  # type: ignore[index]
+        pid = len(parts)
+        ids: list[int] = []
+        for pat, op_ids in comps:
+            for i in op_ids:
+                processor[i] = proc
+                partition[i] = pid
+                pattern[i] = pat
+            ids += op_ids
+        parts.append(Partition(pid, proc, tuple(sorted(ids)), str(ref), tuple((p, tuple(o)) for p, o in comps)))
+    flush_host()
+    missing = [i for i in range(n) if partition[i] < 0]
+    if missing:
+        raise AssertionError(f"ops {missing[:5]} missing from the partitioned module")
+    return Plan(tuple(processor), tuple(partition), tuple(pattern), tuple(parts), boundaries(g, processor, partition, host))
+
+
+def boundaries(g: OpGraph, processor, partition, host: str) -> tuple[Boundary, ...]:
+    """Tensors crossing processors: one row per (tensor, consuming processor)."""
+    out: list[Boundary] = []
+    for tid in sorted(g.tensors, key=_tid_key):
+        t = g.tensors[tid]
+        if t.kind == "const":
+            continue
+        src = processor[t.producer] if t.kind == "act" else host
+        src_pid = partition[t.producer] if t.kind == "act" else -1
+        by_dst: dict[str, list[int]] = {}
+        for c in g.consumers(tid):
+            by_dst.setdefault(processor[c], []).append(c)
+        if tid in g.outputs:
+            by_dst.setdefault(host, [])
+        for dst in sorted(by_dst):
+            if dst == src:
+                continue
+            cons = tuple(sorted(by_dst[dst]))
+            dst_pid = min((partition[c] for c in cons), default=-1)
+            out.append(Boundary(tid, src, dst, src_pid, dst_pid, cons))
+    return tuple(out)
+
+
+def _tid_key(tid: str):
+    head = tid[0] if tid[0] != "t" else "u"  # inputs ("in") first, then activations by producer
+    body = tid.lstrip("inct")
+    parts = body.split(".")
+    try:
+        return (head, int(parts[0]), int(parts[1]) if len(parts) > 1 else -1)
+    except ValueError:
+        return (head, 0, 0)

@@ -1,0 +1,304 @@
+"""Per-processor support rules -> verdicts with reasons (no tvm).
+
+Each limit of an op table in the profile is checked by one small function whose docstring is the
+rule a user reads (in the manner of Vela's supported-operator constraints).  Unlike a check that
+stops at the first failure, ``verdict()`` collects every failing rule, so a user sees all the
+reasons a processor refuses an op: ``dla: kernel 9x9 > max 7x7; groups=8 (grouped conv) not
+supported``.  The BYOC pattern checks consult the same verdicts, so what the partition does and
+what the reasons say cannot disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .graph import Op, OpGraph, dtype_bytes
+from .soc import OpRule, Processor, SocProfile
+
+# ops that can be fused after a MAC op as its epilogue
+ROOT_KINDS = ("conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose", "matmul")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One processor's answer for one op."""
+
+    processor: str
+    ok: bool
+    reasons: tuple[str, ...] = ()  # why not (every failing rule), empty when ok
+    fused_only: bool = False  # accepted only as the epilogue of a fused conv / matmul
+    host: bool = False
+
+    @property
+    def text(self) -> str:
+        if self.ok:
+            if self.host:
+                return "runs every op (host)"
+            return "accepted, only fused after a conv/matmul" if self.fused_only else "accepted"
+        return "; ".join(self.reasons)
+
+
+# ---------------------------------------------------------------------------------------------
+# the rules: (profile field, function(op, graph, rule) -> failure text or None)
+
+
+def _spatial(op: Op, key: str) -> tuple[int, ...]:
+    v = op.attrs.get(key)
+    if v is None:
+        return ()
+    return tuple(int(x) for x in (v if isinstance(v, tuple) else (v,)))
+
+
+def _kernel_hw(op: Op, g: OpGraph) -> tuple[int, ...]:
+    if "pool_size" in op.attrs:
+        return _spatial(op, "pool_size")
+    if op.kind.startswith("conv") and len(op.inputs) >= 2:
+        w = g.tensors[op.inputs[1]]
+        kl = str(op.attrs.get("kernel_layout", "OIHW"))
+        letters = [c for c in kl if c.isalpha()]
+        if len(letters) == len(w.shape):
+            return tuple(int(n) for c, n in zip(letters, w.shape) if c.upper() not in "OI")
+    return ()
+
+
+def _channels(op: Op, g: OpGraph) -> tuple[int, int, int]:
+    """(in channels, out channels, groups) of a conv, from its layouts."""
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    dl = str(op.attrs.get("data_layout", "NCHW"))
+    ol = str(op.attrs.get("out_layout") or dl)
+
+    def c_of(layout, shape):
+        letters = [c for c in layout if c.isalpha()]
+        if len(letters) == len(shape) and "C" in letters:
+            return int(shape[letters.index("C")])
+        return int(shape[1]) if len(shape) > 1 else 1
+
+    return c_of(dl, x.shape), c_of(ol, y.shape), int(op.attrs.get("groups", 1) or 1)
+
+
+def rule_kernel_max(op: Op, g: OpGraph, r: OpRule) -> str | None:
+    """The kernel (or pooling window) must not exceed kernel_max."""
+    k = _kernel_hw(op, g)
+    if not k or r.kernel_max is None:
+        return None
+    lim = r.kernel_max[-len(k):] if len(k) <= 2 else (r.kernel_max[0],) * len(k)
+    if any(a > b for a, b in zip(k, lim)):
+        return f"kernel {'x'.join(map(str, k))} > max {'x'.join(map(str, lim))}"
+    return None
+
+
+def rule_strides(op: Op, g: OpGraph, r: OpRule) -> str | None:
+    """Every stride must be one of the allowed strides."""
+    s = _spatial(op, "strides")
+    if s and r.strides is not None and any(x not in r.strides for x in s):
+        return f"stride {'x'.join(map(str, s))} not in allowed {list(r.strides)}"
+    return None
+
+
+def rule_dilations(op: Op, g: OpGraph, r: OpRule) -> str | None:
+    """Every dilation must be one of the allowed dilations."""
+    d = _spatial(op, "dilation")
+    if d and r.dilations is not None and any(x not in r.dilations for x in d):
+        return f"dilation {'x'.join(map(str, d))} not in allowed {list(r.dilations)}"
+    return None
+
+
+def rule_groups(op: Op, g: OpGraph, r: OpRule) -> str | None:
+    """Depthwise (groups = channels) and grouped (1 < groups < channels) convolutions need support."""
+    if not op.kind.startswith("conv") or len(op.inputs) < 2:
+        return None
+    ic, _oc, groups = _channels(op, g)
+    if groups <= 1:
+        return None
+    if groups == ic and not r.depthwise:
+        return f"groups={groups}, depthwise not supported"
+    if groups != ic and not r.grouped:
+        return f"groups={groups} (grouped conv) not supported"
+    return None
+
+
+def rule_max_channels(op: Op, g: OpGraph, r: OpRule) -> str | None:
+    """Input and output channel counts must not exceed max_channels."""
+    if r.max_channels is None or not op.kind.startswith("conv"):
+        return None
+    ic, oc, _ = _channels(op, g)
+    if max(ic, oc) > r.max_channels:
+        return f"{max(ic, oc)} channels > max {r.max_channels}"
+    return None
+
+
+def rule_max_elements(op: Op, g: OpGraph, r: OpRule) -> str | None:
+    """No input or output tensor may have more than max_elements elements."""
+    if r.max_elements is None:
+        return None
+    big = max(g.tensors[t].size for t in (*op.inputs, *op.outputs))
+    if big > r.max_elements:
+        return f"tensor of {big:,} elements > max {r.max_elements:,}"
+    return None
+
+
+def rule_ranks(op: Op, g: OpGraph, r: OpRule) -> str | None:
+    """The first input's rank must be one of the allowed ranks."""
+    if r.ranks is None or not op.inputs:
+        return None
+    rank = len(g.tensors[op.inputs[0]].shape)
+    if rank not in r.ranks:
+        return f"rank-{rank} tensor, supports ranks {list(r.ranks)}"
+    return None
+
+
+def rule_axis(op: Op, g: OpGraph, r: OpRule) -> str | None:
+    """With axis = "last", softmax / reductions / sort / topk must work on the innermost axis."""
+    if r.axis != "last" or not op.inputs:
+        return None
+    rank = len(g.tensors[op.inputs[0]].shape)
+    axis = op.attrs.get("axis", -1)
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    for a in axes:
+        if a is None:
+            continue
+        if int(a) % max(rank, 1) != rank - 1:
+            return f"axis {a} is not the innermost axis"
+    return None
+
+
+def rule_max_k(op: Op, g: OpGraph, r: OpRule) -> str | None:
+    """topk's k must not exceed max_k."""
+    k = op.attrs.get("k")
+    if r.max_k is not None and k is not None and int(k) > r.max_k:
+        return f"k={k} > max {r.max_k}"
+    return None
+
+
+def rule_max_boxes(op: Op, g: OpGraph, r: OpRule) -> str | None:
+    """Non-max suppression over more than max_boxes boxes is not supported."""
+    if r.max_boxes is None or not op.inputs:
+        return None
+    boxes = g.tensors[op.inputs[0]].shape
+    n = int(boxes[-2]) if len(boxes) >= 2 else 0
+    if n > r.max_boxes:
+        return f"{n} boxes > max {r.max_boxes}"
+    return None
+
+
+def rule_dtypes(op: Op, g: OpGraph, allowed: tuple[str, ...] | None) -> str | None:
+    """Every input and output dtype must be one the processor (or op entry) accepts."""
+    if not allowed:
+        return None
+    for t in (*op.inputs, *op.outputs):
+        dt = g.tensors[t].dtype
+        if dt not in allowed:
+            return f"dtype {dt} not in {list(allowed)}"
+    return None
+
+
+def rule_max_tensor_bytes(op: Op, g: OpGraph, limit: int | None) -> str | None:
+    """No tensor the op touches may exceed the processor's max_tensor_bytes."""
+    if limit is None:
+        return None
+    big = max(g.tensors[t].size * dtype_bytes(g.tensors[t].dtype) for t in (*op.inputs, *op.outputs))
+    if big > limit:
+        return f"tensor of {int(big):,} bytes > max {limit:,}"
+    return None
+
+
+OP_RULES: tuple[Callable[[Op, OpGraph, OpRule], str | None], ...] = (
+    rule_kernel_max, rule_strides, rule_dilations, rule_groups, rule_max_channels, rule_max_elements,
+    rule_ranks, rule_axis, rule_max_k, rule_max_boxes,
+)  # fmt: skip
+
+
+def rule_docs() -> list[tuple[str, str]]:
+    """(rule name, the rule in words) for the reference page."""
+    fns = (*OP_RULES, rule_dtypes, rule_max_tensor_bytes)
+    return [(f.__name__.removeprefix("rule_"), (f.__doc__ or "").strip()) for f in fns]
+
+
+# ---------------------------------------------------------------------------------------------
+# verdicts
+
+
+def capability(op: Op, g: OpGraph, proc: Processor) -> Verdict:
+    """What the profile alone says of ``op`` on ``proc`` (no user edits)."""
+    if proc.host:
+        return Verdict(proc.name, True, host=True)
+    rule = proc.ops.get(op.kind)
+    if rule is None:
+        return Verdict(proc.name, False, (f"does not support {op.op}",))
+    fails = [msg for fn in OP_RULES if (msg := fn(op, g, rule))]
+    if msg := rule_dtypes(op, g, rule.dtypes or proc.dtypes):
+        fails.append(msg)
+    if msg := rule_max_tensor_bytes(op, g, proc.max_tensor_bytes):
+        fails.append(msg)
+    if fails and rule.note:
+        fails.append(f"({rule.note})")
+    if fails:
+        return Verdict(proc.name, False, tuple(fails))
+    return Verdict(proc.name, True, fused_only=rule.fused_only)
+
+
+def verdicts(
+    g: OpGraph,
+    soc: SocProfile,
+    disabled: frozenset[tuple[str, str]] = frozenset(),
+    enabled: frozenset[tuple[str, str]] = frozenset(),
+    pins: Mapping[int, str] | None = None,
+    base: Mapping[tuple[int, str], Verdict] | None = None,
+) -> dict[tuple[int, str], Verdict]:
+    """Every processor's verdict on every op under the user's edits.
+
+    ``disabled`` / ``enabled`` hold (processor, op kind) pairs the user switched off / on;
+    ``pins`` maps op ids to processors.  ``base`` is a cache of ``capability()`` results.
+    """
+    pins = pins or {}
+    out: dict[tuple[int, str], Verdict] = {}
+    for op in g.ops:
+        pin = pins.get(op.op_id)
+        for p in soc.processors:
+            key = (op.op_id, p.name)
+            cap = base[key] if base is not None and key in base else capability(op, g, p)
+            if pin is not None and pin != p.name:
+                out[key] = Verdict(p.name, False, (f"{op.name!r} is pinned to {pin}",), host=p.host)
+                continue
+            if p.host:
+                out[key] = cap
+                continue
+            if (p.name, op.kind) in disabled:
+                out[key] = Verdict(p.name, False, (f"user disabled {op.kind} on {p.name}",))
+            elif (p.name, op.kind) in enabled and not cap.ok and cap.reasons[0].startswith("does not support"):
+                out[key] = Verdict(p.name, True)  # the user asserts support the profile lacks
+            else:
+                out[key] = cap
+    return out
+
+
+def winner_reason(op: Op, proc: str, pattern: str, vs: Mapping[tuple[int, str], Verdict],
+                  soc: SocProfile, pinned: bool) -> str:  # fmt: skip
+    """Why ``op`` landed on ``proc``, in words."""
+    if pinned:
+        return f"pinned to {proc} by the user"
+    p = soc.processor(proc)
+    if p.host:
+        takers = [a for a in soc.accelerators if vs[(op.op_id, a)].ok]
+        if not takers:
+            return f"{proc}: fallback, no accelerator accepts {op.op}"
+        why = []
+        for a in takers:
+            v = vs[(op.op_id, a)]
+            why.append(f"{a} takes it only fused after a conv/matmul" if v.fused_only else f"{a} accepts it but no pattern placed it")
+        return f"{proc}: fallback ({'; '.join(why)})"
+    order = soc.preference(op.kind)
+    better = [a for a in order[: order.index(proc)] if a != proc]
+    lead = f"{proc}: accepted as {pattern}" if pattern else f"{proc}: accepted"
+    if better:
+        lead += " (preferred " + ", ".join(f"{a}: {vs[(op.op_id, a)].text}" for a in better) + ")"
+    return lead
+
+
+def fills(n: int, p: int) -> float:
+    """Fraction of ``p`` parallel lanes that ``n`` items keep busy: n / (ceil(n/p) * p)."""
+    if p <= 1 or n <= 0:
+        return 1.0
+    return n / (math.ceil(n / p) * p)

@@ -279,11 +279,31 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
 
 @contextlib.contextmanager
 def _quiet():
-    """Silence the frontends' prints and warnings (they print on every failure)."""
+    """Silence the frontends' prints, Python warnings and TVM's C++ log lines on stderr.
+
+    The frontends print on every failure and TVM logs warnings such as "Fast mode segfaults ..."
+    for ``take``; npukit reports problems itself, as NpukitErrors that name the node.
+    """
     buf = io.StringIO()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(buf):
+    with warnings.catch_warnings(), contextlib.redirect_stdout(buf), _silence_fd(2):
         warnings.simplefilter("ignore")
         yield
+
+
+@contextlib.contextmanager
+def _silence_fd(fd: int):
+    try:
+        saved = os.dup(fd)
+    except OSError:  # no real file descriptor (some notebook front ends)
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), fd)
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,297 @@
+"""The console script: ``npukit socs | inspect | study | calibrate``.
+
+Bad input prints ``npukit: error: <message>`` and exits 2; nothing from inside TVM reaches the user
+unexplained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+
+def _die(msg: str) -> int:
+    print(f"npukit: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _shape_arg(s: str) -> tuple[str, tuple[int, ...]]:
+    if "=" not in s:
+        raise argparse.ArgumentTypeError(f"--input-shape {s!r}: expected NAME=D1,D2,... e.g. x=1,3,224,224")
+    name, dims = s.rsplit("=", 1)
+    try:
+        shape = tuple(int(d) for d in dims.split(",") if d.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--input-shape {s!r}: dims must be integers") from None
+    return name, shape
+
+
+def _pair(sep: str, what: str):
+    def parse(s: str) -> tuple[str, str]:
+        if sep not in s:
+            raise argparse.ArgumentTypeError(f"{s!r}: expected {what}")
+        a, b = s.rsplit(sep, 1) if sep == "=" else s.split(sep, 1)
+        if not a or not b:
+            raise argparse.ArgumentTypeError(f"{s!r}: expected {what}")
+        return a, b
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="npukit", description="What-if offload studies of ML models on edge SoCs.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("socs", help="list the bundled SoC profiles")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--reference", action="store_true", help="print the SoC profile field reference (markdown)")
+
+    p = sub.add_parser("inspect", help="ops, shapes and MACs of a model (no SoC needed)")
+    p.add_argument("model")
+    p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("study", help="partition a model on an SoC and estimate its cost")
+    p.add_argument("model")
+    p.add_argument("--soc", required=True, help="bundled profile name or path to a .toml profile")
+    p.add_argument("--config", help="start from a saved config (.toml or .json)")
+    p.add_argument("--disable", action="append", type=_pair(":", "PROC:OP"), default=[], metavar="PROC:OP")
+    p.add_argument("--enable", action="append", type=_pair(":", "PROC:OP"), default=[], metavar="PROC:OP")
+    p.add_argument("--pin", action="append", type=_pair("=", "NODE=PROC"), default=[], metavar="NODE=PROC")
+    p.add_argument("--bits", action="append", type=_pair("=", "PROC=BITS"), default=[], metavar="PROC=BITS")
+    p.add_argument("--bits-layer", action="append", type=_pair("=", "NODE=BITS"), default=[], metavar="NODE=BITS")
+    p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...")
+    p.add_argument("--data", help=".npz with x (inputs) and optionally y (labels) for the error figures")
+    p.add_argument("--error", action="store_true", help="measure the numeric error of the bit-widths (runs the model)")
+    p.add_argument("--report", help="write an HTML report here")
+    p.add_argument("--save-config", help="write the resulting config (.toml or .json)")
+    p.add_argument("--explain", action="append", default=[], metavar="NODE", help="print explain(NODE)")
+    p.add_argument("--json", action="store_true", help="print everything as JSON")
+
+    p = sub.add_parser("calibrate", help="measure this machine's CPU per op and fit a host profile")
+    p.add_argument("model", nargs="+")
+    p.add_argument("--soc", default="arm-dsp-dla", help="profile whose host processor is fitted")
+    p.add_argument("--out", help="write the fitted profile (.toml)")
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:  # argparse already printed "npukit: error: ..." for bad usage
+        return int(e.code or 0)
+    from .errors import NpukitError  # noqa: PLC0415
+
+    try:
+        return {"socs": cmd_socs, "inspect": cmd_inspect, "study": cmd_study, "calibrate": cmd_calibrate}[args.cmd](args)
+    except NpukitError as e:
+        return _die(str(e))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `npukit inspect m.onnx | head`
+        sys.stderr = None
+        return 0
+
+
+def cmd_socs(args) -> int:
+    from .soc import bundled, load_soc, reference_markdown  # noqa: PLC0415
+
+    if args.reference:
+        print(reference_markdown())
+        return 0
+    rows = []
+    for name in sorted(bundled()):
+        p = load_soc(name)
+        rows.append({"name": name, "processors": [f"{q.name}:{q.kind}" for q in p.processors], "host": p.host,
+                     "description": p.description})  # fmt: skip
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        w = max(len(r["name"]) for r in rows)
+        for r in rows:
+            procs = ",".join(x.split(":")[0] for x in r["processors"])
+            print(f"{r['name']:<{w}}  [{procs}]  {r['description']}")
+    return 0
+
+
+def _fmt_int(n) -> str:
+    return f"{int(n):,}"
+
+
+def cmd_inspect(args) -> int:
+    from .graph import work  # noqa: PLC0415
+    from .tvm.importers import import_model  # noqa: PLC0415
+
+    imp = import_model(args.model, dict(args.input_shape) or None)
+    g = imp.graph
+    rows = []
+    for op in g.ops:
+        w = work(op, g)
+        out = g.tensors[op.outputs[0]]
+        rows.append({"op_id": op.op_id, "name": op.name, "op": op.kind, "source": op.source, "source_op": op.source_op,
+                     "shape": list(out.shape), "dtype": out.dtype, "macs": w.macs, "vector_ops": w.vector_ops,
+                     "macs_formula": w.formula})  # fmt: skip
+    totals = {"ops": len(rows), "macs": sum(r["macs"] for r in rows), "vector_ops": sum(r["vector_ops"] for r in rows),
+              "params": int(sum(g.tensors[t].size for t in g.tensors if g.tensors[t].kind == "const"))}  # fmt: skip
+    ins = [{"name": g.tensors[t].name, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.inputs]
+    outs = [{"name": g.tensors[t].name or t, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.outputs]
+    if args.json:
+        print(json.dumps({"model": str(args.model), "format": g.source_format, "inputs": ins, "outputs": outs,
+                          "ops": rows, "elided": dict(g.elided), "totals": totals}, indent=2, ensure_ascii=False))  # fmt: skip
+        return 0
+    print(f"{args.model}: {g.source_format}, {len(rows)} ops")
+    for i in ins:
+        print(f"  input  {i['name']!r} {i['shape']} {i['dtype']}")
+    for o in outs:
+        print(f"  output {o['name']!r} {o['shape']} {o['dtype']}")
+    _table(["op_id", "name", "op", "shape", "dtype", "macs"],
+           [[r["op_id"], _show(r["name"]), r["op"], "x".join(map(str, r["shape"])), r["dtype"], _fmt_int(r["macs"])] for r in rows])  # fmt: skip
+    if g.elided:
+        print(f"model nodes without an op of their own: {len(g.elided)}")
+        for k, v in sorted(g.elided.items()):
+            print(f"  {_show(k)}: {v}")
+    print(f"total: {totals['ops']} ops, {_fmt_int(totals['macs'])} MACs, {_fmt_int(totals['vector_ops'])} vector ops, "
+          f"{_fmt_int(totals['params'])} parameters")  # fmt: skip
+    return 0
+
+
+def _show(s: str, n: int = 60) -> str:
+    """A name for a terminal table: control characters escaped, long names shortened."""
+    r = s.encode("unicode_escape").decode("ascii") if any(ord(c) < 32 or c == "\x7f" for c in s) else s
+    return r if len(r) <= n else "…" + r[-(n - 1):]
+
+
+def _table(header, rows) -> None:
+    cols = list(zip(*([header] + [[str(c) for c in r] for r in rows]))) if rows else [[h] for h in header]
+    widths = [max(len(str(c)) for c in col) for col in cols]
+    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
+    for r in rows:
+        print("  ".join(str(c).rjust(w) if isinstance(c, str) and c.replace(",", "").replace(".", "").isdigit()
+                        else str(c).ljust(w) for c, w in zip(r, widths)))  # fmt: skip
+
+
+def _build_study(args):
+    from . import Study  # noqa: PLC0415
+    from .config import Config  # noqa: PLC0415
+    from .errors import ConfigError  # noqa: PLC0415
+
+    cfg = None
+    if args.config:
+        path = Path(args.config)
+        if not path.exists():
+            raise ConfigError(f"{path}: no such config file")
+        text = path.read_text(encoding="utf-8")
+        cfg = Config.from_json(text) if path.suffix == ".json" else Config.from_toml(text)
+    s = Study(args.model, args.soc, cfg, input_shapes=dict(args.input_shape) or None)
+    for proc, op in args.disable:
+        s.set_support(proc, op, False)
+    for proc, op in args.enable:
+        s.set_support(proc, op, True)
+    for node, proc in args.pin:
+        s.pin(node, proc)
+    for proc, bits in args.bits:
+        s.set_bits(bits, processor=proc)
+    for node, bits in args.bits_layer:
+        s.set_bits(bits, layer=node)
+    if args.data:
+        s.set_data(args.data)
+    return s
+
+
+def _records(df) -> list[dict]:
+    out = []
+    for rec in df.to_dict(orient="records"):
+        out.append({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in rec.items()})
+    return out
+
+
+def cmd_study(args) -> int:
+    s = _build_study(args)
+    want_error = args.error or args.data is not None
+    doc = {
+        "model": str(args.model), "soc": s.soc.name, "config": s.config.to_dict(),
+        "placement": _records(s.placement), "partitions": _records(s.partitions), "costs": _records(s.costs),
+        "boundaries": _records(s.boundaries), "timeline": _records(s.timeline), "totals": s.totals,
+    }  # fmt: skip
+    if want_error:
+        doc["error"] = s.error_dict()
+    if args.save_config:
+        from .io import atomic_write_text  # noqa: PLC0415
+
+        p = Path(args.save_config)
+        atomic_write_text(p, s.config.to_json() if p.suffix == ".json" else s.config.to_toml())
+    if args.report:
+        from .report import write_report  # noqa: PLC0415
+
+        write_report(s, args.report, include_error=want_error)
+    if args.json:
+        print(json.dumps(doc, indent=2, ensure_ascii=False, default=_jsonable))
+        return 0
+    pl = s.placement
+    print(f"{args.model} on {s.soc.name}: {len(pl)} ops in {len(s.plan.partitions)} partitions")
+    _table(["op_id", "name", "op", "processor", "part", "reason"],
+           [[r.op_id, _show(r.name, 40), r.op, r.processor, r.partition, _show(r.reason, 70)] for r in pl.itertuples()])  # fmt: skip
+    print()
+    print("partitions:")
+    for r in s.partitions.itertuples():
+        print(f"  {r.partition:>3} {r.processor:<6} {r.ops:>4} ops  {r.latency_us:>10.2f} us  {_show(r.first, 40)} .. {_show(r.last, 40)}")
+    b = s.boundaries
+    if len(b):
+        print("boundaries:")
+        for r in b.itertuples():
+            print(f"  {_show(r.tensor, 40):<40} {r.src}->{r.dst}  {r.bytes:>10,.0f} B  transfer {r.transfer_us:8.2f} us"
+                  + (f"  layout {r.layout_us:.2f} us" if r.layout_us else "")
+                  + (f"  {r.conversion.split(',')[-1].strip()} {r.quantize_us:.2f} us" if r.quantize_us else ""))  # fmt: skip
+    t = s.totals
+    print(f"totals: latency {t['latency_us']:.2f} us, energy {t['energy_uj']:.3f} uJ, MACs {t['macs']:,}")
+    print("  busy: " + ", ".join(f"{p} {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)" for p in s.soc.names))
+    print(f"  transfers {t['transfer_us']:.2f} us, layout {t['layout_us']:.2f} us, quantize {t['quantize_us']:.2f} us")
+    if want_error:
+        e = s.error_dict()
+        for o in e["outputs"]:
+            line = f"error: output {o['name']!r}: SNR {o['snr_db']:.1f} dB, max abs {o['max_abs']:.3g}"
+            if o.get("top1_agreement") is not None:
+                line += f", top-1 agreement {100 * o['top1_agreement']:.1f}%"
+            print(line)
+        if e.get("accuracy") is not None:
+            print(f"accuracy: {100 * e['accuracy']:.2f}% (fp32 {100 * e['accuracy_fp32']:.2f}%) on {e['samples']} samples")
+    for node in args.explain:
+        print()
+        print(s.explain(node))
+    if args.report:
+        print(f"report: {args.report}")
+    return 0
+
+
+def _jsonable(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return str(o)
+
+
+def cmd_calibrate(args) -> int:
+    from .calibrate import calibrate  # noqa: PLC0415
+
+    res = calibrate(args.model, args.soc, repeat=args.repeat, out=args.out)
+    if args.json:
+        print(json.dumps(res, indent=2, default=_jsonable))
+    else:
+        print(f"fitted {res['processor']} of {res['soc']}: efficiency {res['efficiency']}")
+        for m in res["models"]:
+            print(f"  {m['model']}: measured {m['measured_us']:.1f} us, estimated {m['estimated_us']:.1f} us "
+                  f"(ratio {m['ratio']:.2f}), median per-op error {100 * m['median_op_error']:.0f}%")  # fmt: skip
+        if args.out:
+            print(f"profile: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Config: the user's edits as one immutable, hashable value (no tvm).
+
+``Study(model, soc, config)`` rebuilds any state from it; ``to_toml()`` / ``to_json()`` and
+``Config.from_toml()`` / ``from_json()`` round-trip it, so a what-if is a file you can share.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from .errors import ConfigError
+from .soc import BITS
+
+
+@dataclass(frozen=True)
+class Config:
+    disabled: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (processor, op kind)
+    enabled: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (processor, op kind)
+    pins: tuple[tuple[str, str], ...] = ()  # (node, processor), sorted
+    bits: tuple[tuple[str, str], ...] = ()  # (processor, bits), sorted
+    layer_bits: tuple[tuple[str, str], ...] = ()  # (node, bits), sorted
+
+    # -- edits (each returns a new Config) -----------------------------------------------------
+    def with_support(self, proc: str, op: str, on: bool) -> Config:
+        key = (proc, op)
+        dis, en = set(self.disabled), set(self.enabled)
+        dis.discard(key)
+        en.discard(key)
+        (en if on else dis).add(key)
+        return replace(self, disabled=frozenset(dis), enabled=frozenset(en))
+
+    def without_support_edit(self, proc: str, op: str) -> Config:
+        key = (proc, op)
+        return replace(self, disabled=self.disabled - {key}, enabled=self.enabled - {key})
+
+    def with_pin(self, node: str, proc: str | None) -> Config:
+        pins = {n: p for n, p in self.pins if n != node}
+        if proc is not None:
+            pins[node] = proc
+        return replace(self, pins=tuple(sorted(pins.items())))
+
+    def with_bits(self, bits: str, processor: str | None = None, layer: str | None = None) -> Config:
+        if layer is not None:
+            lb = dict(self.layer_bits)
+            if bits is None:
+                lb.pop(layer, None)
+            else:
+                lb[layer] = bits
+            return replace(self, layer_bits=tuple(sorted(lb.items())))
+        pb = dict(self.bits)
+        if bits is None:
+            pb.pop(processor, None)
+        else:
+            pb[processor] = bits
+        return replace(self, bits=tuple(sorted(pb.items())))
+
+    @property
+    def partition_key(self) -> tuple:
+        """The part of the config the partition depends on (bit-widths do not move ops)."""
+        return (self.disabled, self.enabled, self.pins)
+
+    # -- serialisation -------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d: dict = {}
+        if self.disabled:
+            d["disabled"] = [f"{p}:{o}" for p, o in sorted(self.disabled)]
+        if self.enabled:
+            d["enabled"] = [f"{p}:{o}" for p, o in sorted(self.enabled)]
+        if self.pins:
+            d["pins"] = dict(self.pins)
+        if self.bits:
+            d["bits"] = dict(self.bits)
+        if self.layer_bits:
+            d["layer_bits"] = dict(self.layer_bits)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping, where: str = "config") -> Config:
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"{where}: must be a table, got {type(d).__name__}")
+        valid = ("disabled", "enabled", "pins", "bits", "layer_bits")
+        for k in d:
+            if k not in valid:
+                raise ConfigError(f"{where}: unknown field {k!r}; valid: {', '.join(valid)}")
+
+        def pairs(key: str) -> frozenset[tuple[str, str]]:
+            out = set()
+            for i, s in enumerate(d.get(key, [])):
+                if not isinstance(s, str) or s.count(":") != 1:
+                    raise ConfigError(f"{where}: {key}[{i}]: expected 'processor:op', got {s!r}")
+                a, b = s.split(":")
+                out.add((a, b))
+            return frozenset(out)
+
+        def table(key: str, check_bits: bool) -> tuple[tuple[str, str], ...]:
+            t = d.get(key, {})
+            if not isinstance(t, Mapping):
+                raise ConfigError(f"{where}: {key}: must be a table of name = value")
+            for k, v in t.items():
+                if not isinstance(v, str) or (check_bits and v not in BITS):
+                    want = f"one of {', '.join(BITS)}" if check_bits else "a processor name"
+                    raise ConfigError(f"{where}: {key}.{k}: must be {want}, got {v!r}")
+            return tuple(sorted((str(k), str(v)) for k, v in t.items()))
+
+        return cls(pairs("disabled"), pairs("enabled"), table("pins", False), table("bits", True), table("layer_bits", True))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def to_toml(self) -> str:
+        import tomli_w  # noqa: PLC0415
+
+        return tomli_w.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        try:
+            return cls.from_dict(json.loads(text))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"config: not valid JSON: {e}") from None
+
+    @classmethod
+    def from_toml(cls, text: str) -> Config:
+        try:
+            return cls.from_dict(tomllib.loads(text))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config: not valid TOML: {e}") from None

@@ -1,0 +1,87 @@
+"""Figures and the standalone HTML report (plotly is bundled in the page: no CDN at view time)."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC")
+LINK_COLOR = "#7f7f7f"
+
+
+def processor_colors(soc) -> dict[str, str]:
+    """One stable colour per processor (profile order), grey for links."""
+    return {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(soc.names)}
+
+
+def timeline_figure(study):
+    """A plotly Gantt chart: one lane per processor plus the link lanes."""
+    import plotly.graph_objects as go  # noqa: PLC0415
+
+    tl = study.timeline
+    colors = processor_colors(study.soc)
+    lanes = list(study.soc.names) + sorted({ln for ln in tl["lane"] if ln not in study.soc.names})
+    fig = go.Figure()
+    for kind, name in (("op", "op"), ("transfer", "transfer"), ("layout", "layout conversion"), ("quantize", "(de)quantize")):
+        sub = tl[tl["kind"] == kind]
+        if sub.empty:
+            continue
+        fig.add_trace(go.Bar(
+            y=sub["lane"], x=sub["end_us"] - sub["start_us"], base=sub["start_us"], orientation="h", name=name,
+            marker_color=[colors.get(ln, LINK_COLOR) if kind == "op" else LINK_COLOR for ln in sub["lane"]],
+            marker_pattern_shape="" if kind in ("op", "transfer") else "/",
+            hovertext=[f"{it}<br>{s:.2f}–{e:.2f} us" for it, s, e in zip(sub["item"], sub["start_us"], sub["end_us"])],
+            hoverinfo="text",
+        ))  # fmt: skip
+    fig.update_layout(barmode="overlay", height=140 + 40 * len(lanes), margin=dict(l=10, r=10, t=30, b=30),
+                      xaxis_title="time (us)", yaxis=dict(categoryorder="array", categoryarray=lanes[::-1]),
+                      title=f"timeline: {study.totals['latency_us']:.1f} us")  # fmt: skip
+    return fig
+
+
+def _table(df, max_rows: int = 2000) -> str:
+    return df.head(max_rows).to_html(index=False, border=0, classes="t", float_format=lambda x: f"{x:,.3f}", escape=True)
+
+
+def report_html(study, include_error: bool = False) -> str:
+    t = study.totals
+    fig = timeline_figure(study)
+    e = html.escape
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>npukit: {e(Path(str(study.graph.path)).name)} on {e(study.soc.name)}</title>",
+        "<style>body{font-family:system-ui,sans-serif;margin:24px}table.t{border-collapse:collapse;font-size:12px}"
+        "table.t td,table.t th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}h2{margin-top:28px}</style>",
+        "</head><body>",
+        f"<h1>{e(Path(str(study.graph.path)).name)} on {e(study.soc.name)}</h1>",
+        f"<p>{e(study.soc.description)}</p>",
+        f"<p><b>latency</b> {t['latency_us']:.2f} us &nbsp; <b>energy</b> {t['energy_uj']:.3f} uJ &nbsp; "
+        f"<b>MACs</b> {t['macs']:,} &nbsp; <b>partitions</b> {t['partitions']} &nbsp; "
+        f"<b>transfers</b> {t['transfer_us']:.2f} us</p>",
+        "<p>" + " &nbsp; ".join(f"<b>{e(p)}</b> busy {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)"
+                                for p in study.soc.names) + "</p>",  # fmt: skip
+        f"<p>config: <code>{e(study.config.to_json())}</code></p>",
+        fig.to_html(full_html=False, include_plotlyjs=True),
+    ]
+    if include_error:
+        import pandas as pd  # noqa: PLC0415
+
+        err = study.error_dict()
+        parts += ["<h2>numeric error</h2>", _table(pd.DataFrame(err["outputs"]))]
+        if err.get("accuracy") is not None:
+            parts.append(f"<p>accuracy {100 * err['accuracy']:.2f}% (fp32 {100 * err['accuracy_fp32']:.2f}%) on {err['samples']} samples</p>")
+        parts.append(_table(study.error))
+    parts += [
+        "<h2>placement</h2>", _table(study.placement),
+        "<h2>partitions</h2>", _table(study.partitions),
+        "<h2>boundaries</h2>", _table(study.boundaries),
+        "<h2>costs</h2>", _table(study.costs),
+        "</body></html>",
+    ]  # fmt: skip
+    return "\n".join(parts)
+
+
+def write_report(study, path, include_error: bool = False) -> Path:
+    from .io import atomic_write_text  # noqa: PLC0415
+
+    return atomic_write_text(path, report_html(study, include_error))

@@ -1,0 +1,91 @@
+"""The schedule: a list schedule of ops, transfers and conversions over lanes (no tvm).
+
+Lanes: one per processor and one per link.  Items are taken in program order (op ids are a
+topological order); each starts when its inputs have arrived and its lane is free, so a processor
+runs one thing at a time while independent branches on other processors overlap.  A tensor that
+crosses processors is converted on the source side first when the profile says so (``src``),
+travels on its link lane, and is converted on the destination (or host) side before its consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .cost import BoundaryCost, OpCost
+from .graph import OpGraph
+from .plan import Plan
+from .soc import SocProfile
+
+
+@dataclass(frozen=True)
+class Item:
+    lane: str
+    item: str  # op name, "transfer <tensor>", "layout <tensor>", "quantize <tensor>"
+    kind: str  # "op" | "transfer" | "layout" | "quantize"
+    start_us: float
+    end_us: float
+    op_id: int = -1
+    tensor: str = ""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    items: tuple[Item, ...]
+    makespan_us: float
+    busy_us: dict  # lane -> busy time
+
+
+def schedule(g: OpGraph, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bounds: Sequence[BoundaryCost]) -> Schedule:
+    free: dict[str, float] = {}
+    busy: dict[str, float] = {}
+    items: list[Item] = []
+    # when each tensor is available on each processor
+    ready: dict[tuple[str, str], float] = {}
+    for tid in g.inputs:
+        ready[(tid, soc.host)] = 0.0
+    by_tensor: dict[str, list[BoundaryCost]] = {}
+    for b in bounds:
+        by_tensor.setdefault(b.tensor, []).append(b)
+
+    def run(lane: str, at: float, dur: float, label: str, kind: str, op_id: int = -1, tensor: str = "") -> float:
+        start = max(at, free.get(lane, 0.0))
+        end = start + dur
+        free[lane] = end
+        busy[lane] = busy.get(lane, 0.0) + dur
+        items.append(Item(lane, label, kind, start, end, op_id, tensor))
+        return end
+
+    def ship(b: BoundaryCost, at: float) -> None:
+        t = at
+        name = g.tensors[b.tensor].name or b.tensor
+        if b.layout_us and b.layout_on == b.src:
+            t = run(b.layout_on, t, b.layout_us, f"layout {name}", "layout", tensor=b.tensor)
+        if b.quantize_us and b.quantize_on == b.src:
+            t = run(b.quantize_on, t, b.quantize_us, f"{b.conversion.split(',')[-1].strip().split(' ')[0]} {name}", "quantize", tensor=b.tensor)
+        t = run(b.link, t, b.transfer_us, f"transfer {name} {b.src}->{b.dst}", "transfer", tensor=b.tensor)
+        if b.layout_us and b.layout_on != b.src:
+            t = run(b.layout_on, t, b.layout_us, f"layout {name}", "layout", tensor=b.tensor)
+        if b.quantize_us and b.quantize_on != b.src:
+            t = run(b.quantize_on, t, b.quantize_us, f"{b.conversion.split(',')[-1].strip().split(' ')[0]} {name}", "quantize", tensor=b.tensor)
+        ready[(b.tensor, b.dst)] = t
+
+    # boundaries of model inputs leave at time 0
+    for tid in g.inputs:
+        for b in by_tensor.get(tid, ()):
+            ship(b, 0.0)
+    for op, c in zip(g.ops, ops):
+        proc = plan.processor[op.op_id]
+        at = 0.0
+        for t in op.inputs:
+            tt = g.tensors[t]
+            if tt.kind == "const":
+                continue
+            at = max(at, ready.get((t, proc), 0.0))
+        end = run(proc, at, c.latency_us, op.name, "op", op.op_id)
+        for t in op.outputs:
+            ready[(t, proc)] = end
+            for b in by_tensor.get(t, ()):
+                ship(b, end)
+    makespan = max((it.end_us for it in items), default=0.0)
+    return Schedule(tuple(items), makespan, busy)

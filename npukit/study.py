@@ -99,7 +99,7 @@ class Study:
         self._result_key = None
         self._listeners: list = []
         self._data = None
-        self._sim = None
+        self._errors = None
         self._config = Config()
         cfg = _coerce_config(config)
         self._apply(cfg)
@@ -402,6 +402,66 @@ class Study:
     @property
     def totals(self) -> dict:
         return dict(self._evaluate().totals)
+
+    # ------------------------------------------------------------------------------------------
+    # numeric error of the bit-widths
+
+    def set_data(self, x, y=None) -> Study:
+        """Your own inputs (and class labels): numpy arrays, a dict input name -> array, or a path to
+        an .npz holding ``x`` (and optionally ``y``, ``calib``).  The first inputs calibrate the
+        activation ranges (or ``calib`` when given); all are used for the error figures."""
+        from . import quant  # noqa: PLC0415
+
+        if isinstance(x, (str, os.PathLike)):
+            if y is not None:
+                raise ConfigError("set_data(path): the labels come from the file's 'y'; do not pass y")
+            data = quant.load_npz(self.graph, x)
+        else:
+            data = quant.make_data(self.graph, x, y)
+        self._data = data
+        self._errors = None
+        self._notify()
+        return self
+
+    def _error_model(self):
+        from . import quant  # noqa: PLC0415
+
+        if getattr(self, "_errors", None) is not None:
+            return self._errors
+        if self._data is None:
+            side = quant.sidecar(self.graph.path) if self.graph.path and not self.graph.path.startswith("<") else None
+            self._data = quant.load_npz(self.graph, side) if side else quant.random_data(self.graph)
+        sim = getattr(self._imported, "sim", None)
+        if sim is None:
+            from .tvm.simulate import Simulator, default_cache_dir  # noqa: PLC0415
+
+            sim = Simulator(self._imported.mod, self.graph, default_cache_dir())
+            self._imported.sim = sim
+        self._errors = quant.ErrorModel(self.graph, sim, self._data)
+        return self._errors
+
+    def _error_result(self):
+        return self._error_model().evaluate(self.op_bits())
+
+    @property
+    def error(self):
+        """Per-op numeric error of the chosen bit-widths (SNR dB and max abs error against fp32),
+        measured by running the model; see ``error_dict()`` for the model outputs and accuracy."""
+        import pandas as pd  # noqa: PLC0415
+
+        res = self._error_result()
+        bits = self.op_bits()
+        plan = self.plan
+        return pd.DataFrame(
+            [(i, self.graph.ops[i].name, plan.processor[i], bits[i], snr, mx, res.per_op_samples) for i, snr, mx in res.per_op],
+            columns=["op_id", "name", "processor", "bits", "snr_db", "max_abs_err", "samples"],
+        )
+
+    def error_dict(self) -> dict:
+        """Model-output error: per output SNR, max abs error, top-1 agreement; accuracy on labels."""
+        res = self._error_result()
+        return {"outputs": [dict(o) for o in res.outputs], "accuracy": res.accuracy, "accuracy_fp32": res.accuracy_fp32,
+                "samples": res.samples, "per_op_samples": res.per_op_samples, "data_source": res.source}  # fmt: skip
 
     # ------------------------------------------------------------------------------------------
     # explain

@@ -42,7 +42,7 @@ EXPECTED = {
 ONNX_FILES = ["digits_cnn.onnx", "tiny_detector.onnx", "transformer_encoder.onnx"]
 TFLITE_FILES = ["digits_cnn_float.tflite", "digits_cnn_int8.tflite", "mobilenet_v1_025_int8.tflite"]
 PT2_FILES = ["digits_cnn.pt2"]
-DATA_FILES = ["digits_test.npz", "digits_calib.npz", "digits_test_nhwc.npz", "mobilenet_calib.npz"]
+DATA_FILES = ["digits_cnn.npz", "digits_cnn_float.npz", "digits_cnn_int8.npz", "mobilenet_v1_025_int8.npz"]
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -153,7 +153,7 @@ def check_onnx(name, rep, run):
     notes = [f"{raw} calls before FoldConstant"]
 
     if name == "digits_cnn.onnx":
-        data = np.load(HERE / "digits_test.npz")
+        data = np.load(HERE / "digits_cnn.npz")
         x, y = data["x"], data["y"]
         preds = np.array([int(np.argmax(sess.run(None, {"input": x[i:i + 1]})[0])) for i in range(len(x))])
         correct = int((preds == y).sum())
@@ -245,7 +245,7 @@ def check_tflite(name, rep, run):
     notes = [f"{raw} calls before FoldConstant"]
 
     if name.startswith("digits_cnn") and run:
-        data = np.load(HERE / "digits_test_nhwc.npz")
+        data = np.load(HERE / "digits_cnn_float.npz")
         x, y = data["x"], data["y"]
         _, dtype, _, scale, zp = ins[0]
         vm = tvm_vm(mod)
@@ -261,7 +261,7 @@ def check_tflite(name, rep, run):
         if abs(correct - EXPECTED[name]) > tolerance:
             rep.fail(name, f"TVM accuracy {correct}/{len(y)} vs TFLite {EXPECTED[name]}/{len(y)}")
     elif name.startswith("mobilenet") and run:
-        data = np.load(HERE / "mobilenet_calib.npz")
+        data = np.load(HERE / "mobilenet_v1_025_int8.npz")
         calib, ref = data["x"], data["tflite_out"]
         _, dtype, shape, scale, zp = ins[0]
         vm = tvm_vm(mod)
@@ -299,7 +299,7 @@ def check_pt2(name, rep, run):
           f"{dict(sorted(ops.items()))}")
     rep.opsets[name] = ops
 
-    data = np.load(HERE / "digits_test.npz")
+    data = np.load(HERE / "digits_cnn.npz")
     x, y = data["x"], data["y"]
     with torch.no_grad():
         preds = np.array([int(ep.module()(torch.from_numpy(x[i:i + 1])).argmax()) for i in range(len(x))])

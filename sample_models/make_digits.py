@@ -4,8 +4,8 @@ Writes (next to this file):
   digits_cnn.onnx    torch.onnx.export (legacy TorchScript exporter), opset 17,
                      input `input` [1,1,8,8] float32, output `probs` [1,10]
   digits_cnn.pt2     torch.export.export + torch.export.save, same I/O
-  digits_test.npz    x float32 [N,1,8,8], y int64 [N]   (held-out test split)
-  digits_calib.npz   x float32 [64,1,8,8]               (first 64 training images)
+  digits_cnn.npz     x float32 [N,1,8,8], y int64 [N]   (held-out test split)
+                     calib float32 [64,1,8,8]          (first 64 training images)
 
 Run with the default python (torch, onnx, onnxruntime, scikit-learn).
 """
@@ -112,10 +112,11 @@ def main():
     ep = torch.export.export(model, example)
     torch.export.save(ep, str(pt2_path))
 
-    test_path = HERE / "digits_test.npz"
-    np.savez(test_path, x=x_te[:, None].astype(np.float32), y=y_te.astype(np.int64))
-    calib_path = HERE / "digits_calib.npz"
-    np.savez(calib_path, x=x_tr[:N_CALIB, None].astype(np.float32))
+    # npukit's data sidecar (<model stem>.npz): x = held-out test split, y = labels,
+    # calib = the first training images (for activation ranges)
+    test_path = HERE / "digits_cnn.npz"
+    np.savez(test_path, x=x_te[:, None].astype(np.float32), y=y_te.astype(np.int64),
+             calib=x_tr[:N_CALIB, None].astype(np.float32))
 
     # Accuracy measured on the exported ONNX file with onnxruntime, batch 1.
     import onnx

@@ -6,13 +6,13 @@ Writes (next to this file):
   mobilenet_v1_025_int8.tflite  MobileNet-v1 style net, width 0.25, input 1x96x96x3,
                                 13 depthwise-separable blocks, 10 classes, seeded random
                                 weights (untrained), full-integer int8 (int8 in/out)
-  mobilenet_calib.npz           x float32 [32,1,96,96,3]: the seeded representative inputs,
+  mobilenet_v1_025_int8.npz           x float32 [32,1,96,96,3]: the seeded representative inputs,
                                 tflite_out int8 [32,1,10]: the TFLite interpreter's outputs for
                                 them (input quantized with the model's input scale/zero point)
   digits_cnn_float.tflite       Keras CNN on the 8x8 digits (NHWC 1x8x8x1), float32
   digits_cnn_int8.tflite        same network, full-integer int8 (int8 in/out),
                                 representative data = the training images
-  digits_test_nhwc.npz          x float32 [N,8,8,1], y int64 [N]: the held-out test split
+  digits_cnn_float.npz / digits_cnn_int8.npz          x float32 [N,8,8,1], y int64 [N]: the held-out test split
 
 All models have a fixed batch of 1: a Keras model with a dynamic batch converts to
 an int8 TFLite that carries SHAPE ops, which TVM's from_tflite refuses for quantized
@@ -237,8 +237,8 @@ def main():
     mnet_buf = convert(mnet, representative=calib)
     write(HERE / "mobilenet_v1_025_int8.tflite", mnet_buf)
     ref = tflite_run_int8(mnet_buf, calib)
-    np.savez_compressed(HERE / "mobilenet_calib.npz", x=calib, tflite_out=ref)
-    print(f"wrote mobilenet_calib.npz x{list(calib.shape)} tflite_out{list(ref.shape)}; "
+    np.savez_compressed(HERE / "mobilenet_v1_025_int8.npz", x=calib, tflite_out=ref)
+    print(f"wrote mobilenet_v1_025_int8.npz x{list(calib.shape)} tflite_out{list(ref.shape)}; "
           f"argmax histogram over the 32 inputs: {np.bincount(ref.reshape(len(ref), -1).argmax(1), minlength=10).tolist()}")
 
     # Digits CNN: train with a free batch dim, then copy weights into a batch-1 model.
@@ -259,8 +259,10 @@ def main():
     write(HERE / "digits_cnn_float.tflite", float_buf)
     int8_buf = convert(model, representative=[x_tr[i:i + 1] for i in range(len(x_tr))])
     write(HERE / "digits_cnn_int8.tflite", int8_buf)
-    np.savez(HERE / "digits_test_nhwc.npz", x=x_te.astype(np.float32), y=y_te.astype(np.int64))
-    print(f"wrote digits_test_nhwc.npz x{list(x_te.shape)}")
+    # npukit data sidecars (<model stem>.npz); float x: npukit quantizes it for the int8 input
+    for stem in ("digits_cnn_float", "digits_cnn_int8"):
+        np.savez(HERE / f"{stem}.npz", x=x_te.astype(np.float32), y=y_te.astype(np.int64))
+    print(f"wrote digits_cnn_float.npz, digits_cnn_int8.npz x{list(x_te.shape)}")
 
     acc_f = tflite_accuracy(float_buf, x_te, y_te)
     acc_q = tflite_accuracy(int8_buf, x_te, y_te)

@@ -1,0 +1,211 @@
+"""Run the model with simulated bit-widths: compiled once, quantization parameters as inputs.
+
+The tagged module is rebuilt into a *simulation* module:
+
+* every MAC op's weight constant becomes a function parameter, so quantized weights
+  (per-channel symmetric, computed in numpy by ``npukit.quant``) are passed in, not compiled in;
+* after every op with a floating-point output a fake-quantize kernel runs, driven by a 6-float
+  parameter vector of its own (scale, zero point, qmin, qmax, a, b):
+  ``y = x + a * (dequant(quant(x)) - x) + b * (fp16(x) - x)`` so fp32 is a = b = 0, fp16 is b = 1
+  and an integer width is a = 1 with its calibrated affine range;
+* the function returns the model outputs followed by every fake-quantized op output.
+
+A bit-width edit therefore changes only the arrays passed in; the compiled VM is reused.  The
+fake-quantize kernels take their parameters as a tensor, so one compiled kernel serves every op of
+the same output shape (compile time does not grow with the op count).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..graph import OpGraph
+from . import load as _load_tvm
+
+MAC_KINDS = ("conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose", "matmul")
+SKIP_KINDS = frozenset({"reshape", "squeeze", "expand_dims", "flatten"})  # views: nothing to round
+
+
+@dataclass(frozen=True)
+class SimLayout:
+    """What the simulation module expects and returns."""
+
+    weight_tids: tuple[str, ...]  # const tensor ids passed as parameters, in order
+    fq_ops: tuple[int, ...]  # op ids with a fake-quantize kernel, in output order
+    fq_out: tuple[str, ...]  # the tensor id each fq kernel rounds
+    n_outputs: int  # model outputs first in the result tuple
+
+
+def weight_tensors(g: OpGraph) -> list[str]:
+    """Const tensors that are weights of MAC ops (rank >= 2), in first-use order."""
+    out: list[str] = []
+    for op in g.ops:
+        if op.kind in MAC_KINDS:
+            for t in op.inputs[1:]:
+                tt = g.tensors[t]
+                if tt.kind == "const" and len(tt.shape) >= 2 and "float" in tt.dtype and t not in out:
+                    out.append(t)
+    return out
+
+
+class Simulator:
+    """Compiles the simulation module once and runs it for given inputs and parameters."""
+
+    def __init__(self, mod, g: OpGraph, cache_dir: str | os.PathLike | None = None):
+        self.g = g
+        self._build(mod)
+        self._compile(cache_dir)
+
+    # -- build ---------------------------------------------------------------------------------
+    def _build(self, tagged) -> None:
+        tvm = _load_tvm()
+        from tvm import relax, te  # noqa: PLC0415
+
+        from .importers import op_id_of_span  # noqa: PLC0415
+
+        g = self.g
+        f = tagged["main"]
+        wt = weight_tensors(g)
+        w_ids = set(wt)
+
+        def fq(x, p):
+            def body(*idx):
+                v = x(*idx)
+                s, z, lo, hi, a, b = (p[k] for k in range(6))
+                q = (te.max(te.min(te.round(v / s) + z, hi), lo) - z) * s
+                h = v.astype("float16").astype("float32")
+                return v + a * (q - v) + b * (h - v)
+
+            return te.compute(x.shape, body, name="fake_quant")
+
+        bb = relax.BlockBuilder()
+        params = [relax.Var(p.name, p.ty) for p in f.params]
+        wvars = {t: relax.Var(f"w_{t}", relax.TensorType(g.tensors[t].shape, "float32")) for t in wt}
+        fq_ops, fq_out, outs, pvars = [], [], [], []
+        mapping = {p.name: q for p, q in zip(f.params, params, strict=True)}
+        op_by_id = g.ops
+
+        def m(x):
+            if isinstance(x, relax.Var):
+                return mapping[x.name]
+            if isinstance(x, relax.Tuple):
+                return relax.Tuple([m(y) for y in x.fields])
+            return x
+
+        body = [b for blk in f.body.blocks for b in blk.bindings]
+        # the function's parameters must be known before its scope opens: find the fq ops first
+        for b in body:
+            v = b.value
+            if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op):
+                i = op_id_of_span(v.span)
+                if i is None:
+                    continue
+                op = op_by_id[i]
+                outt = g.tensors[op.outputs[0]]
+                if len(op.outputs) == 1 and "float" in outt.dtype and op.kind not in SKIP_KINDS:
+                    fq_ops.append(i)
+                    fq_out.append(op.outputs[0])
+                    pvars.append(relax.Var(f"q{i}", relax.TensorType((6,), "float32")))
+        pvar_of = dict(zip(fq_ops, pvars, strict=True))
+        with bb.function("main", params + [wvars[t] for t in wt] + pvars):
+            with bb.dataflow():
+                for b in body:
+                    v, name = b.value, b.var.name
+                    if isinstance(b, relax.MatchCast) or isinstance(v, relax.Var):
+                        mapping[name] = m(v)
+                        continue
+                    if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op):
+                        i = op_id_of_span(v.span)
+                        args = []
+                        for j, a in enumerate(v.args):
+                            if i is not None and isinstance(a, tvm.ir.GenericConst) and j >= 1:
+                                t = _match_const(g, op_by_id[i], a, w_ids)
+                                if t is not None:
+                                    args.append(wvars[t])
+                                    continue
+                            args.append(m(a))
+                        nv = bb.emit(relax.Call(v.op, args, v.attrs, v.ty_args))
+                        if i is not None and i in pvar_of:
+                            nv = bb.emit_te(fq, nv, pvar_of[i])
+                            outs.append(nv)
+                        mapping[name] = nv
+                    elif isinstance(v, relax.TupleGetItem):
+                        mapping[name] = bb.emit(relax.TupleGetItem(m(v.tuple_value), v.index))
+                    else:
+                        mapping[name] = bb.emit(m(v))
+                res = m(f.body.body)
+                model_outs = list(res.fields) if isinstance(res, relax.Tuple) else [res]
+                gv = bb.emit_output(relax.Tuple(model_outs + outs))
+            bb.emit_func_output(gv)
+        self.mod = bb.get()
+        self.layout = SimLayout(tuple(wt), tuple(fq_ops), tuple(fq_out), len(model_outs))
+
+    def _compile(self, cache_dir) -> None:
+        tvm = _load_tvm()
+        from tvm import relax  # noqa: PLC0415
+
+        target = tvm.target.Target({"kind": "llvm"})
+        h = hashlib.sha256((tvm.__version__ + "\n" + self.mod.script(show_meta=False)).encode())
+        for t in sorted(self.g.consts):  # the metadata the script omits: every constant's bytes
+            a = np.ascontiguousarray(self.g.consts[t])
+            h.update(f"{t}:{a.dtype}:{a.shape}".encode())
+            h.update(a.tobytes())
+        key = h.hexdigest()[:24]
+        path = None
+        if cache_dir is not None:
+            path = Path(cache_dir) / f"sim-{key}.so"
+        ex = None
+        if path is not None and path.exists():
+            try:
+                ex = tvm.runtime.load_module(str(path))
+            except Exception:  # noqa: BLE001 - a stale or foreign cache entry: rebuild
+                ex = None
+        if ex is None:
+            from .importers import _quiet  # noqa: PLC0415
+
+            with _quiet():
+                ex = tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+            if path is not None:
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = path.with_suffix(f".{os.getpid()}.tmp.so")
+                    ex.export_library(str(tmp))
+                    os.replace(tmp, path)
+                except Exception:  # noqa: BLE001 - caching is best effort (read-only home, no compiler)
+                    pass
+        self.vm = relax.VirtualMachine(ex, tvm.cpu())
+        self._fn = self.vm["main"]
+
+    # -- run -----------------------------------------------------------------------------------
+    def tensors(self, arrays: list[np.ndarray]) -> list:
+        tvm = _load_tvm()
+        return [tvm.runtime.tensor(np.ascontiguousarray(a)) for a in arrays]
+
+    def run(self, inputs: list, weights: list, qparams: list, all_outputs: bool) -> list[np.ndarray]:
+        """One sample. ``inputs``/``weights``/``qparams`` are lists of tvm tensors (see ``tensors``)."""
+        res = self._fn(*inputs, *weights, *qparams)
+        n = len(res) if all_outputs else self.layout.n_outputs
+        return [res[k].numpy() for k in range(n)]
+
+
+def _match_const(g: OpGraph, op, const, w_ids: set[str]) -> str | None:
+    """The weight tensor id of ``op`` that ``const`` holds (by position among its const inputs)."""
+    arr_shape = tuple(int(s) for s in const.ty.shape) if getattr(const.ty, "shape", None) is not None else None
+    for t in op.inputs[1:]:
+        if t in w_ids and g.tensors[t].shape == arr_shape:
+            return t
+    return None
+
+
+def default_cache_dir() -> Path | None:
+    """~/.cache/npukit (or $NPUKIT_CACHE); None disables the compiled-module cache."""
+    env = os.environ.get("NPUKIT_CACHE")
+    if env is not None:
+        return Path(env) if env else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "npukit"

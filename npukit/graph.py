@@ -60,10 +60,10 @@ class Op:
     outputs: tuple[str, ...]
     var: str  # the binding's name in the tagged Relax module
 
-    @property
-    def kind(self) -> str:
-        """Short op name: "relax.nn.conv2d" -> "conv2d", "relax.vision.x" -> "x"."""
-        return short_op(self.op)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", short_op(self.op))
+
+    kind: str = field(init=False, compare=False, repr=False)  # short op name: "relax.nn.conv2d" -> "conv2d"
 
 
 @dataclass(frozen=True)
@@ -121,18 +121,19 @@ class OpGraph:
         return tuple(self.tensors[t] for t in op.inputs if self.tensors[t].kind == "const")
 
     def resolve(self, node: str | int) -> tuple[int, ...]:
-        """op_ids for a user's node reference: an op_id, an op name, or a model node name."""
+        """op_ids for a user's node reference: an op_id, a model node name (all of its ops) or an
+        op name (``<node>/add`` for a helper op)."""
         if isinstance(node, (int, np.integer)) and not isinstance(node, bool):
             if 0 <= int(node) < len(self.ops):
                 return (int(node),)
             return ()
         s = str(node)
+        ids = self.ops_of_source(s)  # a model node: all the ops it became (conv2d + its bias add)
+        if ids:
+            return ids
         op = self.op_by_name(s)
         if op is not None:
             return (op.op_id,)
-        ids = self.ops_of_source(s)
-        if ids:
-            return ids
         if s.isdigit() and int(s) < len(self.ops):
             return (int(s),)
         return ()

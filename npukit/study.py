@@ -283,6 +283,15 @@ class Study:
         """The partitioned tvm IRModule (FuseOpsByPattern + MergeCompositeFunctions)."""
         return self._partition().mod
 
+    def byoc_steps(self) -> dict:
+        """The BYOC partition step by step under the current config: ``patterns`` (the generated
+        pattern table), ``tagged`` (the module it starts from), ``fused`` (after FuseOpsByPattern)
+        and ``merged`` (after MergeCompositeFunctions)."""
+        self._partition()
+        cfg = self._config
+        vs = verdicts(self.graph, self.soc, cfg.disabled, cfg.enabled, self._pins(cfg), self._caps)
+        return self._partitioner.steps(vs)
+
     @property
     def tagged_module(self):
         """The imported, constant-folded Relax module the partition starts from."""
@@ -502,6 +511,50 @@ class Study:
                     for t in b.trace:
                         lines.append(f"    {t.figure}: {t.formula}")
         return "\n".join(lines)
+
+    # ------------------------------------------------------------------------------------------
+    # exports
+
+    def to_model_explorer(self, out_dir, include_error: bool = False) -> Path:
+        """Model Explorer graph JSON + node-data overlays (processor, latency, energy[, error])."""
+        from .export import to_model_explorer  # noqa: PLC0415
+
+        return to_model_explorer(self, out_dir, include_error)
+
+    def annotated_onnx(self, path) -> Path:
+        """The ONNX model with npukit's placement and figures on every node (for Netron)."""
+        from .export import annotated_onnx  # noqa: PLC0415
+
+        return annotated_onnx(self, path)
+
+    def netron(self, path=None, port: int | None = None, height: int = 600):
+        """Serve the annotated ONNX with netron on loopback and show it in the notebook."""
+        import tempfile  # noqa: PLC0415
+
+        from .export import serve_netron  # noqa: PLC0415
+
+        if path is None:
+            path = Path(tempfile.mkdtemp(prefix="npukit-netron-")) / (Path(self.graph.path).stem + ".npukit.onnx")
+        self.annotated_onnx(path)
+        host, port = serve_netron(path, port)
+        try:
+            from IPython.display import IFrame  # noqa: PLC0415
+
+            return IFrame(f"http://{host}:{port}", width="100%", height=height)
+        except ImportError:
+            return f"http://{host}:{port}"
+
+    def report(self, path, include_error: bool = False) -> Path:
+        """A standalone HTML report (tables + timeline)."""
+        from .report import write_report  # noqa: PLC0415
+
+        return write_report(self, path, include_error)
+
+    def timeline_figure(self):
+        """The lane timeline as a plotly figure."""
+        from .report import timeline_figure  # noqa: PLC0415
+
+        return timeline_figure(self)
 
     # ------------------------------------------------------------------------------------------
     # notebook

@@ -216,6 +216,7 @@ class Partitioner:
         costs a call and two transfers, so it is pruned the way TVM's TensorRT integration prunes
         subgraphs without compute: those verdicts turn into refusals and the partition re-runs once.
         """
+        vs = self._prune_lone_views(vs)
         res = self._run_once(vs)
         pruned: dict[tuple[int, str], Verdict] = {}
         for part in res.plan.partitions:
@@ -228,10 +229,38 @@ class Partitioner:
             res = self._run_once({**vs, **pruned})
         return res
 
-    def _run_once(self, vs: Mapping[tuple[int, str], Verdict]) -> Partitioned:
+    def _prune_lone_views(self, vs: Mapping[tuple[int, str], Verdict]) -> Mapping[tuple[int, str], Verdict]:
+        """Refuse up front the view ops no neighbour could join on the same processor (the common
+        case of the pruning rule in ``run``), which saves a second partition run."""
+        g = self.g
+        out = None
+        for op in g.ops:
+            if op.kind not in VIEW_OPS:
+                continue
+            nbrs = list(g.producers(op)) + [c for t in op.outputs for c in g.consumers(t)]
+            for proc in self.soc.accelerators:
+                v = vs.get((op.op_id, proc))
+                if v is None or not v.ok or any(vs[(n, proc)].ok for n in nbrs):
+                    continue
+                if out is None:
+                    out = dict(vs)
+                out[(op.op_id, proc)] = Verdict(proc, False, (f"pruned: a partition holding only {op.kind} is not worth an offload call",))
+        return vs if out is None else out
+
+    def steps(self, vs: Mapping[tuple[int, str], Verdict]) -> dict:
+        """The partition one step at a time, for teaching: the pattern table (plain data), the
+        module after FuseOpsByPattern (composite functions) and after MergeCompositeFunctions."""
         _load_tvm()
         from tvm import relax  # noqa: PLC0415
 
+        vs = self._prune_lone_views(vs)
+        specs, patterns = self._patterns(vs)
+        fused = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(self.mod)
+        merged = relax.transform.MergeCompositeFunctions()(fused)
+        return {"patterns": specs, "tagged": self.mod, "fused": fused, "merged": merged}
+
+    def _patterns(self, vs) -> tuple[list[PatternSpec], list]:
+        """The pattern table for verdicts ``vs`` and its FusionPattern objects (checks read ``vs``)."""
         self._vs = vs
         accepted: dict[str, set[str]] = {}
         singles: dict[str, set[str]] = {}
@@ -242,7 +271,13 @@ class Partitioner:
                 if not v.fused_only:
                     singles.setdefault(proc, set()).add(kind)
         specs = pattern_specs(self.g, self.soc, accepted, self._shapes, singles)
-        patterns = [fp for s in specs for fp in self._fusion_pattern(s)]
+        return specs, [fp for s in specs for fp in self._fusion_pattern(s)]
+
+    def _run_once(self, vs: Mapping[tuple[int, str], Verdict]) -> Partitioned:
+        _load_tvm()
+        from tvm import relax  # noqa: PLC0415
+
+        _specs, patterns = self._patterns(vs)
         mod = self.mod
         if patterns:
             mod = relax.transform.FuseOpsByPattern(patterns, bind_constants=True, annotate_codegen=False)(mod)

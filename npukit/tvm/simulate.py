@@ -139,7 +139,12 @@ class Simulator:
                     else:
                         mapping[name] = bb.emit(m(v))
                 res = m(f.body.body)
-                model_outs = list(res.fields) if isinstance(res, relax.Tuple) else [res]
+                if isinstance(res, relax.Tuple):
+                    model_outs = list(res.fields)
+                elif isinstance(res.ty, relax.TupleType):  # a var bound to the output tuple
+                    model_outs = [bb.emit(relax.TupleGetItem(res, k)) for k in range(len(res.ty.fields))]
+                else:
+                    model_outs = [res]
                 gv = bb.emit_output(relax.Tuple(model_outs + outs))
             bb.emit_func_output(gv)
         self.mod = bb.get()

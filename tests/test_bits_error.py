@@ -1,0 +1,222 @@
+"""Issue 7: bit-widths per processor and per layer, and the numeric error measured by running the model."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import npukit
+from npukit import quant
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_models"
+ALL_BITS = ("int2", "int4", "int8", "int16", "fp16", "fp32")
+
+# one processor that runs every bit-width: the numerics without placement effects
+NUMERICS = {
+    "name": "numerics-only", "description": "one processor running every bit-width", "sources": ["illustrative"],
+    "processors": {"cpu": {
+        "kind": "cpu", "host": True, "clock_mhz": 1000, "dram_bytes_per_cycle": 8,
+        "macs_per_cycle": {b: 1 for b in ALL_BITS}, "energy_pj_per_mac": {b: 1 for b in ALL_BITS},
+        "energy_pj_per_byte": 10, "default_bits": "fp32"}},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return npukit.Study(SAMPLES / "digits_cnn.onnx", NUMERICS)
+
+
+def test_weight_quantization_is_per_channel_symmetric():
+    w = np.array([[1.0, -0.6, 0.26], [0.1, 0.05, -0.2]], np.float32)
+    q = quant.quantize_weight(w, "int8", axis=0)
+    # row 0: scale 1/127; row 1: scale 0.2/127
+    expect0 = np.round(w[0] * 127) / 127
+    expect1 = np.round(w[1] / (0.2 / 127)) * (0.2 / 127)
+    np.testing.assert_allclose(q[0], expect0, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(q[1], expect1, rtol=0, atol=1e-7)
+    t = quant.quantize_weight(w, "int2", axis=0)  # ternary: {-1, 0, 1} * max|w_c|
+    np.testing.assert_allclose(t[0], [1.0, -1.0, 0.0])
+    np.testing.assert_allclose(t[1], [0.0, 0.0, -0.2], atol=1e-7)
+    assert quant.quantize_weight(w, "fp32", 0) is not None and np.array_equal(quant.quantize_weight(w, "fp32", 0), w)
+    np.testing.assert_array_equal(quant.quantize_weight(w, "fp16", 0), w.astype(np.float16).astype(np.float32))
+
+
+def test_activation_params_are_affine_over_the_calibrated_range():
+    s, z, lo, hi, a, b = quant.act_params(-1.0, 3.0, "int4")
+    assert (lo, hi, a, b) == (0, 15, 1, 0)
+    assert s == pytest.approx(4.0 / 15)
+    assert z == round(1.0 / (4.0 / 15))  # zero point maps 0.0 exactly
+    assert tuple(quant.act_params(0.5, 2.0, "int8"))[:2] == pytest.approx((2.0 / 255, 0))  # range widened to hold 0
+    assert tuple(quant.act_params(0, 1, "fp32")) == (1, 0, 0, 0, 0, 0)
+    assert tuple(quant.act_params(0, 1, "fp16")) == (1, 0, 0, 0, 0, 1)
+
+
+def test_fp32_everywhere_gives_zero_error(digits):
+    digits.set_bits("fp32", processor="cpu")
+    err = digits.error
+    assert len(err) == 13  # every op but the reshape view
+    assert all(math.isinf(v) and v > 0 for v in err["snr_db"])
+    assert all(v == 0.0 for v in err["max_abs_err"])
+    e = digits.error_dict()
+    assert e["outputs"][0]["snr_db"] == math.inf and e["outputs"][0]["max_abs"] == 0.0
+    assert e["outputs"][0]["top1_agreement"] == 1.0
+    assert e["accuracy"] == e["accuracy_fp32"]
+    assert e["samples"] == 450 and "digits_cnn.npz" in e["data_source"]
+
+
+def test_error_grows_as_bits_shrink(digits):
+    snr, acc = {}, {}
+    for b in ("int16", "int8", "int4", "int2"):
+        digits.set_bits(b, processor="cpu")
+        e = digits.error_dict()
+        snr[b], acc[b] = e["outputs"][0]["snr_db"], e["accuracy"]
+    assert snr["int16"] > snr["int8"] > snr["int4"] > snr["int2"]
+    assert acc["int16"] >= acc["int8"] >= acc["int4"] >= acc["int2"]
+    assert acc["int8"] >= 0.95  # the trained model survives int8
+    assert acc["int2"] < 0.5  # and not int2
+
+
+def test_layer_override_changes_only_that_layer(digits):
+    digits.set_bits("int8", processor="cpu")
+    base_cost = digits.costs.set_index("op_id")
+    base_err = digits.error.set_index("op_id")
+    digits.set_bits("int2", layer="/conv2/Conv")  # the model node: conv2d and its bias add
+    cost = digits.costs.set_index("op_id")
+    err = digits.error.set_index("op_id")
+    layer = set(digits.graph.ops_of_source("/conv2/Conv"))
+    assert layer == {3, 4}
+    changed = {i for i in cost.index if not cost.loc[i].equals(base_cost.loc[i])}
+    assert changed == layer  # only that layer's cost rows move
+    assert (cost.loc[list(layer), "bits"] == "int2").all()
+    assert cost.loc[3, "macs"] == base_cost.loc[3, "macs"] == 73728
+    # its weights are 4x smaller at int2: bytes drop
+    assert cost.loc[3, "bytes"] < base_cost.loc[3, "bytes"]
+    # its error gets much worse, and layers before it are untouched
+    assert err.loc[3, "snr_db"] < base_err.loc[3, "snr_db"] - 10
+    for i in (0, 1, 2):
+        assert err.loc[i, "snr_db"] == base_err.loc[i, "snr_db"]
+    digits.set_bits(None, layer="/conv2/Conv")
+    assert digits.costs.set_index("op_id").equals(base_cost)
+
+
+def test_error_identical_across_processes():
+    code = (
+        "import json, npukit; s = npukit.Study({m!r}, 'arm-dsp-dla'); s.set_bits('fp16', processor='dla');"
+        "e = s.error_dict(); e['per_op'] = [list(r) for r in s.error[['op_id', 'snr_db', 'max_abs_err']].itertuples(index=False)];"
+        "print(json.dumps(e, sort_keys=True))"
+    ).format(m=str(SAMPLES / "digits_cnn.onnx"))
+    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300).stdout
+            for _ in range(2)]  # fmt: skip
+    assert outs[0] == outs[1]
+    doc = json.loads(outs[0])
+    assert doc["samples"] == 450 and len(doc["per_op"]) == 13
+
+
+def test_unsupported_bits_are_clear_errors():
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    with pytest.raises(npukit.ConfigError, match=r"dla cannot run int4: processors\.dla\.macs_per_cycle lists int8, fp16"):
+        s.set_bits("int4", processor="dla")
+    with pytest.raises(npukit.ConfigError, match=r"layer '/conv1/Conv' runs on dla, which cannot run int16"):
+        s.set_bits("int16", layer="/conv1/Conv")
+    with pytest.raises(npukit.ConfigError, match="unknown bit-width 'int3'"):
+        s.set_bits("int3", processor="dsp")
+    with pytest.raises(npukit.ConfigError, match="unknown processor 'npu'"):
+        s.set_bits("int8", processor="npu")
+    assert s.config.bits == ()  # nothing half-applied
+
+
+def test_costs_follow_bits():
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "riscv-accel")
+    s.set_bits("int8", processor="accel")
+    c8 = s.costs.set_index("name")
+    s.set_bits("int4", processor="accel")
+    c4 = s.costs.set_index("name")
+    # fc1 (matmul + bias add + relu fused): weights 256x64 = 16,384 B at int8 -> 8,192 B packed int4;
+    # input 256 -> 128 B; the composite's output 64 -> 32 B; the bias stays int32 in both
+    assert c8.loc["/fc1/Gemm", "bytes"] - c4.loc["/fc1/Gemm", "bytes"] == pytest.approx(16384 / 2 + 256 / 2 + 64 / 2)
+    # the MAC array runs int4 at twice the int8 rate (macs_per_cycle 128 vs 64)
+    assert c4.loc["/fc1/Gemm", "compute_cycles"] < c8.loc["/fc1/Gemm", "compute_cycles"]
+    assert c4.loc["/conv2/Conv", "compute_cycles"] < c8.loc["/conv2/Conv", "compute_cycles"]
+
+
+def test_boundary_requantize_rows_where_bit_widths_differ():
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    b = s.boundaries.set_index("tensor_id")
+    # dla (int8) -> dsp (default int16): a requantize; dsp -> arm host (fp32): a dequantize
+    assert b.loc["t12", "src"] == "dla" and b.loc["t12", "dst"] == "dsp"
+    assert "requantize int8->int16" in b.loc["t12", "conversion"] and b.loc["t12", "quantize_us"] > 0
+    assert "dequantize int16->fp32" in b.loc["t13", "conversion"]
+    s.set_bits("int8", processor="dsp")
+    b = s.boundaries.set_index("tensor_id")
+    assert b.loc["t12", "quantize_us"] == 0 and "quantize" not in b.loc["t12", "conversion"]
+
+
+def test_set_data_validates_and_counts():
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", NUMERICS)
+    z = np.load(SAMPLES / "digits_cnn.npz")
+    with pytest.raises(npukit.DataError, match=r"x: shape \[10, 8, 8\] does not fit input 'input' of shape \[1, 1, 8, 8\]; "
+                                               r"expected \[N, 1, 1, 8, 8\] or \[N, 1, 8, 8\]"):
+        s.set_data(z["x"][:10, 0])
+    with pytest.raises(npukit.DataError, match=r"y: expected 10 class labels \(shape \[10\]\), got shape \[9\]"):
+        s.set_data(z["x"][:10], z["y"][:9])
+    with pytest.raises(npukit.DataError, match=r"y: labels span 0\.\.12 but output 'probs' has 10 classes"):
+        s.set_data(z["x"][:3], np.array([0, 1, 12]))
+    s.set_data(z["x"][:40, None], z["y"][:40])  # [N, 1, 1, 8, 8]: one full input per row
+    assert s.error_dict()["samples"] == 40
+    s.set_data(z["x"][:40], z["y"][:40])  # [N, 1, 8, 8]: rows without the batch dim of 1
+    e = s.error_dict()
+    assert e["samples"] == 40 and e["data_source"] == "user data"
+    assert e["accuracy_fp32"] == pytest.approx(np.mean(np.array([r.argmax() for r in _ort(z["x"][:40])]) == z["y"][:40]))
+
+
+def test_npz_errors_name_the_file(tmp_path):
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", NUMERICS)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, inputs=np.zeros((2, 1, 8, 8), np.float32))
+    with pytest.raises(npukit.DataError, match=r"bad\.npz: no array 'x' \(or one per input \['input'\]\); it holds \['inputs'\]"):
+        s.set_data(bad)
+    with pytest.raises(npukit.DataError, match=r"missing\.npz: no such data file"):
+        s.set_data(tmp_path / "missing.npz")
+
+
+def test_float_data_feeds_an_int8_model_through_its_input_quantization():
+    s = npukit.Study(SAMPLES / "digits_cnn_int8.tflite", "arm-dsp-dla")
+    e = s.error_dict()  # sidecar digits_cnn_int8.npz holds float NHWC images
+    assert e["samples"] == 450
+    assert e["accuracy_fp32"] == pytest.approx(440 / 450)  # what the TFLite interpreter scores (make_tflite.py)
+
+
+def test_models_without_data_use_seeded_random_inputs():
+    s = npukit.Study(SAMPLES / "tiny_detector.onnx", "arm-dsp-dla")
+    e = s.error_dict()
+    assert e["samples"] == quant.DEFAULT_RANDOM_SAMPLES
+    assert "seeded random inputs" in e["data_source"] and "study.set_data()" in e["data_source"]
+
+
+def test_cli_bits_and_data(tmp_path):
+    cmd = [sys.executable, "-m", "npukit", "study", str(SAMPLES / "digits_cnn.onnx"), "--soc", "riscv-accel",
+           "--bits", "accel=int4", "--bits-layer", "/conv1/Conv=int8", "--data", str(SAMPLES / "digits_cnn.npz"), "--json"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    bits = {r["name"]: r["bits"] for r in doc["costs"]}
+    assert bits["/conv1/Conv"] == "int8" and bits["/conv1/Conv/add"] == "int8" and bits["/conv2/Conv"] == "int4"
+    assert doc["config"] == {"bits": {"accel": "int4"}, "layer_bits": {"/conv1/Conv": "int8"}}
+    assert 0.9 < doc["error"]["accuracy"] <= 1.0
+    bad = subprocess.run(cmd[:7] + ["--bits", "accel=int16"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "npukit: error: accel cannot run int16: processors.accel.macs_per_cycle lists int2, int4, int8"
+
+
+def _ort(x):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(SAMPLES / "digits_cnn.onnx"), providers=["CPUExecutionProvider"])
+    return [sess.run(None, {"input": x[i : i + 1]})[0] for i in range(len(x))]

@@ -121,8 +121,8 @@ class OpGraph:
         return tuple(self.tensors[t] for t in op.inputs if self.tensors[t].kind == "const")
 
     def resolve(self, node: str | int) -> tuple[int, ...]:
-        """op_ids for a user's node reference: an op_id, a model node name (all of its ops) or an
-        op name (``<node>/add`` for a helper op)."""
+        """op_ids for a user's node reference: an op_id (int, or ``"#12"`` as stored in configs), a
+        model node name (all of its ops) or an op name (``<node>/add`` for a helper op)."""
         if isinstance(node, (int, np.integer)) and not isinstance(node, bool):
             if 0 <= int(node) < len(self.ops):
                 return (int(node),)
@@ -134,8 +134,9 @@ class OpGraph:
         op = self.op_by_name(s)
         if op is not None:
             return (op.op_id,)
-        if s.isdigit() and int(s) < len(self.ops):
-            return (int(s),)
+        digits = s[1:] if s.startswith("#") else s
+        if digits.isdigit() and int(digits) < len(self.ops):
+            return (int(digits),)
         return ()
 
     def names(self) -> list[str]:

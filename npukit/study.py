@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from . import ops as _ops
+import numpy as np
+
 from .config import Config
 from .cost import BoundaryCost, CostModel, OpCost
 from .errors import ConfigError, NpukitError, closest, unknown
@@ -123,9 +125,11 @@ class Study:
         return ids
 
     def _node_key(self, node) -> str:
-        """A node reference as stored in the config: names as given, op ids as op names."""
-        if isinstance(node, int) and not isinstance(node, bool):
-            return self.graph.ops[self._nodes(node)[0]].name
+        """A node reference as stored in the config: names as given, an op id as ``"#<id>"`` (that
+        one op; a model node name means every op the node became)."""
+        if isinstance(node, (int, np.integer)) and not isinstance(node, bool):
+            self._nodes(int(node))
+            return f"#{int(node)}"
         self._nodes(node)
         return str(node)
 

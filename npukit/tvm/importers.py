@@ -15,6 +15,7 @@ by op without trusting any generated name.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
 import re
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError, ShapeError, UnsupportedOpError, closest
+from ..errors import ModelError, NpukitError, ShapeError, UnsupportedOpError, closest
 from ..graph import Op, OpGraph, Tensor, freeze, short_op
 from . import load as _load_tvm
 
@@ -58,11 +59,22 @@ class _Marks:
     owner: dict[str, int] = field(default_factory=dict)  # marked var name -> source index
     elided: dict[int, str] = field(default_factory=dict)  # source index -> what became of it
     current: str = ""  # the node being converted (for error messages)
+    _by_name: dict[str, int] = field(default_factory=dict)  # source name -> index (merged sources)
 
-    def record(self, bb, relax, sym, src: _Source):
-        """Bind ``sym`` (a converter's result) and remember that ``src`` produced it."""
+    def index(self, src: _Source, merge: bool = False) -> int:
+        """The index of ``src``; with ``merge``, one index per source name (the pieces a
+        decomposition made of one model node all belong to that node)."""
+        if merge and src.name in self._by_name:
+            return self._by_name[src.name]
         idx = len(self.sources)
         self.sources.append(src)
+        if merge:
+            self._by_name[src.name] = idx
+        return idx
+
+    def record(self, bb, relax, sym, src: _Source, merge: bool = False):
+        """Bind ``sym`` (a converter's result) and remember that ``src`` produced it."""
+        idx = self.index(src, merge)
         if isinstance(sym, (relax.Call, relax.Tuple, relax.TupleGetItem)):
             sym = bb.emit(sym)
         if isinstance(sym, relax.Var):
@@ -86,8 +98,7 @@ class _Marks:
 
 def import_model(model, input_shapes: dict | None = None) -> Imported:
     """Import a model file path, an ``onnx.ModelProto``, an ExportedProgram or a Relax IRModule."""
-    tvm = _load_tvm()
-    if isinstance(model, (str, os.PathLike)):
+    if isinstance(model, (str, os.PathLike)):  # path checks first: they need no tvm
         path = Path(model)
         if not path.exists():
             raise ModelError(f"{path}: no such file")
@@ -106,6 +117,7 @@ def import_model(model, input_shapes: dict | None = None) -> Imported:
         if ext == ".tflite":
             return _import_tflite(path, input_shapes)
         return _import_pt2(path, input_shapes)
+    tvm = _load_tvm()
     if isinstance(model, tvm.IRModule):
         return _import_relax(model, input_shapes)
     tname = type(model).__module__ + "." + type(model).__name__
@@ -130,10 +142,11 @@ def _first_line(err: BaseException) -> str:
 
 
 def _fix_hint(name: str, shape_hint: str) -> str:
-    return (
-        f"pin it with npukit.Study(..., input_shapes={{{name!r}: ({shape_hint})}}) "
-        f"or --input-shape {name}={shape_hint.replace(' ', '')}"
-    )
+    import shlex  # noqa: PLC0415
+
+    # quoted for a shell when the input's name needs it (spaces, quotes, newlines ...)
+    arg = shlex.quote(f"{name}={shape_hint.replace(' ', '')}")
+    return f"pin it with npukit.Study(..., input_shapes={{{name!r}: ({shape_hint})}}) or --input-shape {arg}"
 
 
 def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | None) -> dict:
@@ -185,7 +198,7 @@ def _import_onnx_file(path: Path, input_shapes) -> Imported:
 
 
 def _import_onnx(m, path: str, input_shapes) -> Imported:
-    tvm = _load_tvm()
+    _load_tvm()
     from tvm import relax  # noqa: PLC0415
     from tvm.relax.frontend.onnx import onnx_frontend as F  # noqa: PLC0415
 
@@ -265,16 +278,39 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     for o in m.opset_import:
         if o.domain in ("", "ai.onnx"):
             opset = o.version
+    if not opset:
+        raise ModelError(f"{path}: the model declares no opset of the default ONNX domain (opset_import is "
+                         "empty); is the file truncated?")  # fmt: skip
     imp = Importer(shapes, "float32", keep_params_in_input=False, sanitize=False)
     marks._params = frozenset(i.name for i in graph.input)
-    try:
-        with _quiet():
-            raw = imp.from_onnx(graph, opset or 1)
-    except Exception as e:  # noqa: BLE001
-        raise ModelError(f"{path}: TVM's ONNX importer failed at node {marks.current}: {_first_line(e)}") from None
+    raw = _run_quietly(lambda: imp.from_onnx(graph, opset), lambda err: ModelError(
+        f"{path}: TVM's ONNX importer failed{_at('node', marks)}: {err}"))
     input_names = [i.name for i in graph.input if i.name not in inits]
     out_names = [o.name for o in graph.output]
     return _finish(raw, marks, "onnx", path, input_names, out_names, const_names)
+
+
+def _at(what: str, marks: _Marks) -> str:
+    return f" at {what} {marks.current}" if marks.current else ""
+
+
+def _run_quietly(fn, error):
+    """``fn()`` with the frontends' output silenced; a failure becomes ``error(first line)``.
+
+    The failed frontend's objects (a BlockBuilder with open blocks ...) are released while stderr
+    is still silenced: otherwise TVM logs "BlockBuilder destroyed with remaining blocks!" when
+    they are collected, after npukit's own one-line error.
+    """
+    keep: BaseException | None = None
+    with _quiet():
+        try:
+            return fn()
+        except NpukitError as e:
+            keep = e.with_traceback(None)
+        except Exception as e:  # noqa: BLE001 - every frontend failure becomes one ModelError
+            keep = error(_first_line(e))
+        gc.collect()
+    raise keep
 
 
 @contextlib.contextmanager
@@ -311,17 +347,17 @@ def _silence_fd(fd: int):
 
 
 def _import_tflite(path: Path, input_shapes) -> Imported:
-    _load_tvm()
-    from tvm import relax  # noqa: PLC0415
-    from tvm.relax.frontend.tflite import tflite_frontend as TF  # noqa: PLC0415
-
+    buf = path.read_bytes()
+    if len(buf) < 8 or buf[4:8] != b"TFL3":
+        raise ModelError(f"{path}: not a TFLite flatbuffer (no 'TFL3' file identifier)")
     try:
         import tflite  # noqa: PLC0415
     except ImportError:
         raise ModelError(f"{path}: reading .tflite files needs the 'tflite' package (pip install tflite)") from None
-    buf = path.read_bytes()
-    if len(buf) < 8 or buf[4:8] != b"TFL3":
-        raise ModelError(f"{path}: not a TFLite flatbuffer (no 'TFL3' file identifier)")
+    _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+    from tvm.relax.frontend.tflite import tflite_frontend as TF  # noqa: PLC0415
+
     try:
         model = tflite.Model.GetRootAsModel(buf, 0)
         if model.SubgraphsLength() < 1:
@@ -335,6 +371,18 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
             b = model.Buffers(t.Buffer())
             if b is not None and b.DataLength():
                 _ = b.DataAsNumpy()
+            if t.ShapeLength():
+                _ = t.ShapeAsNumpy()
+            if t.ShapeSignatureLength():
+                _ = t.ShapeSignatureAsNumpy()
+        declared = {}
+        for idx in sg.InputsAsNumpy():
+            t = sg.Tensors(int(idx))
+            sig = t.ShapeSignatureAsNumpy() if t.ShapeSignatureLength() else t.ShapeAsNumpy()
+            shape = t.ShapeAsNumpy() if t.ShapeLength() else None
+            dims = None if shape is None else [int(s) if int(g) > 0 else "" for s, g in zip(shape, sig, strict=False)]
+            declared[tensor_names[int(idx)]] = dims
+        outputs = [int(i) for i in sg.OutputsAsNumpy()]
     except ModelError:
         raise
     except Exception as e:  # noqa: BLE001
@@ -342,13 +390,6 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
     if nops == 0:
         raise ModelError(f"{path}: the model has no ops")
 
-    declared = {}
-    for idx in sg.InputsAsNumpy():
-        t = sg.Tensors(int(idx))
-        sig = t.ShapeSignatureAsNumpy() if t.ShapeSignatureLength() else t.ShapeAsNumpy()
-        shape = t.ShapeAsNumpy() if t.ShapeLength() else None
-        dims = None if shape is None else [int(s) if int(g) > 0 else "" for s, g in zip(shape, sig, strict=False)]
-        declared[tensor_names[int(idx)]] = dims
     shapes = _check_input_shapes(path, declared, input_shapes)
 
     marks = _Marks()
@@ -392,15 +433,12 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
                 )
             super().check_unsupported_ops()
 
-    try:
-        with _quiet():
-            raw = TF.from_tflite(model, shape_dict={k: tuple(v) for k, v in shapes.items()}, op_converter=Converter)
-    except UnsupportedOpError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        raise ModelError(f"{path}: TVM's TFLite importer failed at op {marks.current}: {_first_line(e)}") from None
-    ins = [tensor_names[int(i)] for i in sg.InputsAsNumpy()]
-    outs = [tensor_names[int(i)] for i in sg.OutputsAsNumpy()]
+    raw = _run_quietly(
+        lambda: TF.from_tflite(model, shape_dict={k: tuple(v) for k, v in shapes.items()}, op_converter=Converter),
+        lambda err: ModelError(f"{path}: TVM's TFLite importer failed{_at('op', marks)}: {err}"),
+    )
+    ins = list(declared)
+    outs = [tensor_names[i] for i in outputs]
     return _finish(raw, marks, "tflite", str(path), ins, outs, {})
 
 
@@ -409,31 +447,25 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
 
 
 def _import_pt2(path: Path, input_shapes) -> Imported:
+    import zipfile  # noqa: PLC0415
+
+    if not zipfile.is_zipfile(path):
+        raise ModelError(f"{path}: not a torch.export archive (a .pt2 is a zip file); the file may be truncated "
+                         "or of another format")  # fmt: skip
     try:
         import torch  # noqa: PLC0415
     except ImportError:
         raise ModelError(f"{path}: loading .pt2 files needs PyTorch (pip install 'npukit[torch]')") from None
-    try:
-        with _quiet():
-            ep = torch.export.load(str(path))
-    except Exception as e:  # noqa: BLE001
-        raise ModelError(f"{path}: not a readable torch.export program, the file may be truncated ({_first_line(e)})") from None
+    ep = _run_quietly(lambda: torch.export.load(str(path)), lambda err: ModelError(
+        f"{path}: not a readable torch.export program, the file may be truncated ({err})"))
     return _import_exported_program(ep, str(path), input_shapes)
 
 
 def _import_exported_program(ep, path: str, input_shapes) -> Imported:
-    _load_tvm()
-    import torch  # noqa: PLC0415, F401 - the frontend needs it
-    from tvm import relax  # noqa: PLC0415
-    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter  # noqa: PLC0415
-
-    if input_shapes:
-        raise ShapeError(f"{path}: input_shapes cannot change an ExportedProgram; re-export it with static shapes")
-    try:
-        with _quiet():
-            ep = ep.run_decompositions()
-    except Exception as e:  # noqa: BLE001
-        raise ModelError(f"{path}: torch decomposition failed: {_first_line(e)}") from None
+    # the user's program: its FX node names are the names npukit keeps.  Its inputs are checked
+    # before the decomposition and the tvm import, so a bad program is answered quickly.
+    user_nodes = {n.name: n for n in ep.graph.nodes if n.op == "call_function"}
+    user_out = next((n for n in ep.graph.nodes if n.op == "output"), None)
     user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
     declared = {}
     for node in ep.graph.nodes:
@@ -442,7 +474,17 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
             shape = getattr(val, "shape", None)
             declared[node.name] = None if shape is None else [
                 int(d) if isinstance(d, int) or str(d).isdigit() else str(d) for d in shape]  # fmt: skip
-    _check_input_shapes(path, declared, None)
+    _check_input_shapes(path, declared, input_shapes)
+    if not user_nodes:
+        raise ModelError(f"{path}: the program has no ops")
+
+    _load_tvm()
+    import torch  # noqa: PLC0415, F401 - the frontend needs it
+    from tvm import relax  # noqa: PLC0415
+    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter  # noqa: PLC0415
+
+    ep = _run_quietly(ep.run_decompositions, lambda err: ModelError(f"{path}: torch decomposition failed: {err}"))
+    user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
     calls = [n for n in ep.graph.nodes if n.op == "call_function"]
     if not calls:
         raise ModelError(f"{path}: the program has no ops")
@@ -457,13 +499,14 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
 
         def _npk_wrap(self, key, fn):
             def wrapped(node, *rest):
-                marks.current = f"{node.name!r} ({key})"
+                src = _user_source(node, user_nodes, key)
+                marks.current = f"{src.name!r} ({src.op_type})"
                 ret = fn(node, *rest)
                 if not hasattr(ret, "same_as"):  # python values (shapes, ints): no op
-                    marks.sources.append(_Source(node.name, key))
-                    marks.elided[len(marks.sources) - 1] = "folded to a constant at import"
+                    idx = marks.index(src, merge=True)
+                    marks.elided.setdefault(idx, "folded to a constant at import")
                     return ret
-                return marks.record(self.block_builder, relax, ret, _Source(node.name, key))
+                return marks.record(self.block_builder, relax, ret, src, merge=True)
 
             return wrapped
 
@@ -474,14 +517,38 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
         kinds = sorted({k for _, k in bad})
         listing = "; ".join(f"{n!r} ({k})" for n, k in bad[:20])
         raise UnsupportedOpError(f"{path}: {len(bad)} node(s) use ops TVM's PyTorch frontend cannot import ({', '.join(kinds)}): {listing}")
-    try:
-        with _quiet():
-            raw = imp.from_exported_program(ep, False, False, False, None)
-    except Exception as e:  # noqa: BLE001
-        raise ModelError(f"{path}: TVM's PyTorch importer failed at node {marks.current}: {_first_line(e)}") from None
-    out_node = next(n for n in ep.graph.nodes if n.op == "output")
+    raw = _run_quietly(lambda: imp.from_exported_program(ep, False, False, False, None), lambda err: ModelError(
+        f"{path}: TVM's PyTorch importer failed{_at('node', marks)}: {err}"))
+    out_node = user_out if user_out is not None else next(n for n in ep.graph.nodes if n.op == "output")
     outs = [getattr(a, "name", str(a)) for a in _flatten(out_node.args[0])]
+    raw = _bind_input_shapes(raw, user_inputs, input_shapes, path)
     return _finish(raw, marks, "torch", path, user_inputs, outs, {})
+
+
+def _target_name(target) -> str:
+    """An FX node's target as the user reads it: ``aten.conv2d.default``, ``getitem``."""
+    return str(target) if hasattr(target, "_schema") else getattr(target, "__name__", str(target))
+
+
+def _user_source(node, user_nodes: dict, key: str) -> _Source:
+    """The node of the user's program a (possibly decomposed) FX node came from.
+
+    ``run_decompositions`` renames what it rewrites (``conv2d`` -> ``convolution``, ``linear`` ->
+    ``permute`` + ``addmm``); torch records the provenance in ``node.meta["from_node"]``, a chain
+    of NodeSource objects, which leads back to the node the user sees in ``ep.graph``.
+    """
+    stack = list(node.meta.get("from_node") or ())
+    seen = 0
+    while stack and seen < 64:
+        ns = stack.pop(0)
+        seen += 1
+        name = getattr(ns, "name", None)
+        if name in user_nodes:
+            return _Source(name, _target_name(user_nodes[name].target))
+        stack.extend(getattr(ns, "from_node", None) or ())
+    if node.name in user_nodes:
+        return _Source(node.name, _target_name(user_nodes[node.name].target))
+    return _Source(node.name, key)
 
 
 def _flatten(x):
@@ -500,9 +567,6 @@ def _import_relax(mod, input_shapes) -> Imported:
     _load_tvm()
     from tvm import relax  # noqa: PLC0415
 
-    if input_shapes:
-        raise ShapeError("<IRModule>: input_shapes cannot change a Relax module; bind its symbolic dims "
-                         "with relax.transform.BindSymbolicVars first")  # fmt: skip
     names = [gv.name_hint for gv in mod.functions]
     if "main" not in names:
         raise ModelError(f"<IRModule>: no 'main' function; it has {', '.join(sorted(names)) or 'none'}")
@@ -516,7 +580,47 @@ def _import_relax(mod, input_shapes) -> Imported:
                 marks.owner[b.var.name] = len(marks.sources)
                 marks.sources.append(_Source(b.var.name, b.value.op.name))
     ins = [p.name for p in f.params]
+    declared = {}
+    for p in f.params:
+        shape = getattr(p.ty, "shape", None)
+        declared[p.name] = None if shape is None else [_dim(d) for d in shape]
+    _check_input_shapes("<IRModule>", declared, input_shapes)
+    mod = _bind_input_shapes(mod, ins, input_shapes, "<IRModule>")
     return _finish(mod, marks, "relax", "<IRModule>", ins, [], {})
+
+
+def _dim(d) -> int | str:
+    """A Relax shape dim as an int, or the name of its symbolic variable."""
+    try:
+        return int(d)
+    except (TypeError, ValueError):
+        return str(d)
+
+
+def _bind_input_shapes(mod, labels, input_shapes, path: str):
+    """Pin the symbolic dims of ``main``'s inputs to the user's ``input_shapes`` (BindSymbolicVars).
+
+    Used where the frontend itself cannot take the shapes (ExportedProgram, Relax IRModule)."""
+    if not input_shapes:
+        return mod
+    tvm = _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+
+    binding: dict = {}
+    for p, label in zip(mod["main"].params, labels, strict=False):
+        dims, shape = input_shapes.get(label), getattr(p.ty, "shape", None)
+        if dims is None or shape is None:
+            continue
+        for i, (d, v) in enumerate(zip(shape, dims, strict=False)):
+            if isinstance(_dim(d), int):
+                if int(d) != int(v):
+                    raise ShapeError(f"{path}: input {label!r} dim {i} is fixed at {int(d)} in the model; "
+                                     f"input_shapes asks for {int(v)} (only symbolic dims can be pinned)")  # fmt: skip
+            elif isinstance(d, tvm.ir.expr.Var):
+                if binding.get(d, int(v)) != int(v):
+                    raise ShapeError(f"{path}: input_shapes gives the symbolic dim {d} both {binding[d]} and {int(v)}")
+                binding[d] = int(v)
+    return relax.transform.BindSymbolicVars(binding, "main")(mod) if binding else mod
 
 
 # ---------------------------------------------------------------------------------------------
@@ -611,11 +715,17 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     from tvm import relax  # noqa: PLC0415
 
     _attribute_pending(raw["main"], marks)
-    try:
-        with _quiet():
-            folded = relax.transform.FoldConstant()(raw)
-    except Exception as e:  # noqa: BLE001
-        raise ModelError(f"{path}: FoldConstant failed: {_first_line(e)}") from None
+    computes = {marks.owner[b.var.name] for blk in raw["main"].body.blocks for b in blk.bindings
+                if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op) and b.var.name in marks.owner}  # fmt: skip
+    # FoldConstant works only inside dataflow blocks: a Relax module written with plain bindings
+    # would keep its constant-only ops.  Only such modules are converted (the conversion also
+    # collapses var-to-var bindings, which would move a frontend's op onto a renamed binding).
+    plain = any(not isinstance(blk, relax.DataflowBlock) and any(isinstance(b.value, relax.Call) for b in blk.bindings)
+                for blk in raw["main"].body.blocks)  # fmt: skip
+    folded = _run_quietly(
+        lambda: relax.transform.FoldConstant()(relax.transform.ConvertToDataflow(min_size=1)(raw) if plain else raw),
+        lambda err: ModelError(f"{path}: FoldConstant failed: {err}"),
+    )
     f = folded["main"]
 
     tensors: dict[str, Tensor] = {}
@@ -652,8 +762,11 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         static[argname] = val if val is not None else str(x)
         return []
 
+    owner_at = _owners_after_fold([b for blk in f.body.blocks for b in blk.bindings], marks)
+    k = -1
     for blk in f.body.blocks:
         for b in blk.bindings:
+            k += 1
             v = b.value
             vname = b.var.name
             if isinstance(b, relax.MatchCast) or isinstance(v, relax.Var):
@@ -674,14 +787,15 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
                 else:
                     raise ModelError(f"{path}: op {v.op.name} ({vname}) returns {ty}, not a tensor")
                 for tid, fty in fields:
-                    shp, dt = _shape_of(fty, f"output of {v.op.name} ({_src_label(marks, vname)})", path)
+                    label = f"node {marks.sources[owner_at[k]].name!r}" if owner_at[k] is not None else vname
+                    shp, dt = _shape_of(fty, f"output of {v.op.name} ({label})", path)
                     tensors[tid] = Tensor(tid, shp, dt, "act", op_id)
                 outs = tuple(t for t, _ in fields)
                 env[vname] = outs if isinstance(ty, relax.TupleType) else outs[0]
                 attrs = _attrs(v)
                 attrs.update(static)
                 ops.append(dict(op_id=op_id, op=v.op.name, attrs=attrs, inputs=tuple(in_tids), outputs=outs,
-                                src=marks.owner.get(vname), var=vname))  # fmt: skip
+                                src=owner_at[k], var=vname))  # fmt: skip
             elif isinstance(v, relax.TupleGetItem):
                 tup = env.get(v.tuple_value.name) if isinstance(v.tuple_value, relax.Var) else None
                 env[vname] = tup[v.index] if isinstance(tup, tuple) else tup
@@ -721,7 +835,8 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         for o in ops
     )  # fmt: skip
     used = {o["src"] for o in ops}
-    elided = {src.name: marks.elided.get(i, "folded away at import (FoldConstant): its value became a constant")
+    elided = {src.name: marks.elided.get(i, "folded away at import (FoldConstant): its value became a constant"
+                                         if i in computes else "no computation of its own: passes on another node's value")
               for i, src in enumerate(marks.sources) if i not in used}  # fmt: skip
     graph = OpGraph(
         ops=op_objs, tensors=freeze(tensors), inputs=tuple(t for t, v in tensors.items() if v.kind == "input"),
@@ -755,9 +870,32 @@ def _attribute_pending(f, marks: _Marks) -> None:
             marks.owner.setdefault(p, last)
 
 
-def _src_label(marks: _Marks, vname: str) -> str:
-    s = marks.owner.get(vname)
-    return f"node {marks.sources[s].name!r}" if s is not None else vname
+def _owners_after_fold(bindings, marks: _Marks) -> list[int | None]:
+    """The source node of each binding of the folded function.
+
+    Bindings keep their names through FoldConstant, but the normaliser binds nested calls (the
+    ``R.nonzero`` inside a frontend's ``match_cast``) to fresh vars whose names may repeat an
+    earlier one.  A repeated or unknown name belongs, like the helpers before the fold, to the
+    node of the next binding whose name is known.
+    """
+    out: list[int | None] = [None] * len(bindings)
+    seen: set[str] = set()
+    pending: list[int] = []
+    last = None
+    for k, b in enumerate(bindings):
+        name = b.var.name
+        own = None if name in seen else marks.owner.get(name)
+        seen.add(name)
+        if own is None:
+            pending.append(k)
+            continue
+        out[k] = last = own
+        for j in pending:
+            out[j] = own
+        pending.clear()
+    for j in pending:
+        out[j] = last
+    return out
 
 
 def _name_ops(ops: list[dict], marks: _Marks) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:

@@ -224,10 +224,16 @@ class Partitioner:
             if part.processor != self.soc.host and kinds <= VIEW_OPS:
                 why = f"pruned: a partition holding only {', '.join(sorted(kinds))} is not worth an offload call"
                 for i in part.ops:
-                    pruned[(i, part.processor)] = Verdict(part.processor, False, (why,))
+                    if not self._pinned(vs, i):
+                        pruned[(i, part.processor)] = Verdict(part.processor, False, (why,))
         if pruned:
             res = self._run_once({**vs, **pruned})
         return res
+
+    def _pinned(self, vs: Mapping[tuple[int, str], Verdict], i: int) -> bool:
+        """Only a user's pin makes the host refuse an op; a pin beats the pruning of view ops."""
+        v = vs.get((i, self.soc.host))
+        return v is not None and not v.ok
 
     def _prune_lone_views(self, vs: Mapping[tuple[int, str], Verdict]) -> Mapping[tuple[int, str], Verdict]:
         """Refuse up front the view ops no neighbour could join on the same processor (the common
@@ -235,7 +241,7 @@ class Partitioner:
         g = self.g
         out = None
         for op in g.ops:
-            if op.kind not in VIEW_OPS:
+            if op.kind not in VIEW_OPS or self._pinned(vs, op.op_id):
                 continue
             nbrs = list(g.producers(op)) + [c for t in op.outputs for c in g.consumers(t)]
             for proc in self.soc.accelerators:

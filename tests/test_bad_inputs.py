@@ -1,0 +1,453 @@
+"""Issue 3: every bad input is an NpukitError naming the file / node / field, and on the command line
+one line ``npukit: error: ...`` with exit code 2, no traceback, within 10 s.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import (
+    DIGITS_ONNX,
+    DIGITS_PT2,
+    DIGITS_TFLITE,
+    assert_cli_error,
+    initializer,
+    onnx_model,
+    run_cli,
+    save_onnx,
+    tensor_info,
+)
+
+import npukit
+
+PROFILE = Path(npukit.__file__).parent / "profiles" / "arm-dsp-dla.toml"
+
+# ---------------------------------------------------------------------------------------------
+# bad model files: (id, builder(tmp) -> path, exception class, words the message must hold)
+
+
+def _empty(tmp: Path) -> Path:
+    p = tmp / "empty.onnx"
+    p.write_bytes(b"")
+    return p
+
+
+def _truncated(src: Path, keep: float, name: str):
+    def make(tmp: Path) -> Path:
+        p = tmp / name
+        data = src.read_bytes()
+        p.write_bytes(data[: int(len(data) * keep)])
+        return p
+
+    return make
+
+
+def _text_as_onnx(tmp: Path) -> Path:
+    p = tmp / "notes.onnx"
+    p.write_text("these are my meeting notes, not a model\n" * 20)
+    return p
+
+
+def _text_as_tflite(tmp: Path) -> Path:
+    p = tmp / "notes.tflite"
+    p.write_text("hello\n" * 50)
+    return p
+
+
+def _unknown_ext(tmp: Path) -> Path:
+    p = tmp / "model.caffemodel"
+    p.write_bytes(DIGITS_ONNX.read_bytes())
+    return p
+
+
+def _custom_op(tmp: Path) -> Path:
+    from onnx import helper as h
+
+    nodes = [h.make_node("Relu", ["x"], ["a"], name="pre"),
+             h.make_node("FrobnicateX", ["a"], ["y"], name="my/frob", domain="com.example")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 4])], [tensor_info("y", [1, 4])], domains=["com.example"])
+    return save_onnx(m, tmp / "custom.onnx", infer_shapes=False)
+
+
+def _several_unsupported(tmp: Path) -> Path:
+    from onnx import helper as h
+
+    nodes = [h.make_node("Celu", ["x"], ["a"], name="act/celu"),
+             h.make_node("Relu", ["a"], ["b"], name="fine"),
+             h.make_node("Celu", ["b"], ["c"]),  # unnamed: reported by its output name
+             h.make_node("Wobble", ["c"], ["y"], name="vendor/wobble", domain="com.acme")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 4])], [tensor_info("y", [1, 4])], domains=["com.acme"])
+    return save_onnx(m, tmp / "several.onnx", infer_shapes=False)
+
+
+def _tflite_unsupported(tmp: Path) -> Path:
+    """The float digits model with two operator codes rewritten in place to ops TVM's TFLite
+    frontend lacks (MAX_POOL_2D -> SKIP_GRAM, SOFTMAX -> LSH_PROJECTION)."""
+    import struct
+
+    import tflite
+    from tflite.BuiltinOperator import BuiltinOperator as B
+
+    buf = bytearray(DIGITS_TFLITE.read_bytes())
+    model = tflite.Model.GetRootAsModel(buf, 0)
+    swap = {B.MAX_POOL_2D: B.SKIP_GRAM, B.SOFTMAX: B.LSH_PROJECTION}
+    done = 0
+    for i in range(model.OperatorCodesLength()):
+        oc = model.OperatorCodes(i)
+        new = swap.get(max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode()))
+        if new is None:
+            continue
+        dep, cur = oc._tab.Offset(4), oc._tab.Offset(10)  # deprecated_builtin_code (int8), builtin_code (int32)
+        assert dep and cur
+        struct.pack_into("<b", buf, oc._tab.Pos + dep, new)
+        struct.pack_into("<i", buf, oc._tab.Pos + cur, new)
+        done += 1
+    assert done == 2
+    p = tmp / "unsupported.tflite"
+    p.write_bytes(bytes(buf))
+    return p
+
+
+def _no_ops(tmp: Path) -> Path:
+    m = onnx_model([], [tensor_info("x", [1, 4])], [tensor_info("x", [1, 4])])
+    return save_onnx(m, tmp / "noops.onnx", infer_shapes=False)
+
+
+def _only_identity(tmp: Path) -> Path:
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Identity", ["x"], ["y"], name="id")], [tensor_info("x", [1, 4])],
+                   [tensor_info("y", [1, 4])])  # fmt: skip
+    return save_onnx(m, tmp / "identity.onnx")
+
+
+def _symbolic_batch(tmp: Path) -> Path:
+    from onnx import helper as h
+
+    node = h.make_node("Conv", ["image", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])
+    m = onnx_model([node], [tensor_info("image", ["N", 3, 8, 8])], [tensor_info("y", ["N", 4, 8, 8])],
+                   [initializer("w", [4, 3, 3, 3])])  # fmt: skip
+    return save_onnx(m, tmp / "symbolic.onnx")
+
+
+def _dangling_input(tmp: Path) -> Path:
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Add", ["x", "ghost"], ["y"], name="add_ghost")], [tensor_info("x", [1, 4])],
+                   [tensor_info("y", [1, 4])])  # fmt: skip
+    return save_onnx(m, tmp / "dangling.onnx", infer_shapes=False)
+
+
+MODEL_CASES = [
+    ("empty", _empty, npukit.ModelError, ["empty.onnx", "empty"]),
+    ("truncated-onnx", _truncated(DIGITS_ONNX, 0.5, "half.onnx"), npukit.ModelError, ["half.onnx", "truncated"]),
+    ("truncated-onnx-tail", _truncated(DIGITS_ONNX, 0.99999, "tail.onnx"), npukit.ModelError, ["tail.onnx"]),
+    ("truncated-tflite", _truncated(DIGITS_TFLITE, 0.5, "half.tflite"), npukit.ModelError, ["half.tflite", "truncated"]),
+    # cut inside the last buffer: fails deep inside TVM's TFLite frontend, which must stay silent
+    ("truncated-tflite-tail", _truncated(DIGITS_TFLITE, 0.99998, "tail.tflite"), npukit.ModelError, ["tail.tflite"]),
+    ("truncated-pt2", _truncated(DIGITS_PT2, 0.5, "half.pt2"), npukit.ModelError, ["half.pt2", "truncated"]),
+    ("text-as-onnx", _text_as_onnx, npukit.ModelError, ["notes.onnx"]),
+    ("text-as-tflite", _text_as_tflite, npukit.ModelError, ["notes.tflite", "TFLite"]),
+    ("unknown-extension", _unknown_ext, npukit.ModelError, ["model.caffemodel", "'.caffemodel'", ".onnx", ".tflite", ".pt2"]),
+    ("custom-op", _custom_op, npukit.UnsupportedOpError, ["custom.onnx", "'my/frob'", "com.example.FrobnicateX"]),
+    ("several-unsupported", _several_unsupported, npukit.UnsupportedOpError,
+     ["several.onnx", "3 node(s)", "'act/celu' (Celu)", "'c' (Celu)", "'vendor/wobble' (com.acme.Wobble)"]),
+    ("tflite-unsupported", _tflite_unsupported, npukit.UnsupportedOpError,
+     ["unsupported.tflite", "2 op(s)", "'digits_cnn_1/pool_1/MaxPool2d' (SKIP_GRAM)",
+      "'StatefulPartitionedCall_1:0' (LSH_PROJECTION)"]),
+    ("no-ops", _no_ops, npukit.ModelError, ["noops.onnx", "no ops"]),
+    ("only-identity", _only_identity, npukit.ModelError, ["identity.onnx", "no ops"]),
+    ("symbolic-batch", _symbolic_batch, npukit.ShapeError,
+     ["symbolic.onnx", "input 'image'", "dim 0", "'N'", "input_shapes={'image': (1, 3, 8, 8)}",
+      "--input-shape image=1,3,8,8"]),
+    ("dangling-input", _dangling_input, npukit.ModelError, ["dangling.onnx", "'add_ghost'", "'ghost'"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,build,exc,words", MODEL_CASES, ids=[c[0] for c in MODEL_CASES])
+def test_bad_model_api(tmp_path, case, build, exc, words):
+    path = build(tmp_path)
+    with pytest.raises(exc) as ei:
+        npukit.Study(path, "arm-dsp-dla")
+    msg = str(ei.value)
+    assert isinstance(ei.value, npukit.NpukitError)
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
+    assert "\n" not in msg.strip()
+    # the same through the importer alone
+    with pytest.raises(exc):
+        npukit.import_model(path)
+
+
+@pytest.mark.parametrize("case,build,exc,words", MODEL_CASES, ids=[c[0] for c in MODEL_CASES])
+def test_bad_model_cli(tmp_path, case, build, exc, words):
+    path = build(tmp_path)
+    msg = assert_cli_error(run_cli("inspect", path), *words)
+    assert msg.startswith(str(path)), msg  # the message leads with the file
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(npukit.ModelError, match="no such file"):
+        npukit.Study(tmp_path / "nope.onnx", "arm-dsp-dla")
+    with pytest.raises(npukit.ModelError, match="is a directory"):
+        npukit.import_model(tmp_path)
+    assert_cli_error(run_cli("inspect", tmp_path / "nope.onnx"), "nope.onnx", "no such file")
+
+
+def test_every_truncation_is_a_model_error(tmp_path):
+    """Cut the samples at many lengths: each cut is an NpukitError, never a bare parser exception."""
+    import warnings
+
+    for src in (DIGITS_ONNX, DIGITS_TFLITE):
+        data = src.read_bytes()
+        cuts = sorted({1, 4, 8, 16, 64, 512, len(data) - 1, len(data) - 2, len(data) - 4, len(data) - 16,
+                       *range(37, len(data), max(1, len(data) // 60))})  # fmt: skip
+        for cut in cuts:
+            p = tmp_path / f"cut{src.suffix}"
+            p.write_bytes(data[:cut])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    npukit.import_model(p)
+                except npukit.NpukitError:
+                    continue
+                except Exception as e:  # noqa: BLE001
+                    pytest.fail(f"{src.name} cut at {cut}/{len(data)} bytes: {type(e).__name__}: {e}")
+            pytest.fail(f"{src.name} cut at {cut}/{len(data)} bytes imported without an error")
+
+
+# ---------------------------------------------------------------------------------------------
+# symbolic dims: the message says how to fix it, and the fix works
+
+
+def test_symbolic_dim_fix_works(tmp_path):
+    path = _symbolic_batch(tmp_path)
+    s = npukit.Study(path, "arm-dsp-dla", input_shapes={"image": (1, 3, 8, 8)})
+    assert s.graph.tensors[s.graph.inputs[0]].shape == (1, 3, 8, 8)
+    assert [op.name for op in s.graph.ops] == ["conv"]
+    r = run_cli("inspect", path, "--input-shape", "image=1,3,8,8")
+    assert r.returncode == 0, r.stderr
+    assert "input  'image' [1, 3, 8, 8] float32" in r.stdout
+    r = run_cli("study", path, "--soc", "arm-dsp-dla", "--input-shape", "image=1,3,8,8", "--json")
+    assert r.returncode == 0, r.stderr
+
+
+def test_symbolic_inner_dim_names_the_dim(tmp_path):
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["seq"], ["y"], name="r")], [tensor_info("seq", [1, "T", 16])],
+                   [tensor_info("y", [1, "T", 16])])  # fmt: skip
+    path = save_onnx(m, tmp_path / "seq.onnx")
+    with pytest.raises(npukit.ShapeError) as ei:
+        npukit.import_model(path)
+    msg = str(ei.value)
+    for w in ("seq.onnx", "input 'seq'", "dim 1", "'T'", "input_shapes={'seq': (1, 1, 16)}", "--input-shape seq=1,1,16"):
+        assert w in msg, msg
+
+
+def test_input_shapes_naming_an_unknown_input(tmp_path):
+    path = _symbolic_batch(tmp_path)
+    with pytest.raises(npukit.ShapeError) as ei:
+        npukit.Study(path, "arm-dsp-dla", input_shapes={"imgae": (1, 3, 8, 8)})
+    assert "'imgae'" in str(ei.value) and "'image'" in str(ei.value) and "symbolic.onnx" in str(ei.value)
+    assert_cli_error(run_cli("inspect", path, "--input-shape", "imgae=1,3,8,8"), "'imgae'", "'image'")
+
+
+def test_input_shapes_with_the_wrong_rank(tmp_path):
+    path = _symbolic_batch(tmp_path)
+    with pytest.raises(npukit.ShapeError, match="rank 3 but input 'image' has rank 4"):
+        npukit.Study(path, "arm-dsp-dla", input_shapes={"image": (1, 3, 8)})
+
+
+def test_data_dependent_output_shape(tmp_path):
+    from onnx import TensorProto
+    from onnx import helper as h
+
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"), h.make_node("NonZero", ["r"], ["nz"], name="find/nz")]
+    m = onnx_model(nodes, [tensor_info("x", [1, 4])], [tensor_info("nz", None, TensorProto.INT64)])
+    path = save_onnx(m, tmp_path / "nonzero.onnx")
+    with pytest.raises(npukit.ShapeError) as ei:
+        npukit.import_model(path)
+    assert str(ei.value).startswith("nonzero.onnx: ") or "nonzero.onnx: " in str(ei.value)
+    assert "relax.nonzero (node 'find/nz')" in str(ei.value)  # the node that made it, not its neighbour
+
+
+def test_unsupported_input_objects():
+    with pytest.raises(npukit.ModelError, match="cannot import a builtins.dict"):
+        npukit.import_model({"not": "a model"})
+
+
+# ---------------------------------------------------------------------------------------------
+# bad SoC profiles
+
+
+def _edit(old: str, new: str):
+    def make(text: str) -> str:
+        assert old in text, old
+        return text.replace(old, new, 1)
+
+    return make
+
+
+PROFILE_CASES = [
+    ("toml-syntax", _edit("clock_mhz = 1200", "clock_mhz = = 1200"), r"soc\.toml: not valid TOML: .*line \d+"),
+    ("typo-field", _edit("clock_mhz = 1200", "clock_mzh = 1200"),
+     r"soc\.toml: processors\.arm\.clock_mzh: unknown field; .*'clock_mhz'"),
+    ("negative-int4", _edit("macs_per_cycle = { int8 = 1024, fp16 = 512 }", "macs_per_cycle = { int4 = -3, int8 = 1024, fp16 = 512 }"),
+     r"soc\.toml: processors\.dla\.macs_per_cycle\.int4: must be a positive number, got -3"),
+    ("missing-required", _edit("dram_bytes_per_cycle = 8.0\n", ""),
+     r"soc\.toml: processors\.dsp\.dram_bytes_per_cycle: required field is missing"),
+    ("two-hosts", _edit('kind = "dsp"\n', 'kind = "dsp"\nhost = true\n'),
+     r"soc\.toml: processors: only one processor may set host = true, got arm, dsp"),
+    ("link-unknown-processor", _edit('between = ["*", "*"]', 'between = ["arm", "npu"]'),
+     r"soc\.toml: links\[0\]\.between\[1\]: no processor named 'npu'; .*'arm', 'dla', 'dsp'"),
+    ("missing-link", _edit('between = ["*", "*"]', 'between = ["arm", "dla"]'),
+     r"soc\.toml: links: no link between 'arm' and 'dsp'"),
+    ("unknown-op", _edit("exp = {}", "expp = {}"), r"soc\.toml: processors\.dsp\.ops.*unknown op 'expp'; .*'exp'"),
+    ("bad-kind", _edit('kind = "dla"', 'kind = "tpu"'), r"soc\.toml: processors\.dla\.kind: must be one of 'cpu', 'dsp', 'dla'"),
+    ("bad-bit-width", _edit("macs_per_cycle = { int8 = 1024, fp16 = 512 }", "macs_per_cycle = { int3 = 1, int8 = 1024, fp16 = 512 }"),
+     r"soc\.toml: processors\.dla\.macs_per_cycle\.int3: unknown bit-width; must be one of int2, int4, int8"),
+    ("wrong-type", _edit("clock_mhz = 1000\nmacs_per_cycle = { int8 = 256", 'clock_mhz = "fast"\nmacs_per_cycle = { int8 = 256'),
+     r"soc\.toml: processors\.dsp\.clock_mhz: must be a number, got 'fast'"),
+    ("order-names-host", _edit('order = ["dla", "dsp"]', 'order = ["dla", "arm"]'),
+     r"soc\.toml: placement\.order\[1\]: 'arm' is not an accelerator"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,edit,pattern", PROFILE_CASES, ids=[c[0] for c in PROFILE_CASES])
+def test_bad_profile_api(tmp_path, monkeypatch, case, edit, pattern):
+    (tmp_path / "soc.toml").write_text(edit(PROFILE.read_text()))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(npukit.ProfileError) as ei:
+        npukit.load_soc("soc.toml")
+    assert re.match(pattern, str(ei.value)), str(ei.value)
+
+
+def test_negative_macs_message_is_exact(tmp_path, monkeypatch):
+    edit = PROFILE_CASES[2][1]
+    (tmp_path / "soc.toml").write_text(edit(PROFILE.read_text()))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(npukit.ProfileError) as ei:
+        npukit.load_soc("soc.toml")
+    assert str(ei.value) == "soc.toml: processors.dla.macs_per_cycle.int4: must be a positive number, got -3"
+    r = run_cli("study", DIGITS_ONNX, "--soc", "soc.toml", cwd=tmp_path)
+    assert r.stderr == "npukit: error: soc.toml: processors.dla.macs_per_cycle.int4: must be a positive number, got -3\n"
+    assert r.returncode == 2
+
+
+@pytest.mark.parametrize("case,edit,pattern", PROFILE_CASES, ids=[c[0] for c in PROFILE_CASES])
+def test_bad_profile_cli(tmp_path, case, edit, pattern):
+    (tmp_path / "soc.toml").write_text(edit(PROFILE.read_text()))
+    msg = assert_cli_error(run_cli("study", DIGITS_ONNX, "--soc", "soc.toml", cwd=tmp_path))
+    assert re.match(pattern, msg), msg
+
+
+def test_unknown_profile_name():
+    with pytest.raises(npukit.ProfileError) as ei:
+        npukit.load_soc("arm-dsp-dlaa")
+    msg = str(ei.value)
+    assert "'arm-dsp-dlaa'" in msg
+    for name in ("arm-dsp-dla", "tda4vm-like", "vsi-npu", "ethos-u55-256"):
+        assert name in msg
+    assert_cli_error(run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dlaa"), "'arm-dsp-dlaa'", "arm-dsp-dla")
+
+
+def test_missing_profile_file(tmp_path):
+    with pytest.raises(npukit.ProfileError, match="no such profile file"):
+        npukit.load_soc(tmp_path / "nope.toml")
+
+
+def test_profile_dict_errors_name_the_field():
+    with pytest.raises(npukit.ProfileError, match=r"<dict>: processors: at least one \[processors.NAME\] table"):
+        npukit.load_soc({"name": "x", "description": "y"})
+
+
+# ---------------------------------------------------------------------------------------------
+# bad edits on the command line
+
+
+EDIT_CASES = [
+    ("unknown-node", ["--pin", "/conv9/Conv=dla"], ["unknown node '/conv9/Conv'", "'/conv1/Conv'"]),
+    ("unknown-processor", ["--disable", "npu:conv2d"], ["unknown processor 'npu'", "'arm'", "'dla'", "'dsp'"]),
+    ("unknown-op", ["--disable", "dla:convv2d"], ["unknown op 'convv2d'", "'conv2d'"]),
+    ("impossible-pin", ["--pin", "/softmax/Softmax=dla"], ["/softmax/Softmax", "dla", "does not support relax.nn.softmax"]),
+    ("bad-bits", ["--bits", "dla=int3"], ["int3"]),
+]
+
+
+@pytest.mark.parametrize("case,args,words", EDIT_CASES, ids=[c[0] for c in EDIT_CASES])
+def test_bad_edit_cli(case, args, words):
+    assert_cli_error(run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", *args), *words)
+
+
+@pytest.mark.slow
+def test_symbolic_dim_of_an_exported_program_and_its_fix(tmp_path):
+    """The hint of the message works for a torch program too (its dims are pinned in Relax)."""
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) * 2
+
+    ep = torch.export.export(Net(), (torch.randn(2, 3),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    with pytest.raises(npukit.ShapeError) as ei:
+        npukit.import_model(ep)
+    msg = str(ei.value)
+    assert "input 'x' dim 0 is symbolic" in msg and "input_shapes={'x': (1, 3)}" in msg
+    g = npukit.import_model(ep, {"x": (1, 3)}).graph
+    assert [(op.name, g.tensors[op.outputs[0]].shape) for op in g.ops] == [("relu", (1, 3)), ("mul", (1, 3))]
+    with pytest.raises(npukit.ShapeError, match=r"input 'x' dim 1 is fixed at 3 in the model; input_shapes asks for 4"):
+        npukit.import_model(ep, {"x": (1, 4)})
+    # the same program saved as .pt2, fixed on the command line
+    path = tmp_path / "dyn.pt2"
+    torch.export.save(ep, str(path))
+    with pytest.raises(npukit.ShapeError, match=r"dyn\.pt2: input 'x' dim 0 is symbolic .*--input-shape x=1,3"):
+        npukit.import_model(path)
+    r = run_cli("inspect", path, "--input-shape", "x=4,3", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [o["shape"] for o in __import__("json").loads(r.stdout)["ops"]] == [[4, 3], [4, 3]]
+
+
+def test_symbolic_dim_of_a_relax_module_and_its_fix():
+    from npukit.tvm import load
+
+    load()
+    from tvm import relax, tirx
+
+    n = tirx.Var("n", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((n, 4), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.nn.relu(x), name_hint="act"))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    with pytest.raises(npukit.ShapeError) as ei:
+        npukit.Study(mod, "arm-dsp-dla")
+    assert str(ei.value) == ("<IRModule>: input 'x' dim 0 is symbolic ('n') in shape [n, 4]; npukit needs static "
+                             "shapes: pin it with npukit.Study(..., input_shapes={'x': (1, 4)}) or --input-shape x=1,4")  # fmt: skip
+    s = npukit.Study(mod, "arm-dsp-dla", input_shapes={"x": (1, 4)})
+    assert s.graph.tensors[s.graph.ops[0].outputs[0]].shape == (1, 4)
+
+
+def test_the_shape_hint_can_be_pasted_into_a_shell(tmp_path):
+    """An input named with spaces and quotes: the suggested --input-shape argument is shell-quoted."""
+    import subprocess
+    import sys
+
+    from onnx import helper as h
+
+    name = "my input (RGB) 'x'"
+    m = onnx_model([h.make_node("Relu", [name], ["y"], name="r")], [tensor_info(name, ["N", 3])],
+                   [tensor_info("y", ["N", 3])])  # fmt: skip
+    path = save_onnx(m, tmp_path / "quoted.onnx")
+    with pytest.raises(npukit.ShapeError) as ei:
+        npukit.import_model(path)
+    hint = str(ei.value).split("--input-shape ", 1)[1]
+    assert "input_shapes={\"my input (RGB) 'x'\": (1, 3)}" in str(ei.value)
+    p = subprocess.run(f"{sys.executable} -m npukit inspect {path} --json --input-shape {hint}", shell=True,
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert __import__("json").loads(p.stdout)["inputs"] == [{"name": name, "shape": [1, 3], "dtype": "float32"}]

@@ -1,0 +1,176 @@
+"""Issues 3 and 4: the console script as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import DETECTOR, DIGITS_ONNX, ROOT, run_cli
+
+import npukit
+from npukit.soc import bundled, load_soc
+
+REQUIRED_PROFILES = {"arm-dsp-dla", "vsi-npu", "riscv-accel", "hexagon-like", "cortex-m7-cmsis-nn", "ethos-u55-256"}
+
+
+def test_socs_one_line_per_bundled_profile():
+    r = run_cli("socs")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    names = sorted(bundled())
+    assert len(lines) == len(names)
+    assert [ln.split()[0] for ln in lines] == names
+    assert REQUIRED_PROFILES <= set(names)
+    for ln, name in zip(lines, names, strict=True):
+        p = load_soc(name)
+        assert f"[{','.join(p.names)}]" in ln
+        assert ln.endswith(p.description)
+    assert r.seconds < 10
+
+
+def test_socs_json():
+    r = run_cli("socs", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [row["name"] for row in rows] == sorted(bundled())
+    for row in rows:
+        p = load_soc(row["name"])
+        assert row["host"] == p.host
+        assert row["description"] == p.description
+        assert row["processors"] == [f"{q.name}:{q.kind}" for q in p.processors]
+    assert any(len(row["processors"]) >= 4 for row in rows)
+
+
+def test_help_lists_the_commands():
+    r = run_cli("--help")
+    assert r.returncode == 0
+    assert r.stdout.startswith("usage: npukit")
+    for cmd in ("socs", "inspect", "study"):
+        assert cmd in r.stdout
+    r = run_cli("study", "--help")
+    assert r.returncode == 0
+    for opt in ("--soc", "--disable", "--pin", "--json", "--input-shape"):
+        assert opt in r.stdout
+
+
+def test_usage_errors_exit_2():
+    r = run_cli("study", DIGITS_ONNX)  # --soc missing
+    assert r.returncode == 2
+    assert "--soc" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--pin", "no-equals-sign")
+    assert r.returncode == 2 and "NODE=PROC" in r.stderr and "Traceback" not in r.stderr
+
+
+def _imported_modules(code_or_args: list[str]) -> set[str]:
+    p = subprocess.run([sys.executable, "-X", "importtime", *code_or_args], capture_output=True, text=True,
+                       cwd=str(ROOT), timeout=120)  # fmt: skip
+    mods = set()
+    for ln in p.stderr.splitlines():
+        if ln.startswith("import time:") and "|" in ln:
+            name = ln.split("|")[-1].strip()
+            if name != "imported package":
+                mods.add(name)
+    assert "npukit" in mods or "npukit.cli" in mods, p.stderr[-2000:]
+    return mods
+
+
+def _heavy(mods: set[str]) -> set[str]:
+    return {m for m in mods if m.split(".")[0] in ("tvm", "tvm_ffi", "torch")}
+
+
+def test_import_npukit_loads_neither_tvm_nor_torch():
+    mods = _imported_modules(["-c", "import npukit"])
+    assert _heavy(mods) == set()
+
+
+def test_socs_and_help_load_neither_tvm_nor_torch():
+    assert _heavy(_imported_modules(["-m", "npukit", "socs"])) == set()
+    assert _heavy(_imported_modules(["-m", "npukit", "--help"])) == set()
+
+
+def test_onnx_study_does_not_load_torch():
+    code = ("import sys, npukit; s = npukit.Study(sys.argv[1], 'arm-dsp-dla'); s.placement; "
+            "print('torch' in sys.modules, 'tvm' in sys.modules)")  # fmt: skip
+    p = subprocess.run([sys.executable, "-c", code, str(DIGITS_ONNX)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False", "True"]
+
+
+# ---------------------------------------------------------------------------------------------
+# npukit study
+
+
+@pytest.fixture(scope="module")
+def study_json():
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_study_json_sections(study_json):
+    d = study_json
+    assert {"placement", "partitions", "costs", "boundaries", "timeline", "totals", "config", "soc", "model"} <= set(d)
+    assert d["soc"] == "arm-dsp-dla"
+    assert d["config"] == {}
+    assert len(d["placement"]) == 14
+    row = d["placement"][0]
+    assert {"op_id", "name", "op", "processor", "partition", "reason", "arm", "dsp", "dla"} <= set(row)
+    assert (row["op_id"], row["name"], row["op"], row["processor"]) == (0, "/conv1/Conv", "conv2d", "dla")
+    assert row["arm"] == "runs every op (host)"
+    assert row["dsp"] == "does not support relax.nn.conv2d"
+    assert row["dla"] == "accepted"
+    assert [p["processor"] for p in d["partitions"]] == ["dla", "dsp"]
+    assert len(d["costs"]) == 14 and {"macs", "latency_us", "energy_uj", "processor", "bits"} <= set(d["costs"][0])
+    assert sum(c["macs"] for c in d["costs"]) == 95_360
+    assert {b["src"] + "->" + b["dst"] for b in d["boundaries"]} >= {"dla->dsp"}
+    assert {"lane", "item", "start_us", "end_us"} <= set(d["timeline"][0])
+    assert {"latency_us", "energy_uj", "busy_us"} <= set(d["totals"])
+    assert d["totals"]["latency_us"] > 0
+
+
+def test_study_json_equals_the_python_api(study_json):
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    pl = s.placement
+    assert [r["name"] for r in study_json["placement"]] == list(pl["name"])
+    assert [r["processor"] for r in study_json["placement"]] == list(pl["processor"])
+    assert [r["reason"] for r in study_json["placement"]] == list(pl["reason"])
+    for p in s.soc.names:
+        assert [r[p] for r in study_json["placement"]] == list(pl[p])
+
+
+def test_study_edits_on_the_command_line():
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--disable", "dla:conv2d", "--pin", "/relu3/Relu=arm", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["config"] == {"disabled": ["dla:conv2d"], "pins": {"/relu3/Relu": "arm"}}
+    by = {row["name"]: row for row in d["placement"]}
+    assert by["/conv1/Conv"]["processor"] == "arm" and by["/conv2/Conv"]["processor"] == "arm"
+    assert by["/conv1/Conv"]["dla"] == "user disabled conv2d on dla"
+    assert by["/relu3/Relu"]["processor"] == "arm"
+    assert by["/relu3/Relu"]["reason"] == "pinned to arm by the user"
+
+
+def test_study_text_output():
+    r = run_cli("study", DETECTOR, "--soc", "arm-dsp-dla")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.splitlines()[0] == f"{DETECTOR} on arm-dsp-dla: 40 ops in 7 partitions"
+    rows = {ln.split()[1]: ln.split() for ln in out.splitlines() if ln[:1].isdigit()}
+    assert rows["post/nms"][2:4] == ["all_class_non_max_suppression", "dsp"]
+    assert rows["post/topk"][2:4] == ["topk", "dsp"]
+    assert rows["backbone/conv1"][2:4] == ["conv2d", "dla"]
+    assert "partitions:" in out and "totals: latency" in out
+
+
+@pytest.mark.slow
+def test_study_config_file_round_trip(tmp_path):
+    cfg = tmp_path / "whatif.toml"
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--disable", "dsp:softmax", "--save-config", cfg)
+    assert r.returncode == 0, r.stderr
+    assert npukit.Config.from_toml(cfg.read_text()) == npukit.Config(disabled=frozenset({("dsp", "softmax")}))
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", cfg, "--json")
+    d = json.loads(r.stdout)
+    assert d["placement"][-1]["processor"] == "arm"
+    assert d["placement"][-1]["dsp"] == "user disabled softmax on dsp"

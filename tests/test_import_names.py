@@ -1,0 +1,426 @@
+"""Issue 3: every op keeps the model's own name, for every input format.
+
+ONNX: the node name, else the node's first output tensor name.  TFLite: the operator's output
+tensor name.  PyTorch: the FX node name of the program the user holds.  Relax: the binding name.
+Helper ops a frontend emits beside a node's main op are named ``<node>/<kind>`` and point back to
+the node through ``source``; nodes that became no op at all are listed in ``graph.elided``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import (
+    DETECTOR,
+    DIGITS_INT8,
+    DIGITS_ONNX,
+    DIGITS_PT2,
+    DIGITS_TFLITE,
+    initializer,
+    onnx_model,
+    run_cli,
+    save_onnx,
+    tensor_info,
+)
+
+import npukit
+
+
+def _node_names_onnx(path) -> list[str]:
+    import onnx
+
+    m = onnx.load(str(path))
+    return [n.name or n.output[0] for n in m.graph.node]
+
+
+def _every_node_accounted_for(g, node_names):
+    """Every model node is an op's source or listed as elided; no op claims a node that does not exist."""
+    sources = {op.source for op in g.ops}
+    assert sources <= set(node_names), sources - set(node_names)
+    assert set(g.elided) <= set(node_names), set(g.elided) - set(node_names)
+    assert sources | set(g.elided) == set(node_names), set(node_names) - sources - set(g.elided)
+    assert not sources & set(g.elided), f"nodes both elided and present: {sources & set(g.elided)}"
+    names = [op.name for op in g.ops]
+    assert len(names) == len(set(names)), "op names must be unique"
+
+
+# ---------------------------------------------------------------------------------------------
+# ONNX
+
+
+def test_digits_onnx_every_op_has_its_node_name(graph_of):
+    g = graph_of(DIGITS_ONNX)
+    assert g.source_format == "onnx"
+    got = [(op.name, op.kind, op.source, op.source_op) for op in g.ops]
+    assert got == [
+        ("/conv1/Conv", "conv2d", "/conv1/Conv", "Conv"),
+        ("/conv1/Conv/add", "add", "/conv1/Conv", "Conv"),  # the bias, fused away by the frontend
+        ("/relu1/Relu", "relu", "/relu1/Relu", "Relu"),
+        ("/conv2/Conv", "conv2d", "/conv2/Conv", "Conv"),
+        ("/conv2/Conv/add", "add", "/conv2/Conv", "Conv"),
+        ("/relu2/Relu", "relu", "/relu2/Relu", "Relu"),
+        ("/pool/MaxPool", "max_pool2d", "/pool/MaxPool", "MaxPool"),
+        ("/flatten/Flatten", "reshape", "/flatten/Flatten", "Flatten"),
+        ("/fc1/Gemm", "matmul", "/fc1/Gemm", "Gemm"),
+        ("/fc1/Gemm/add", "add", "/fc1/Gemm", "Gemm"),
+        ("/relu3/Relu", "relu", "/relu3/Relu", "Relu"),
+        ("/fc2/Gemm", "matmul", "/fc2/Gemm", "Gemm"),
+        ("/fc2/Gemm/add", "add", "/fc2/Gemm", "Gemm"),
+        ("/softmax/Softmax", "softmax", "/softmax/Softmax", "Softmax"),
+    ]
+    assert [op.op_id for op in g.ops] == list(range(14))
+    assert dict(g.elided) == {}
+    _every_node_accounted_for(g, _node_names_onnx(DIGITS_ONNX))
+    # model inputs / outputs keep their names
+    assert [g.tensors[t].name for t in g.inputs] == ["input"]
+    assert [g.tensors[t].name for t in g.outputs] == ["probs"]
+    assert g.tensors[g.outputs[0]].producer == 13
+
+
+def test_detector_onnx_names(graph_of):
+    g = graph_of(DETECTOR)
+    _every_node_accounted_for(g, _node_names_onnx(DETECTOR))
+    by_name = {op.name: op for op in g.ops}
+    assert by_name["post/nms"].kind == "all_class_non_max_suppression"
+    assert by_name["post/nms"].source_op == "NonMaxSuppression"
+    assert by_name["post/topk"].kind == "topk"
+    assert by_name["head/conv/add"].source == "head/conv"
+    # Gather imports as less/add/where (negative index fix-up) + take: all point to the Gather node
+    gather = [op for op in g.ops if op.source == "post/gather_boxes"]
+    assert [(op.name, op.kind) for op in gather] == [
+        ("post/gather_boxes/less", "less"),
+        ("post/gather_boxes/add", "add"),
+        ("post/gather_boxes/where", "where"),
+        ("post/gather_boxes", "take"),
+    ]
+    assert [g.tensors[t].name for t in g.outputs] == ["selected_indices", "topk_scores", "topk_boxes"]
+
+
+@pytest.mark.slow
+def test_transformer_onnx_names_at_scale(graph_of):
+    """1,161 ops: every op is attributed to the node whose conversion emitted it."""
+    import collections
+
+    path = DETECTOR.parent / "transformer_encoder.onnx"
+    g = graph_of(path)
+    _every_node_accounted_for(g, _node_names_onnx(path))
+    assert collections.Counter((op.source_op, op.kind) for op in g.ops) == {
+        ("MatMul", "matmul"): 320, ("Add", "add"): 320, ("Reshape", "reshape"): 160, ("Transpose", "permute_dims"): 160,
+        ("LayerNormalization", "layer_norm"): 81, ("Mul", "multiply"): 40, ("Softmax", "softmax"): 40,
+        ("Gelu", "gelu"): 40,
+    }  # fmt: skip
+    assert all(op.name == op.source for op in g.ops)  # one op per node: every op has its node's exact name
+    assert g.op_by_name("layer3/attn/softmax").kind == "softmax"
+    assert g.op_by_name("final/ln").kind == "layer_norm"
+    # the final Identity node only renames the output
+    assert dict(g.elided) == {"final/output": "no computation of its own: passes on another node's value"}
+    assert [g.tensors[t].name for t in g.outputs] == ["encoded"]
+
+
+def test_onnx_unnamed_nodes_fused_and_elided(tmp_path, graph_of):
+    """Unnamed node -> its first output name; Conv bias -> `<node>/add`; folded nodes -> elided."""
+    from onnx import helper as h
+
+    nodes = [
+        h.make_node("Identity", ["x"], ["x_id"], name="pass_input"),
+        h.make_node("Conv", ["x_id", "W", "B"], ["conv_out"], name="stem", pads=[1, 1, 1, 1]),
+        h.make_node("Add", ["C1", "C2"], ["c_sum"], name="const_add"),  # constant only: folded at import
+        h.make_node("Shape", ["conv_out"], ["shp"], name="shape_of"),  # static shape: a constant
+        h.make_node("Identity", ["conv_out"], ["conv_id"], name="pass_mid"),
+        h.make_node("Add", ["conv_id", "c_sum"], ["biased"]),  # no name: first output
+        h.make_node("Relu", ["biased"], ["y"], name=""),  # empty name: first output
+    ]
+    m = onnx_model(
+        nodes, [tensor_info("x", [1, 3, 8, 8])], [tensor_info("y", [1, 4, 8, 8])],
+        [initializer("W", [4, 3, 3, 3]), initializer("B", [4], 1), initializer("C1", [1, 4, 1, 1], 2),
+         initializer("C2", [1, 4, 1, 1], 3)],
+    )  # fmt: skip
+    g = graph_of(save_onnx(m, tmp_path / "names.onnx"))
+    got = [(op.name, op.kind, op.source) for op in g.ops]
+    assert got == [
+        ("stem", "conv2d", "stem"),
+        ("stem/add", "add", "stem"),
+        ("biased", "add", "biased"),
+        ("y", "relu", "y"),
+    ]
+    assert set(g.elided) == {"pass_input", "const_add", "shape_of", "pass_mid"}
+    assert "identity" in g.elided["pass_input"] and "input" in g.elided["pass_input"]
+    assert "'stem'" in g.elided["pass_mid"]  # it passes on the value of the conv node
+    assert "constant" in g.elided["const_add"]
+    assert "constant" in g.elided["shape_of"]
+    _every_node_accounted_for(g, ["pass_input", "stem", "const_add", "shape_of", "pass_mid", "biased", "y"])
+    # the bias add is reachable from its node name too
+    assert g.op_by_name("stem/add").source == "stem"
+    assert set(g.resolve("stem")) >= {0}
+
+
+def test_onnx_model_proto_in_memory(graph_of):
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["y"], name="only_relu")], [tensor_info("x", [1, 4])],
+                   [tensor_info("y", [1, 4])])  # fmt: skip
+    g = npukit.import_model(m).graph
+    assert [(op.name, op.kind) for op in g.ops] == [("only_relu", "relu")]
+
+
+def test_duplicate_onnx_node_names_stay_unique_and_keep_their_source(tmp_path, graph_of):
+    from onnx import helper as h
+
+    nodes = [h.make_node("Relu", ["x"], ["a"], name="dup"), h.make_node("Sigmoid", ["a"], ["y"], name="dup")]
+    m = onnx_model(nodes, [tensor_info("x", [1, 4])], [tensor_info("y", [1, 4])])
+    g = graph_of(save_onnx(m, tmp_path / "dup.onnx"))
+    assert [op.source for op in g.ops] == ["dup", "dup"]
+    names = [op.name for op in g.ops]
+    assert names[0] == "dup" and names[1] != "dup" and names[1].startswith("dup")
+
+
+# ---------------------------------------------------------------------------------------------
+# TFLite
+
+
+def _tflite_op_names(path) -> list[str]:
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
+    sg = model.Subgraphs(0)
+    out = []
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        out.append(sg.Tensors(int(op.OutputsAsNumpy()[0])).Name().decode())
+    return out
+
+
+def test_tflite_float_names(graph_of):
+    g = graph_of(DIGITS_TFLITE)
+    assert g.source_format == "tflite"
+    node_names = _tflite_op_names(DIGITS_TFLITE)
+    _every_node_accounted_for(g, node_names)
+    assert dict(g.elided) == {}
+    conv1 = node_names[0]
+    assert conv1.startswith("digits_cnn_1/conv1_1/")
+    # CONV_2D with a fused bias and ReLU: conv2d + add + relu, helpers named after the node
+    assert [(op.name, op.kind, op.source, op.source_op) for op in g.ops[:3]] == [
+        (conv1, "conv2d", conv1, "CONV_2D"),
+        (conv1 + "/add", "add", conv1, "CONV_2D"),
+        (conv1 + "/relu", "relu", conv1, "CONV_2D"),
+    ]
+    assert [op.kind for op in g.ops] == ["conv2d", "add", "relu", "conv2d", "add", "relu", "max_pool2d", "reshape",
+                                         "matmul", "add", "relu", "matmul", "add", "softmax"]  # fmt: skip
+    assert g.ops[-1].name == "StatefulPartitionedCall_1:0"
+    assert g.ops[-1].source_op == "SOFTMAX"
+    assert [g.tensors[t].name for t in g.inputs] == ["serving_default_input:0"]
+    assert g.tensors[g.inputs[0]].shape == (1, 8, 8, 1)
+
+
+def test_tflite_int8_names(graph_of):
+    g = graph_of(DIGITS_INT8)
+    node_names = _tflite_op_names(DIGITS_INT8)
+    _every_node_accounted_for(g, node_names)
+    conv1 = node_names[0]
+    # int8 arrives as dequantize -> float op -> quantize; the fused ReLU is a clip
+    assert [(op.name, op.kind) for op in g.ops[:5]] == [
+        (conv1 + "/dequantize", "dequantize"),
+        (conv1, "conv2d"),
+        (conv1 + "/add", "add"),
+        (conv1 + "/quantize", "quantize"),
+        (conv1 + "/clip", "clip"),
+    ]
+    assert all(op.source == conv1 for op in g.ops[:5])
+    assert g.tensors[g.inputs[0]].dtype == "int8"
+    assert [op.name for op in g.ops if op.kind == "softmax"] == ["StatefulPartitionedCall_1:0/softmax"]
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch
+
+
+def _fx_names(ep) -> list[str]:
+    return [n.name for n in ep.graph.nodes if n.op == "call_function"]
+
+
+@pytest.mark.slow
+def test_pt2_file_names(graph_of):
+    torch = pytest.importorskip("torch")
+    g = graph_of(DIGITS_PT2)
+    assert g.source_format == "torch"
+    ep = torch.export.load(str(DIGITS_PT2))
+    _every_node_accounted_for(g, _fx_names(ep))
+    assert _fx_names(ep) == ["conv2d", "relu", "conv2d_1", "relu_1", "max_pool2d", "flatten", "linear", "relu_2",
+                             "linear_1", "softmax"]  # fmt: skip
+    got = [(op.name, op.kind, op.source, op.source_op) for op in g.ops]
+    assert got == [
+        ("conv2d", "conv2d", "conv2d", "aten.conv2d.default"),
+        ("conv2d/add", "add", "conv2d", "aten.conv2d.default"),
+        ("relu", "relu", "relu", "aten.relu.default"),
+        ("conv2d_1", "conv2d", "conv2d_1", "aten.conv2d.default"),
+        ("conv2d_1/add", "add", "conv2d_1", "aten.conv2d.default"),
+        ("relu_1", "relu", "relu_1", "aten.relu.default"),
+        ("max_pool2d", "max_pool2d", "max_pool2d", "aten.max_pool2d.default"),
+        ("flatten", "reshape", "flatten", "aten.flatten.using_ints"),
+        ("linear", "matmul", "linear", "aten.linear.default"),
+        ("linear/add", "add", "linear", "aten.linear.default"),
+        ("relu_2", "relu", "relu_2", "aten.relu.default"),
+        ("linear_1", "matmul", "linear_1", "aten.linear.default"),
+        ("linear_1/add", "add", "linear_1", "aten.linear.default"),
+        ("softmax", "softmax", "softmax", "aten.softmax.int"),
+    ]
+    assert dict(g.elided) == {}
+    assert [g.tensors[t].name for t in g.inputs] == ["input"]
+    assert [g.tensors[t].name for t in g.outputs] == ["softmax"]
+
+
+@pytest.mark.slow
+def test_exported_program_in_memory_keeps_the_users_fx_names():
+    """The names are those of the program the user holds (ep.graph), not of TVM's decomposition."""
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.fc = torch.nn.Linear(4 * 4 * 4, 5)
+
+        def forward(self, x):
+            y = torch.relu(self.conv(x))
+            y = torch.nn.functional.max_pool2d(y, 2)
+            y = y.flatten(1)
+            return torch.softmax(self.fc(y), dim=-1)
+
+    torch.manual_seed(0)
+    ep = torch.export.export(Net().eval(), (torch.randn(1, 3, 8, 8),))
+    fx = _fx_names(ep)
+    assert fx == ["conv2d", "relu", "max_pool2d", "flatten", "linear", "softmax"]
+    g = npukit.import_model(ep).graph
+    assert g.source_format == "torch"
+    _every_node_accounted_for(g, fx)
+    by_kind = {}
+    for op in g.ops:
+        by_kind.setdefault(op.kind, []).append(op)
+    assert by_kind["conv2d"][0].name == "conv2d"
+    assert by_kind["matmul"][0].name == "linear" and by_kind["matmul"][0].source == "linear"
+    assert by_kind["softmax"][0].name == "softmax"
+    assert by_kind["max_pool2d"][0].source == "max_pool2d"
+    assert by_kind["reshape"][0].source == "flatten"
+    assert {op.source for op in g.ops if op.kind == "add"} == {"conv2d", "linear"}  # the two biases
+    assert dict(g.elided) == {}
+    assert [g.tensors[t].name for t in g.inputs] == ["x"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Relax IRModule
+
+
+def _relax_module(dataflow: bool):
+    import contextlib
+
+    from npukit.tvm import load
+
+    load()
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("image", relax.TensorType((1, 3, 8, 8), "float32"))
+    w = relax.const(np.ones((4, 3, 3, 3), np.float32))
+    c1 = relax.const(np.ones((4,), np.float32))
+    c2 = relax.const(np.full((4,), 2, np.float32))
+    with bb.function("main", [x]):
+        with bb.dataflow() if dataflow else contextlib.nullcontext():
+            c = bb.emit(relax.op.nn.conv2d(x, w, padding=1), name_hint="my_conv")
+            k = bb.emit(relax.op.add(c1, c2), name_hint="const_sum")  # constants only: folds away
+            kr = bb.emit(relax.op.reshape(k, (1, 4, 1, 1)), name_hint="bias_shape")
+            b = bb.emit(relax.op.add(c, kr), name_hint="bias")
+            r = bb.emit(relax.op.nn.relu(b), name_hint="act")
+            if dataflow:
+                r = bb.emit_output(r)
+        bb.emit_func_output(r)
+    return bb.get()
+
+
+@pytest.mark.parametrize("dataflow", [True, False], ids=["dataflow", "plain-bindings"])
+def test_relax_module_binding_names(dataflow):
+    g = npukit.import_model(_relax_module(dataflow)).graph
+    assert g.source_format == "relax"
+    assert [(op.name, op.kind, op.source) for op in g.ops] == [
+        ("my_conv", "conv2d", "my_conv"),
+        ("bias", "add", "bias"),
+        ("act", "relu", "act"),
+    ]
+    assert set(g.elided) == {"const_sum", "bias_shape"}
+    assert [g.tensors[t].name for t in g.inputs] == ["image"]
+
+
+# ---------------------------------------------------------------------------------------------
+# hostile names: kept unchanged as data
+
+
+HOSTILE = [
+    'a "double" and \'single\' quote',
+    "ends */ a comment /* opens",
+    "line one\nline two\r\n\ttab",
+    "int",
+    "return",
+    "ünïcödé/名前/🙂",
+    "../../etc/passwd",
+    "N" * 400,
+    "back\\slash %s %d {}",
+    "<script>alert(1)</script>",
+    " leading and trailing space ",
+]
+HOSTILE_INPUT = 'in"put */\nvalue'
+HOSTILE_OUTPUT = "out int;"
+
+
+@pytest.fixture(scope="module")
+def hostile_model(tmp_path_factory):
+    from onnx import helper as h
+
+    nodes, prev = [], HOSTILE_INPUT
+    for i, name in enumerate(HOSTILE):
+        out = HOSTILE_OUTPUT if i == len(HOSTILE) - 1 else f"t{i}"
+        op = "Relu" if i % 2 == 0 else "Sigmoid"
+        nodes.append(h.make_node(op, [prev], [out], name=name))
+        prev = out
+    m = onnx_model(nodes, [tensor_info(HOSTILE_INPUT, [1, 3, 4, 4])], [tensor_info(HOSTILE_OUTPUT, [1, 3, 4, 4])])
+    return save_onnx(m, tmp_path_factory.mktemp("hostile") / "hostile.onnx")
+
+
+def test_hostile_names_kept_as_data(hostile_model, graph_of):
+    g = graph_of(hostile_model)
+    assert [op.name for op in g.ops] == HOSTILE
+    assert [op.source for op in g.ops] == HOSTILE
+    assert [g.tensors[t].name for t in g.inputs] == [HOSTILE_INPUT]
+    assert [g.tensors[t].name for t in g.outputs] == [HOSTILE_OUTPUT]
+    for name in HOSTILE:
+        assert g.resolve(name) == (HOSTILE.index(name),)
+
+
+def test_hostile_names_survive_a_study(hostile_model, study_of):
+    s = study_of(hostile_model, "arm-dsp-dla")
+    assert list(s.placement["name"]) == HOSTILE
+    s.pin(HOSTILE[2], "arm")
+    assert dict(s.config.pins) == {HOSTILE[2]: "arm"}
+    assert s.plan.processor[2] == "arm"
+    assert npukit.Config.from_toml(s.config.to_toml()) == s.config
+    assert npukit.Config.from_json(s.config.to_json()) == s.config
+    assert HOSTILE[2] in s.explain(HOSTILE[2])
+
+
+def test_hostile_names_survive_inspect_json(hostile_model):
+    r = run_cli("inspect", hostile_model, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [o["name"] for o in doc["ops"]] == HOSTILE
+    assert [o["source"] for o in doc["ops"]] == HOSTILE
+    assert [i["name"] for i in doc["inputs"]] == [HOSTILE_INPUT]
+    assert [o["name"] for o in doc["outputs"]] == [HOSTILE_OUTPUT]
+    # the text table keeps one line per op: control characters are shown escaped, never raw
+    r = run_cli("inspect", hostile_model)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.startswith("op_id"))
+    rows = lines[header + 1 : header + 1 + len(HOSTILE)]
+    assert [ln.split()[0] for ln in rows] == [str(i) for i in range(len(HOSTILE))]
+    assert "line one\\nline two" in r.stdout
+    assert lines[header + 1 + len(HOSTILE)].startswith("total: 11 ops")

@@ -1,0 +1,120 @@
+"""Issue 3: the bundled SoC profiles, the generated reference page and the op-name list."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from conftest import ROOT
+
+import npukit
+from npukit import soc as socmod
+from npukit.ops import canonical, full_names, short_names
+
+BUNDLED = sorted(socmod.bundled())
+
+
+def test_the_required_profiles_are_bundled():
+    assert {"arm-dsp-dla", "vsi-npu", "riscv-accel", "hexagon-like", "cortex-m7-cmsis-nn", "ethos-u55-256"} <= set(BUNDLED)
+    assert any(len(npukit.load_soc(n).processors) >= 4 for n in BUNDLED)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_profile_is_valid(name):
+    p = npukit.load_soc(name)
+    assert p.name == name
+    assert p.description.strip()
+    hosts = [q for q in p.processors if q.host]
+    assert [q.name for q in hosts] == [p.host]
+    assert hosts[0].kind == "cpu"
+    assert p.accelerators and set(p.order) == set(p.accelerators)
+    for q in p.processors:
+        assert q.name.isidentifier()
+        assert q.clock_mhz > 0 and q.dram_bytes_per_cycle > 0
+        assert q.bits and q.default_bits in q.macs_per_cycle
+        if not q.host:
+            assert q.ops, f"{name}: accelerator {q.name} supports no op"
+            for op in q.ops:
+                assert canonical(op) == op
+    # every pair of processors is joined by a link
+    for a in p.names:
+        for b in p.names:
+            if a != b:
+                assert p.link(a, b).bandwidth_gbps > 0
+    # a profile round-trips through its TOML
+    again = socmod.parse_profile(tomllib.loads(p.to_toml()), "again")
+    assert again == p and again.digest == p.digest
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_profile_cites_sources(name):
+    p = npukit.load_soc(name)
+    assert p.sources, f"{name}: no sources"
+    assert all(isinstance(s, str) and len(s.strip()) > 10 for s in p.sources)
+    text = socmod.bundled()[name].read_text()
+    assert text.lstrip().startswith("#"), f"{name}: the file opens with no comment on where its figures come from"
+    cites = sum(("http" in s) or any(w in s for w in ("TRM", "datasheet", "Datasheet", "manual", "brief", "Illustrative",
+                                                       "illustrative", "SPRU", "Reference"))
+                for s in p.sources)  # fmt: skip
+    assert cites >= 1, p.sources
+
+
+def test_reference_page_is_generated_from_the_schema():
+    page = (ROOT / "docs" / "soc-profile.md").read_text(encoding="utf-8")
+    assert page.rstrip("\n") == socmod.reference_markdown().rstrip("\n"), (
+        "docs/soc-profile.md is stale: regenerate it with `python -m npukit.soc > docs/soc-profile.md`"
+    )
+
+
+def test_reference_page_documents_every_field():
+    ref = socmod.reference_markdown()
+    for section, fields in socmod.SECTION_FIELDS.items():
+        for f in fields:
+            assert f"| `{f.key}` |" in ref, (section, f.key)
+            assert f.doc.strip(), (section, f.key)
+
+
+def test_every_schema_field_is_accepted_by_the_loader():
+    """The reference page and the loader agree: a field from the page is accepted, a typo is not."""
+    base = tomllib.loads(socmod.bundled()["arm-dsp-dla"].read_text())
+    base["processors"]["dla"]["onchip_bytes"] = 1024  # a documented field
+    npukit.load_soc(base)
+    base["processors"]["dla"]["onchip_byte"] = 1024
+    with pytest.raises(npukit.ProfileError, match=r"processors\.dla\.onchip_byte: unknown field; .*'onchip_bytes'"):
+        npukit.load_soc(base)
+
+
+def test_what_if_edits_are_validated():
+    p = npukit.load_soc("arm-dsp-dla")
+    assert p.with_changes({"processors.dla.clock_mhz": 500}).processor("dla").clock_mhz == 500
+    with pytest.raises(npukit.ProfileError, match=r"processors\.dla\.clock_mhz: must be a positive number, got -5"):
+        p.with_changes({"processors.dla.clock_mhz": -5})
+
+
+def test_unknown_processor_lists_valid_names():
+    p = npukit.load_soc("arm-dsp-dla")
+    with pytest.raises(npukit.ConfigError, match=r"unknown processor 'dlaa'; valid names: 'arm', 'dla', 'dsp'"):
+        p.processor("dlaa")
+
+
+def test_relax_op_list_matches_the_installed_tvm():
+    from npukit.tvm import load
+
+    tvm = load()
+    registry = set(tvm.ir.Op.list_op_names())
+    listed = full_names()
+    assert len(listed) > 100
+    missing = [n for n in listed if n not in registry]
+    assert missing == [], f"npukit/relax_ops.txt names ops this TVM does not register: {missing}"
+    assert len(set(listed)) == len(listed)
+    # short names are unambiguous, and the ops of the samples are known by both names
+    assert len(short_names()) == len(listed)
+    for full in ("relax.nn.conv2d", "relax.matmul", "relax.nn.softmax", "relax.topk",
+                 "relax.vision.all_class_non_max_suppression", "relax.nn.max_pool2d", "relax.quantize"):  # fmt: skip
+        assert full in listed
+        assert canonical(full) == full.rsplit(".", 1)[1] == canonical(full.rsplit(".", 1)[1])
+
+
+def test_unknown_op_name_lists_the_closest():
+    with pytest.raises(npukit.ConfigError, match=r"unknown op 'sofmax'; closest valid names: 'softmax'"):
+        canonical("sofmax")

@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--soc", default="arm-dsp-dla", help="profile whose host processor is fitted")
     p.add_argument("--out", help="write the fitted profile (.toml)")
     p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--holdout", action="append", default=[], metavar="MODEL",
+                   help="a model to report on without fitting to it (repeatable)")
     p.add_argument("--json", action="store_true")
     return ap
 
@@ -280,14 +282,15 @@ def _jsonable(o):
 def cmd_calibrate(args) -> int:
     from .calibrate import calibrate  # noqa: PLC0415
 
-    res = calibrate(args.model, args.soc, repeat=args.repeat, out=args.out)
+    res = calibrate(args.model, args.soc, repeat=args.repeat, out=args.out, holdout=args.holdout)
     if args.json:
-        print(json.dumps(res, indent=2, default=_jsonable))
+        print(json.dumps({k: v for k, v in res.items() if k != "profile"}, indent=2, default=_jsonable))
     else:
         print(f"fitted {res['processor']} of {res['soc']}: efficiency {res['efficiency']}")
         for m in res["models"]:
-            print(f"  {m['model']}: measured {m['measured_us']:.1f} us, estimated {m['estimated_us']:.1f} us "
-                  f"(ratio {m['ratio']:.2f}), median per-op error {100 * m['median_op_error']:.0f}%")  # fmt: skip
+            print(f"  {m['model']}{'' if m.get('fit', True) else ' (held out)'}: measured {m['measured_us']:.1f} us, "
+                  f"estimated {m['estimated_us']:.1f} us (ratio {m['ratio']:.2f}), "
+                  f"median per-op error {100 * m['median_op_error']:.0f}%")  # fmt: skip
         if args.out:
             print(f"profile: {args.out}")
     return 0

@@ -72,12 +72,15 @@ PROCESSOR_FIELDS = (
     Field("macs_per_cycle", "bits_table", "Peak multiply-accumulates per cycle for each bit-width it runs; its keys are the bit-widths the processor supports.", required=True),
     Field("vector_ops_per_cycle", "bits_table", "Elementwise / vector operations per cycle per bit-width (activations, pooling, softmax, sorting). Default: `macs_per_cycle`."),
     Field("default_bits", "bits", "Bit-width ops run at on this processor unless the user sets another. Default: int8 if supported, else the widest supported."),
-    Field("mac_array", "table", "Parallelism of the MAC array: `{ channels_in = 16, channels_out = 16, pixels = 1 }`. Utilisation of a conv/matmul = product over the three of n / (ceil(n / p) * p). Default: all 1 (always full)."),
+    Field("mac_array", "table", "Granularity at which the MAC array consumes each dimension (its lanes, or the size of one step): `{ channels_in = 16, channels_out = 16, pixels = 1, kernel_taps = 1 }`. Utilisation of a conv/matmul = fill(input channels per group, channels_in) * fill(out channels, channels_out) * fill(output pixels, pixels) with fill(n, p) = n / (ceil(n / p) * p). With `kernel_taps` = t > 1 the channels_in lanes may instead take channels_in / t channels x t kernel taps (part-kernel order, e.g. a depthwise or a 3-channel first layer): the input factor is the larger of fill(IC/groups, channels_in) and fill(IC/groups, channels_in / t) * fill(KH*KW, t). Matmul uses K, N, M. Default: all 1 (always full)."),
     Field("vector_lanes", "int", "Lanes of the vector unit; elementwise utilisation = n / (ceil(n / lanes) * lanes) over the innermost dim.", default=1, positive=True),
     Field("efficiency", "table", "Achieved fraction of peak (0..1] by op kind, `\"*\"` for the rest: `{ \"*\" = 0.7, conv2d = 0.5 }`. Fitted by `npukit calibrate` for the host.", default=None),
     Field("onchip_bytes", "int", "On-chip memory (SRAM / cache) in bytes. A tensor that fits is reused on chip between ops on this processor instead of going through DRAM.", default=0, minimum=0),
     Field("dram_bytes_per_cycle", "number", "Bandwidth to shared DRAM in bytes per cycle of this processor.", required=True, positive=True),
     Field("onchip_bytes_per_cycle", "number", "Bandwidth of on-chip memory in bytes per cycle. Default: 4 x `dram_bytes_per_cycle`.", positive=True),
+    Field("weight_bytes_per_cycle", "number", "Bandwidth at which constant weights and biases are read, in bytes per cycle of this processor (e.g. weights kept in flash or MRAM while activations live in SRAM). Default: `dram_bytes_per_cycle`.", positive=True),
+    Field("weight_port", "choice", "How weight reads share the memory system: `shared` (the same port as DRAM activation traffic: their cycles add) or `separate` (their own bus, e.g. Ethos-U's AXI1 to flash: weight and activation transfers overlap, memory cycles = the larger of the two).", default="shared", choices=("shared", "separate")),
+    Field("output_elems_per_cycle", "number", "Output elements per cycle of a fixed-function output stage pipelined with the MAC array (accumulator -> bias, requantise, activation clamp -> store). When > 0 a conv / matmul's compute is max(MAC cycles, output elements / output_elems_per_cycle) and the elementwise epilogue fused after it (bias add, quantize, clip, relu ...) costs nothing more. 0: no such stage; a fused epilogue is vector work after the MACs.", default=0, minimum=0),
     Field("layout", "choice", "Activation layout the processor's kernels use; a boundary between processors with different layouts costs a conversion.", default="NHWC", choices=LAYOUTS),
     Field("op_overhead_cycles", "int", "Fixed cycles per op (kernel launch, descriptor setup).", default=0, minimum=0),
     Field("call_overhead_cycles", "int", "Fixed cycles per partition call (driver / mailbox round trip), added once per partition.", default=0, minimum=0),
@@ -125,7 +128,7 @@ SECTION_FIELDS = {
     "processors.NAME.ops.OP": OP_FIELDS,
     "links[]": LINK_FIELDS,
 }
-MAC_ARRAY_KEYS = ("channels_in", "channels_out", "pixels")
+MAC_ARRAY_KEYS = ("channels_in", "channels_out", "pixels", "kernel_taps")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,6 +182,9 @@ class Processor:
     kernel_library: str
     ops: Mapping[str, OpRule]
     description: str = ""
+    weight_bytes_per_cycle: float = 0.0  # 0 in a hand-built Processor: use dram_bytes_per_cycle
+    weight_port: str = "shared"
+    output_elems_per_cycle: float = 0.0
 
     @property
     def bits(self) -> tuple[str, ...]:
@@ -553,13 +559,15 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
     for b in bits:
         if b not in epo:
             v.fail(f"{path}.energy_pj_per_op.{b}", f"missing for supported bit-width {b}")
-    arr = {"channels_in": 1, "channels_out": 1, "pixels": 1}
+    arr = {"channels_in": 1, "channels_out": 1, "pixels": 1, "kernel_taps": 1}
     for k, x in (r["mac_array"] or {}).items():
         if k not in MAC_ARRAY_KEYS:
             v.fail(f"{path}.mac_array.{k}", f"unknown field; {closest(k, MAC_ARRAY_KEYS)}")
         if not isinstance(x, int) or isinstance(x, bool) or x <= 0:
             v.fail(f"{path}.mac_array.{k}", f"must be a positive integer, got {x!r}")
         arr[k] = x
+    if arr["channels_in"] % arr["kernel_taps"]:
+        v.fail(f"{path}.mac_array.kernel_taps", f"must divide channels_in ({arr['channels_in']}), got {arr['kernel_taps']}")
     eff = {"*": 1.0}
     for k, x in (r["efficiency"] or {}).items():
         if k != "*":
@@ -598,6 +606,8 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
         static_mw=float(r["static_mw"]), max_tensor_bytes=r["max_tensor_bytes"],
         dtypes=tuple(r["dtypes"]) if r["dtypes"] else None, kernel_library=r["kernel_library"] or name,
         ops=MappingProxyType(dict(sorted(ops.items()))), description=r["description"],
+        weight_bytes_per_cycle=float(r["weight_bytes_per_cycle"] or dram), weight_port=r["weight_port"],
+        output_elems_per_cycle=float(r["output_elems_per_cycle"]),
     )  # fmt: skip
 
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from .cost import BoundaryCost, OpCost
+from .cost import BoundaryCost, OpCost, static
 from .graph import OpGraph
 from .plan import Plan
 from .soc import SocProfile
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     lane: str
-    item: str  # op name, "transfer <tensor>", "layout <tensor>", "quantize <tensor>"
+    item: str  # op name, "transfer <tensor> <src>-><dst>", "layout <tensor>", "quantize <tensor>"
     kind: str  # "op" | "transfer" | "layout" | "quantize"
     start_us: float
     end_us: float
@@ -40,6 +40,7 @@ def schedule(g: OpGraph, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bou
     free: dict[str, float] = {}
     busy: dict[str, float] = {}
     items: list[Item] = []
+    add = items.append
     # when each tensor is available on each processor
     ready: dict[tuple[str, str], float] = {}
     for tid in g.inputs:
@@ -47,45 +48,62 @@ def schedule(g: OpGraph, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bou
     by_tensor: dict[str, list[BoundaryCost]] = {}
     for b in bounds:
         by_tensor.setdefault(b.tensor, []).append(b)
+    tensors = g.tensors
 
     def run(lane: str, at: float, dur: float, label: str, kind: str, op_id: int = -1, tensor: str = "") -> float:
-        start = max(at, free.get(lane, 0.0))
+        start = free.get(lane, 0.0)
+        if at > start:
+            start = at
         end = start + dur
         free[lane] = end
         busy[lane] = busy.get(lane, 0.0) + dur
-        items.append(Item(lane, label, kind, start, end, op_id, tensor))
+        add(Item(lane, label, kind, start, end, op_id, tensor))
         return end
 
     def ship(b: BoundaryCost, at: float) -> None:
         t = at
-        name = g.tensors[b.tensor].name or b.tensor
+        name = tensors[b.tensor].name or b.tensor
+        qlabel = ""
+        if b.quantize_us:
+            qlabel = f"{b.conversion.split(',')[-1].strip().split(' ')[0]} {name}"
         if b.layout_us and b.layout_on == b.src:
             t = run(b.layout_on, t, b.layout_us, f"layout {name}", "layout", tensor=b.tensor)
         if b.quantize_us and b.quantize_on == b.src:
-            t = run(b.quantize_on, t, b.quantize_us, f"{b.conversion.split(',')[-1].strip().split(' ')[0]} {name}", "quantize", tensor=b.tensor)
+            t = run(b.quantize_on, t, b.quantize_us, qlabel, "quantize", tensor=b.tensor)
         t = run(b.link, t, b.transfer_us, f"transfer {name} {b.src}->{b.dst}", "transfer", tensor=b.tensor)
         if b.layout_us and b.layout_on != b.src:
             t = run(b.layout_on, t, b.layout_us, f"layout {name}", "layout", tensor=b.tensor)
         if b.quantize_us and b.quantize_on != b.src:
-            t = run(b.quantize_on, t, b.quantize_us, f"{b.conversion.split(',')[-1].strip().split(' ')[0]} {name}", "quantize", tensor=b.tensor)
+            t = run(b.quantize_on, t, b.quantize_us, qlabel, "quantize", tensor=b.tensor)
         ready[(b.tensor, b.dst)] = t
 
     # boundaries of model inputs leave at time 0
     for tid in g.inputs:
         for b in by_tensor.get(tid, ()):
             ship(b, 0.0)
+    act_inputs = static(g).act_inputs
+    processor = plan.processor
     for op, c in zip(g.ops, ops):
-        proc = plan.processor[op.op_id]
+        i = op.op_id
+        proc = processor[i]
         at = 0.0
-        for t in op.inputs:
-            tt = g.tensors[t]
-            if tt.kind == "const":
-                continue
-            at = max(at, ready.get((t, proc), 0.0))
-        end = run(proc, at, c.latency_us, op.name, "op", op.op_id)
+        for t in act_inputs[i]:
+            r = ready.get((t, proc), 0.0)
+            if r > at:
+                at = r
+        start = free.get(proc, 0.0)
+        if at > start:
+            start = at
+        dur = c.latency_us
+        end = start + dur
+        free[proc] = end
+        busy[proc] = busy.get(proc, 0.0) + dur
+        add(Item(proc, op.name, "op", start, end, i, ""))
         for t in op.outputs:
             ready[(t, proc)] = end
-            for b in by_tensor.get(t, ()):
-                ship(b, end)
+            bl = by_tensor.get(t)
+            if bl:
+                for b in bl:
+                    ship(b, end)
     makespan = max((it.end_us for it in items), default=0.0)
     return Schedule(tuple(items), makespan, busy)

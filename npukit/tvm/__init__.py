@@ -36,3 +36,18 @@ def load():
             if hide and sys.modules.get("torch", 0) is None:
                 del sys.modules["torch"]
     return tvm
+
+
+def remapper(mapping: dict):
+    """``m(expr)``: an argument of the old main rewritten for a rebuilt main (vars looked up by
+    name in ``mapping``, tuples rebuilt, constants and static values kept)."""
+    from tvm import relax  # noqa: PLC0415
+
+    def m(x):
+        if isinstance(x, relax.Var):
+            return mapping[x.name]
+        if isinstance(x, relax.Tuple):
+            return relax.Tuple([m(y) for y in x.fields])
+        return x
+
+    return m

@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import ModelError, NpukitError, ShapeError, UnsupportedOpError, closest
 from ..graph import Op, OpGraph, Tensor, freeze, short_op
 from . import load as _load_tvm
+from . import remapper
 
 SPAN_PREFIX = "npukit:"
 MODEL_EXTENSIONS = (".onnx", ".tflite", ".pt2")
@@ -968,14 +969,7 @@ def _emit_tagged(relax, tvm, f, ops, names, labels):
     var_names: dict[int, str] = {}
     params = [relax.Var(_var_name(lb), p.ty) for p, lb in zip(f.params, labels, strict=True)]
     mapping: dict[str, Any] = {p.name: q for p, q in zip(f.params, params, strict=True)}
-
-    def m(x):
-        if isinstance(x, relax.Var):
-            return mapping[x.name]
-        if isinstance(x, relax.Tuple):
-            return relax.Tuple([m(y) for y in x.fields])
-        return x
-
+    m = remapper(mapping)
     bb = relax.BlockBuilder()
     with bb.function("main", params):
         with bb.dataflow():

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..graph import OpGraph
 from . import load as _load_tvm
+from . import remapper
 
 MAC_KINDS = ("conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose", "matmul")
 SKIP_KINDS = frozenset({"reshape", "squeeze", "expand_dims", "flatten"})  # views: nothing to round
@@ -89,14 +90,7 @@ class Simulator:
         fq_ops, fq_out, outs, pvars = [], [], [], []
         mapping = {p.name: q for p, q in zip(f.params, params, strict=True)}
         op_by_id = g.ops
-
-        def m(x):
-            if isinstance(x, relax.Var):
-                return mapping[x.name]
-            if isinstance(x, relax.Tuple):
-                return relax.Tuple([m(y) for y in x.fields])
-            return x
-
+        m = remapper(mapping)
         body = [b for blk in f.body.blocks for b in blk.bindings]
         # the function's parameters must be known before its scope opens: find the fq ops first
         for b in body:

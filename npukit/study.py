@@ -97,8 +97,7 @@ class Study:
         self._partitioner = None
         self._partitions: OrderedDict = OrderedDict()
         self._cost = CostModel(self.graph, self.soc)
-        self._result: Result | None = None
-        self._result_key = None
+        self._results: OrderedDict = OrderedDict()  # Config -> Result, most recent last
         self._listeners: list = []
         self._data = None
         self._errors = None
@@ -319,17 +318,36 @@ class Study:
         return tuple(out)
 
     def _evaluate(self) -> Result:
+        """Costs, boundaries, schedule and totals of the current config (an LRU keeps the last
+        16 configs, so toggling back and forth costs nothing)."""
         key = self._config
-        if self._result is not None and self._result_key == key:
-            return self._result
+        hit = self._results.get(key)
+        if hit is not None:
+            self._results.move_to_end(key)
+            return hit
         part = self._partition()
         bits = self.op_bits()
         ops, bounds = self._cost.evaluate(part.plan, bits)
         sched = schedule(self.graph, part.plan, self.soc, ops, bounds)
         totals = _totals(self, part.plan, ops, bounds, sched)
-        self._result = Result(part.plan, part.verdicts, bits, tuple(ops), tuple(bounds), sched, totals)
-        self._result_key = key
-        return self._result
+        res = Result(part.plan, part.verdicts, bits, tuple(ops), tuple(bounds), sched, totals)
+        self._results[key] = res
+        while len(self._results) > 16:
+            self._results.popitem(last=False)
+        return res
+
+    def reasons(self) -> tuple[str, ...]:
+        """Every op's placement reason (what ``placement["reason"]`` shows), without a DataFrame."""
+        r = self._evaluate()
+        pins = self._pins(self._config)
+        return tuple(winner_reason(op, r.plan.processor[op.op_id], r.plan.pattern[op.op_id], r.verdicts, self.soc,
+                                   op.op_id in pins) for op in self.graph.ops)  # fmt: skip
+
+    def verdict_texts(self, processor: str) -> tuple[str, ...]:
+        """One processor's verdict on every op (a ``placement`` column), without a DataFrame."""
+        proc = self._proc(processor)
+        vs = self._evaluate().verdicts
+        return tuple(vs[(op.op_id, proc)].text for op in self.graph.ops)
 
     # ------------------------------------------------------------------------------------------
     # tables
@@ -339,14 +357,13 @@ class Study:
         import pandas as pd  # noqa: PLC0415
 
         r = self._evaluate()
-        pins = self._pins(self._config)
+        reasons = self.reasons()
         rows = []
         for op in self.graph.ops:
             i = op.op_id
             proc = r.plan.processor[i]
             row = {"op_id": i, "name": op.name, "op": op.kind, "processor": proc, "partition": r.plan.partition[i],
-                   "reason": winner_reason(op, proc, r.plan.pattern[i], r.verdicts, self.soc, i in pins),
-                   "pattern": r.plan.pattern[i], "source": op.source}  # fmt: skip
+                   "reason": reasons[i], "pattern": r.plan.pattern[i], "source": op.source}  # fmt: skip
             for p in self.soc.names:
                 row[p] = r.verdicts[(i, p)].text
             rows.append(row)
@@ -381,6 +398,8 @@ class Study:
 
     @property
     def boundaries(self):
+        """One row per tensor crossing processors, in ``study.plan.boundaries`` order (model inputs
+        first, then by producing op)."""
         import pandas as pd  # noqa: PLC0415
 
         r = self._evaluate()
@@ -562,6 +581,15 @@ class Study:
 
     # ------------------------------------------------------------------------------------------
     # notebook
+
+    def subscribe(self, fn) -> None:
+        """Call ``fn(study)`` after every edit (the widget uses this to follow edits made in code)."""
+        if fn not in self._listeners:
+            self._listeners.append(fn)
+
+    def unsubscribe(self, fn) -> None:
+        if fn in self._listeners:
+            self._listeners.remove(fn)
 
     def _notify(self) -> None:
         for fn in list(self._listeners):

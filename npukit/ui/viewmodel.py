@@ -1,0 +1,322 @@
+"""The widget's view of a Study as plain data (no widget, no tvm).
+
+``view_model(study)`` is a pure function of the Study's public state; it returns JSON-ready data in
+four parts that change at different rates, so the widget sends only what an edit changed:
+
+    graph       the model and the profile: ops, edges, inputs/outputs, processors   (never changes)
+    placement   where every op runs, partitions, reasons, verdicts                   (support / pins)
+    values      per-op figures, boundary costs, totals, the timeline                 (any edit)
+    controls    the state of the edit controls: support, pins, bit-widths            (any edit)
+
+Per-op data are columns (one list per field, indexed by op_id).  Columns of numbers can be packed
+into little-endian binary buffers for transport (``pack=True``; the widget does this): the front
+end reads them as typed arrays.  Repeated strings (reasons, verdicts) are interned in a table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..report import LINK_COLOR, processor_colors
+
+# numeric columns and their dtypes when packed (the front end maps them to typed arrays)
+PACKED = {
+    "proc": "u1", "partition": "<i4", "pattern": "<i4", "reason": "<i4", "pinned": "u1",
+    "bits": "u1", "latency_us": "<f8", "energy_uj": "<f8", "macs": "<f8", "bytes": "<f8",
+    "cycles": "<f8", "compute_cycles": "<f8", "memory_cycles": "<f8", "edges": "<i4",
+    "lane": "u1", "start_us": "<f8", "end_us": "<f8", "kind": "u1", "op_id": "<i4",
+}  # fmt: skip
+
+
+def _col(values, dtype: str, pack: bool):
+    """A column as a list (plain JSON) or as bytes of ``dtype`` (binary buffer)."""
+    if pack:
+        return np.ascontiguousarray(np.asarray(values, dtype=dtype)).tobytes()
+    arr = np.asarray(values)
+    if arr.dtype.kind == "f":
+        return [float(x) for x in arr.tolist()]
+    return [int(x) for x in arr.tolist()]
+
+
+SEP = "\x1f"  # joins a column of strings into one string when packed (the front end splits it)
+
+
+def _strs(values: list[str], pack: bool):
+    """A column of strings: a list, or one string joined by SEP (no per-item walk when sent)."""
+    if not pack:
+        return [str(v) for v in values]
+    return SEP.join(str(v).replace(SEP, " ") for v in values)
+
+
+def _num(x) -> float | int | None:
+    """A JSON-safe number (NaN and infinities become None)."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _jsonable(x):
+    """Plain JSON data from nested dicts/lists of numbers, numpy scalars and strings."""
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, str) or x is None:
+        return x
+    if isinstance(x, (np.ndarray,)):
+        return [_jsonable(v) for v in x.tolist()]
+    n = _num(x)
+    return n if n is not None or isinstance(x, (int, float, np.number)) else str(x)
+
+
+class _Interner:
+    def __init__(self) -> None:
+        self.table: list[str] = []
+        self.index: dict[str, int] = {}
+
+    def __call__(self, s: str) -> int:
+        i = self.index.get(s)
+        if i is None:
+            i = self.index[s] = len(self.table)
+            self.table.append(s)
+        return i
+
+
+# ---------------------------------------------------------------------------------------------
+# the four parts
+
+
+def graph_model(study, pack: bool = False) -> dict[str, Any]:
+    """The model and the profile: what never changes while the Study lives."""
+    g = study.graph
+    soc = study.soc
+    colors = processor_colors(soc)
+    edges: list[int] = []
+    for op in g.ops:
+        for p in g.producers(op):
+            edges += (p, op.op_id)
+    inputs = []
+    for tid in g.inputs:
+        t = g.tensors[tid]
+        inputs.append({"tid": tid, "name": t.name or tid, "shape": list(t.shape), "dtype": t.dtype,
+                       "consumers": sorted(g.consumers(tid))})  # fmt: skip
+    outputs = []
+    for tid in g.outputs:
+        t = g.tensors[tid]
+        outputs.append({"tid": tid, "name": t.name or tid, "shape": list(t.shape), "dtype": t.dtype,
+                        "producer": t.producer if t.producer is not None else -1})  # fmt: skip
+    kinds = sorted({op.kind for op in g.ops})
+    procs = []
+    for p in soc.processors:
+        procs.append({
+            "name": p.name, "kind": p.kind, "host": bool(p.host), "color": colors[p.name],
+            "bits": list(p.bits), "default_bits": p.default_bits, "clock_mhz": _num(p.clock_mhz),
+            "profile_ops": sorted(p.ops) if not p.host else [],
+        })  # fmt: skip
+    return {
+        "model": Path(str(g.path)).name if g.path else "(in-memory model)",
+        "format": g.source_format,
+        "soc": soc.name,
+        "soc_description": soc.description,
+        "n_ops": len(g.ops),
+        "name": [op.name for op in g.ops],
+        "kind": [op.kind for op in g.ops],
+        "op": [op.op for op in g.ops],
+        "source": [op.source for op in g.ops],
+        "edges": _col(edges, PACKED["edges"], pack),
+        "inputs": inputs,
+        "outputs": outputs,
+        "kinds": kinds,
+        "processors": procs,
+        "host": soc.host,
+        "accelerators": list(soc.accelerators),
+        "link_color": LINK_COLOR,
+    }
+
+
+def placement_key(study) -> str:
+    """What the placement depends on (support edits and pins), as a stable string."""
+    cfg = study.config
+    return json.dumps([sorted(cfg.disabled), sorted(cfg.enabled), list(cfg.pins)])
+
+
+def placement_model(study, pack: bool = False) -> dict[str, Any]:
+    """Where every op runs and why: changes only when support or pins change."""
+    soc = study.soc
+    names = list(soc.names)
+    pidx = {p: i for i, p in enumerate(names)}
+    plan = study.plan
+    strings = _Interner()
+    reason = [strings(s) for s in study.reasons()]
+    verdicts = {p: _col([strings(s) for s in study.verdict_texts(p)], PACKED["reason"], pack) for p in names}
+    pattern = [strings(s) for s in plan.pattern]
+    pinned = [0] * len(plan.processor)
+    for node, _proc in study.config.pins:
+        for i in study.graph.resolve(node):
+            pinned[i] = 1
+    parts = [{"pid": p.pid, "proc": pidx[p.processor], "n": len(p.ops), "function": p.function}
+             for p in plan.partitions]  # fmt: skip
+    return {
+        "key": placement_key(study),
+        "proc": _col([pidx[p] for p in plan.processor], PACKED["proc"], pack),
+        "partition": _col(list(plan.partition), PACKED["partition"], pack),
+        "pattern": _col(pattern, PACKED["pattern"], pack),
+        "reason": _col(reason, PACKED["reason"], pack),
+        "verdicts": verdicts,
+        "pinned": _col(pinned, PACKED["pinned"], pack),
+        "partitions": parts,
+        "strings": strings.table,
+    }
+
+
+TIMELINE_KINDS = ("op", "transfer", "layout", "quantize")
+
+
+def values_model(study, pack: bool = False) -> dict[str, Any]:
+    """Per-op figures, boundary costs, totals and the schedule: change with every edit."""
+    from ..soc import BITS  # noqa: PLC0415
+
+    soc = study.soc
+    g = study.graph
+    costs = study.costs
+    bits_index = {b: i for i, b in enumerate(BITS)}
+    out: dict[str, Any] = {"bits_names": list(BITS)}
+    out["bits"] = _col([bits_index[b] for b in costs["bits"].tolist()], PACKED["bits"], pack)
+    for col in ("latency_us", "energy_uj", "macs", "bytes", "cycles", "compute_cycles", "memory_cycles"):
+        out[col] = _col(costs[col].to_numpy(dtype="f8"), PACKED[col], pack)
+
+    # boundaries (columns): study.boundaries rows are in study.plan.boundaries order (consumer op ids there)
+    bdf = study.boundaries
+    pidx = {p: i for i, p in enumerate(soc.names)}
+    input_index = {tid: i for i, tid in enumerate(g.inputs)}
+    output_index = {tid: i for i, tid in enumerate(g.outputs)}
+    producer, inp, outp, consumers, at = [], [], [], [], [0]
+    for tid, dst, pb in zip(bdf["tensor_id"].tolist(), bdf["dst"].tolist(), study.plan.boundaries):
+        t = g.tensors[tid]
+        producer.append(t.producer if t.kind == "act" and t.producer is not None else -1)
+        inp.append(input_index.get(tid, -1))
+        outp.append(output_index.get(tid, -1) if dst == soc.host else -1)
+        consumers += pb.consumers
+        at.append(len(consumers))
+    cost = (
+        bdf["transfer_us"].to_numpy(dtype="f8")
+        + bdf["layout_us"].to_numpy(dtype="f8")
+        + bdf["quantize_us"].to_numpy(dtype="f8")
+    )
+    out["boundaries"] = {
+        "n": len(bdf),
+        "tensor": _strs(bdf["tensor"].tolist(), pack),
+        "conversion": _strs(bdf["conversion"].tolist(), pack),
+        "src": _col([pidx[x] for x in bdf["src"].tolist()], "u1", pack),
+        "dst": _col([pidx[x] for x in bdf["dst"].tolist()], "u1", pack),
+        "producer": _col(producer, "<i4", pack),
+        "input": _col(inp, "<i4", pack),
+        "output": _col(outp, "<i4", pack),
+        "consumers": _col(consumers, "<i4", pack),
+        "consumers_at": _col(at, "<i4", pack),
+        "cost_us": _col(cost, "<f8", pack),
+        **{c: _col(bdf[c].to_numpy(dtype="f8"), "<f8", pack)
+           for c in ("bytes", "transfer_us", "layout_us", "quantize_us", "energy_uj")},
+    }  # fmt: skip
+
+    tl = study.timeline
+    lanes = list(soc.names) + sorted({ln for ln in tl["lane"].tolist() if ln not in soc.names})
+    lane_index = {ln: i for i, ln in enumerate(lanes)}
+    kind_index = {k: i for i, k in enumerate(TIMELINE_KINDS)}
+    out["timeline"] = {
+        "lanes": lanes,
+        "kinds": list(TIMELINE_KINDS),
+        "lane": _col([lane_index[x] for x in tl["lane"].tolist()], PACKED["lane"], pack),
+        "kind": _col([kind_index.get(x, 0) for x in tl["kind"].tolist()], PACKED["kind"], pack),
+        "start_us": _col(tl["start_us"].to_numpy(dtype="f8"), PACKED["start_us"], pack),
+        "end_us": _col(tl["end_us"].to_numpy(dtype="f8"), PACKED["end_us"], pack),
+        "op_id": _col(tl["op_id"].to_numpy(dtype="i8"), PACKED["op_id"], pack),
+        "item": _strs(tl["item"].tolist(), pack),
+    }
+    out["totals"] = _jsonable(study.totals)
+    return out
+
+
+def controls_model(study) -> dict[str, Any]:
+    """The state the edit controls show."""
+    soc = study.soc
+    cfg = study.config
+    g = study.graph
+    kinds = sorted({op.kind for op in g.ops})
+    support: dict[str, dict[str, bool]] = {}
+    profile: dict[str, dict[str, bool]] = {}
+    for a in soc.accelerators:
+        ops = soc.processor(a).ops
+        support[a] = {}
+        profile[a] = {}
+        for k in kinds:
+            has = k in ops
+            profile[a][k] = has
+            support[a][k] = ((a, k) in cfg.enabled) or (has and (a, k) not in cfg.disabled)
+    pins = []
+    for node, proc in cfg.pins:
+        pins.append({"node": node, "processor": proc, "ops": list(g.resolve(node))})
+    layer_bits = []
+    for node, b in cfg.layer_bits:
+        layer_bits.append({"node": node, "bits": b, "ops": list(g.resolve(node))})
+    return {
+        "support": support,
+        "profile": profile,
+        "edited": sorted(f"{p}:{o}" for p, o in (*cfg.disabled, *cfg.enabled)),
+        "pins": pins,
+        "bits": {p: dict(cfg.bits).get(p, "") for p in soc.names},
+        "layer_bits": layer_bits,
+        "config": cfg.to_dict(),
+    }
+
+
+def error_model(study, measure: bool) -> dict[str, Any]:
+    """The numeric-error panel.  Measuring runs the model, so it happens only when asked."""
+    cls = type(study)
+    if not (hasattr(cls, "error_dict") and hasattr(cls, "error")):
+        return {"state": "missing", "text": "error: not computed (this npukit has no Study.error yet)"}
+    if not measure:
+        return {"state": "idle", "text": "error: not computed (press 'measure error'; it runs the model)"}
+    d = study.error_dict()
+    per_op = study.error
+    cols = [c for c in ("op_id", "name", "processor", "bits", "snr_db", "max_abs_err") if c in per_op.columns]
+    ops = {c: _jsonable(per_op[c].tolist()) for c in cols}
+    return {
+        "state": "ok",
+        "text": "",
+        "outputs": _jsonable(d.get("outputs", [])),
+        "accuracy": _num(d.get("accuracy")) if d.get("accuracy") is not None else None,
+        "accuracy_fp32": _num(d.get("accuracy_fp32")) if d.get("accuracy_fp32") is not None else None,
+        "samples": _jsonable(d.get("samples")),
+        "data_source": _jsonable(d.get("data_source")),
+        "ops": ops,
+        "config": error_key(study),
+    }
+
+
+def error_key(study) -> str:
+    """What the numeric error depends on: placement and bit-widths."""
+    cfg = study.config
+    return placement_key(study) + json.dumps(list(cfg.bits) + list(cfg.layer_bits))
+
+
+def view_model(study) -> dict[str, Any]:
+    """Everything the widget shows, as plain JSON data (lists, dicts, strings, numbers)."""
+    return {
+        "graph": graph_model(study),
+        "placement": placement_model(study),
+        "values": values_model(study),
+        "controls": controls_model(study),
+    }

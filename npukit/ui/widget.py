@@ -1,0 +1,246 @@
+"""StudyWidget: the notebook app for one Study (anywidget; the front end is widgets/src, bundled
+into static/widget.js).
+
+The widget holds no logic.  It shows ``viewmodel`` data in synced traits and turns the front end's
+requests (custom messages ``{"type": ..., "seq": n, ...}``) into calls of the Study's edit methods.
+Every request is answered by exactly one state update (``hold_sync``) carrying the traits that
+changed plus ``status`` (which request it answers, ok/error, the message).  Edits made on the Study
+elsewhere (another cell) refresh the widget the same way.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections import OrderedDict
+from pathlib import Path
+
+import anywidget
+import traitlets as t
+
+from ..errors import NpukitError
+from . import viewmodel as vm
+
+_STATIC = Path(__file__).parent / "static"
+
+EXPORTS = {
+    "model_explorer": ("to_model_explorer", "Model Explorer JSON"),
+    "annotated_onnx": ("annotated_onnx", "annotated ONNX"),
+}
+
+
+class StudyWidget(anywidget.AnyWidget):
+    """``StudyWidget(study)``: graph, controls, cost table, timeline, error panel and exports."""
+
+    _esm = _STATIC / "widget.js"
+    _css = _STATIC / "widget.css"
+
+    graph = t.Dict().tag(sync=True)  # the model and the profile (sent once)
+    placement = t.Dict().tag(sync=True)  # processors, partitions, reasons (support / pin edits)
+    values = t.Dict().tag(sync=True)  # figures, boundaries, totals, timeline (every edit)
+    controls = t.Dict().tag(sync=True)  # support matrix, pins, bit-widths
+    errors = t.Dict().tag(sync=True)  # the numeric-error panel
+    status = t.Dict().tag(sync=True)  # {rev, seq, level, text, ms}: the answer to the last request
+    options = t.Dict().tag(sync=True)  # view options: collapse threshold, default export paths
+
+    def __init__(self, study, **kwargs):
+        self._study = study
+        self._pcache: OrderedDict[str, dict] = OrderedDict()
+        self._vcache: OrderedDict[str, dict] = OrderedDict()
+        self._rev = 0
+        self._editing = False
+        self._error_wanted = False
+        self._error_auto = False
+        t0 = time.perf_counter()
+        state = {
+            "graph": vm.graph_model(study, pack=True),
+            "placement": self._placement(),
+            "values": self._values(),
+            "controls": vm.controls_model(study),
+            "errors": vm.error_model(study, measure=False),
+            "status": {"rev": 0, "seq": None, "level": "info", "text": "", "ms": 0.0},
+            "options": {
+                "expand_max_ops": 160,
+                "export_paths": {
+                    "model_explorer": "npukit_out/model_explorer",
+                    "annotated_onnx": "npukit_out/annotated.onnx",
+                },
+            },  # fmt: skip
+        }
+        self.build_ms = (time.perf_counter() - t0) * 1e3
+        state.update(kwargs)
+        super().__init__(**state)
+        self.on_msg(self._on_msg)
+        self._listen()
+
+    # ------------------------------------------------------------------------------------------
+    # view data (cached by what they depend on)
+
+    @property
+    def study(self):
+        return self._study
+
+    def _placement(self) -> dict:
+        key = vm.placement_key(self._study)
+        hit = self._pcache.get(key)
+        if hit is None:
+            hit = self._pcache[key] = vm.placement_model(self._study, pack=True)
+            while len(self._pcache) > 16:
+                self._pcache.popitem(last=False)
+        else:
+            self._pcache.move_to_end(key)
+        return hit
+
+    def _values(self) -> dict:
+        key = self._study.config.to_json()
+        hit = self._vcache.get(key)
+        if hit is None:
+            hit = self._vcache[key] = vm.values_model(self._study, pack=True)
+            while len(self._vcache) > 16:
+                self._vcache.popitem(last=False)
+        else:
+            self._vcache.move_to_end(key)
+        return hit
+
+    def _refresh(self, seq, level: str, text: str, t0: float, before: dict | None = None) -> None:
+        """Push the Study's current state: one comm message for everything that changed."""
+        self._rev += 1
+        with self.hold_sync():
+            try:
+                self.placement = self._placement()
+                self.values = self._values()
+                self.controls = vm.controls_model(self._study)
+                self.errors = self._errors()
+                if level == "ok" and text.endswith("\u2192"):
+                    text = f"{text} {_change(before, self.values.get('totals'))}"
+            except Exception as e:  # noqa: BLE001 - a failure to render must not break the widget
+                level, text = "error", f"{text}; could not refresh the view: {type(e).__name__}: {e}".lstrip("; ")
+            self.status = {"rev": self._rev, "seq": seq, "level": level, "text": text,
+                           "ms": round((time.perf_counter() - t0) * 1e3, 1)}  # fmt: skip
+
+    def _errors(self) -> dict:
+        if self._error_wanted and self._error_auto:
+            return vm.error_model(self._study, measure=True)
+        if self.errors.get("state") == "ok":  # measured for this config, or for another one
+            stale = self.errors.get("config") != vm.error_key(self._study)
+            if bool(self.errors.get("stale")) != stale:
+                return {**self.errors, "stale": stale}
+        return self.errors
+
+    # ------------------------------------------------------------------------------------------
+    # edits from the front end
+
+    def _on_msg(self, _widget, content, _buffers) -> None:
+        if not isinstance(content, dict):
+            return
+        seq = content.get("seq")
+        t0 = time.perf_counter()
+        before = self.values.get("totals")
+        with self.hold_sync():  # whatever the request changes leaves in one message
+            self._editing = True
+            try:
+                level, text = self._dispatch(content)
+            except NpukitError as e:
+                level, text = "error", str(e)
+            except Exception as e:  # noqa: BLE001 - shown in the status line, never in the Jupyter log
+                level, text = "error", f"unexpected {type(e).__name__}: {e}"
+            finally:
+                self._editing = False
+            self._refresh(seq, level, text, t0, before)
+
+    def _dispatch(self, m: dict) -> tuple[str, str]:
+        s = self._study
+        kind = m.get("type")
+        if kind == "support":
+            on = bool(m["enabled"])
+            s.set_support(m["processor"], m["op"], on)
+            return "ok", f"{m['processor']}: {m['op']} {'on' if on else 'off'} \u2192"
+        if kind == "pin":
+            node = self._node(m["node"])
+            s.pin(node, m["processor"])
+            return "ok", f"pinned {self._label(node)} to {m['processor']} \u2192"
+        if kind == "unpin":
+            node = m["node"]
+            s.unpin(node)
+            return "ok", f"unpinned {self._label(node)} \u2192"
+        if kind == "bits":
+            bits = m.get("bits") or None
+            s.set_bits(bits, processor=m["processor"])
+            return "ok", f"{m['processor']}: {bits or 'default bits'} \u2192"
+        if kind == "layer_bits":
+            bits = m.get("bits") or None
+            node = self._node(m["node"])
+            s.set_bits(bits, layer=node)
+            return "ok", f"{self._label(node)}: {bits or 'processor default bits'} \u2192"
+        if kind == "reset":
+            s.reset()
+            return "ok", "reset to the profile's defaults \u2192"
+        if kind == "measure_error":
+            self._error_wanted = True
+            if "auto" in m:
+                self._error_auto = bool(m["auto"])
+            self.errors = vm.error_model(s, measure=self._error_wanted)
+            st = self.errors.get("state")
+            return ("ok", "error measured") if st == "ok" else ("info", self.errors.get("text", ""))
+        if kind == "auto_error":
+            self._error_auto = bool(m.get("on"))
+            return "info", f"measure error after every edit: {'on' if self._error_auto else 'off'}"
+        if kind == "export":
+            return self._export(str(m.get("what")), str(m.get("path") or "").strip())
+        if kind == "refresh":
+            return "info", ""
+        raise NpukitError(f"the widget sent an unknown request {kind!r}")
+
+    def _node(self, node):
+        """An op id from the front end (int) or a node name, as the Study takes it."""
+        if isinstance(node, bool):
+            raise NpukitError(f"bad node reference {node!r}")
+        return int(node) if isinstance(node, (int, float)) else str(node)
+
+    def _label(self, node) -> str:
+        if isinstance(node, int) and 0 <= node < len(self._study.graph.ops):
+            return repr(self._study.graph.ops[node].name)
+        return repr(node)
+
+    def _export(self, what: str, path: str) -> tuple[str, str]:
+        if what not in EXPORTS:
+            raise NpukitError(f"unknown export {what!r}; one of {', '.join(EXPORTS)}")
+        meth, label = EXPORTS[what]
+        fn = getattr(self._study, meth, None)
+        if not callable(fn):
+            return "info", f"{label}: not available yet (this npukit has no Study.{meth})"
+        if not path:
+            raise NpukitError(f"{label}: give a path to write to")
+        out = fn(path)
+        return "ok", f"{label}: wrote {out if out is not None else path}"
+
+    # ------------------------------------------------------------------------------------------
+    # edits made on the Study elsewhere
+
+    def _listen(self) -> None:
+        ref = weakref.ref(self)
+        study = self._study
+
+        def on_change(_study, ref=ref):
+            w = ref()
+            if w is None:
+                study.unsubscribe(on_change)
+                return
+            if not w._editing and w.comm is not None:
+                w._refresh(None, "info", "updated from Python", time.perf_counter())
+
+        self._listener = on_change
+        study.subscribe(on_change)
+
+    def close(self):
+        if getattr(self, "_listener", None) is not None:
+            self._study.unsubscribe(self._listener)
+        super().close()
+
+
+def _change(before: dict | None, after: dict | None) -> str:
+    """'latency a -> b us, energy c -> d uJ, n partitions' from two totals dicts."""
+    if not before or not after:
+        return ""
+    return (f"latency {before['latency_us']:,.2f} \u2192 {after['latency_us']:,.2f} us, "
+            f"energy {before['energy_uj']:,.3f} \u2192 {after['energy_uj']:,.3f} uJ, {after['partitions']} partitions")  # fmt: skip

@@ -1,0 +1,158 @@
+"""A real JupyterLab server and a real chromium for the browser tests and benchmarks/ui.py."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = os.environ.get("NPUKIT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    def __init__(self, root: Path, port: int, token: str, proc: subprocess.Popen, log: Path):
+        self.root, self.port, self.token, self.proc, self.log = root, port, token, proc, log
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        # ?reset: a fresh workspace, so notebooks opened by an earlier page do not come back
+        return f"{self.base}/lab/tree/{path}?token={self.token}&reset"
+
+
+def make_root(root: Path) -> Path:
+    """A server root holding a copy of the repo's notebooks and sample models (with their data)."""
+    ignore = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+    shutil.copytree(REPO / "notebooks", root / "notebooks", ignore=ignore)
+    shutil.copytree(REPO / "sample_models", root / "sample_models", ignore=ignore)
+    return root
+
+
+@contextmanager
+def jupyter_lab(root: Path, timeout: float = 90.0):
+    """Start JupyterLab on loopback (free port, token, no browser), wait for it, stop it after."""
+    port, token = free_port(), secrets.token_hex(16)
+    state = root / ".lab-state"
+    state.mkdir(exist_ok=True)
+    env = dict(os.environ)
+    env.update({
+        "JUPYTER_CONFIG_DIR": str(state / "config"), "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(state / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(state / "workspaces"),
+        "IPYTHONDIR": str(state / "ipython"), "PYTHONUNBUFFERED": "1",
+    })  # fmt: skip
+    cmd = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+        "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        "--allow-root",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url=",
+    ]  # fmt: skip
+    # no kernel chooser, no news prompt: a user's defaults, written where this server reads settings
+    settings = state / "settings"
+    for ext, name, text in (
+        ("@jupyterlab/notebook-extension", "tracker", '{"autoStartDefaultKernel": true, "windowingMode": "none"}'),
+        ("@jupyterlab/apputils-extension", "notification", '{"fetchNews": "false", "checkForUpdates": false}'),
+    ):
+        (settings / ext).mkdir(parents=True, exist_ok=True)
+        (settings / ext / f"{name}.jupyterlab-settings").write_text(text)
+    log = state / "server.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"jupyter lab did not answer within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield Lab(root, port, token, proc, log)
+    finally:
+        # shut down the kernels and the server we started
+        try:
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/shutdown?token={token}", method="POST")
+            urllib.request.urlopen(req, timeout=5).close()
+        except Exception:  # noqa: BLE001 - then terminate it below
+            pass
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def launch_chromium(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def open_notebook(page, lab: Lab, path: str, timeout_ms: int = 90_000) -> None:
+    """Open a notebook and wait until its kernel is connected (a reply came over its websocket) and idle.
+
+    JupyterLab shows "Idle" from the REST session before the kernel's websocket is up; requests
+    sent before that can be lost, so wait for the websocket itself.
+    """
+    frames = {"n": 0}
+
+    def on_ws(ws):
+        if "/api/kernels/" in ws.url and "/channels" in ws.url:
+            ws.on("framereceived", lambda _payload: frames.__setitem__("n", frames["n"] + 1))
+
+    page.on("websocket", on_ws)
+    page.goto(lab.url(path), wait_until="domcontentloaded", timeout=timeout_ms)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout_ms)
+    select = page.locator(".jp-Dialog .jp-mod-accept")  # a kernel chooser, should one still show up
+    idle = page.locator(".jp-StatusBar-TextItem:text-matches('\\|\\s*Idle')")
+    deadline = time.monotonic() + timeout_ms / 1000
+    while time.monotonic() < deadline:
+        if select.count():
+            select.first.click()
+        if frames["n"] > 0 and idle.count():
+            page.wait_for_timeout(500)  # let the kernel_info exchange settle
+            if idle.count():
+                return
+        page.wait_for_timeout(200)
+    raise TimeoutError(f"the kernel of {path} did not connect within {timeout_ms / 1000:.0f} s")
+
+
+def run_all_cells(page, timeout_ms: int = 180_000) -> None:
+    """Run > Run All Cells, then wait until every code cell has an execution count."""
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+    page.wait_for_function(
+        """() => {
+            const ps = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];
+            return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent));
+        }""",
+        timeout=timeout_ms,
+    )

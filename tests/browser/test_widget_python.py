@@ -1,0 +1,165 @@
+"""The widget's Python side without a browser: the view model is plain JSON data, every request is
+answered by exactly one state update, bad edits become a status message.  (Runs with the browser
+tests' files but needs no browser; the messages are recorded at the widget's comm.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .lab import REPO
+
+DIGITS = REPO / "sample_models" / "digits_cnn.onnx"
+
+
+@pytest.fixture
+def study():
+    import npukit
+
+    return npukit.Study(DIGITS, "arm-dsp-dla")
+
+
+@pytest.fixture
+def widget(study):
+    from npukit.ui import StudyWidget
+
+    w = StudyWidget(study)
+    sent: list[dict] = []
+    w.comm.send = lambda data=None, metadata=None, buffers=None: sent.append({"data": data, "buffers": buffers})
+    w.sent = sent
+    yield w
+    w.close()
+
+
+def request(w, **msg) -> dict:
+    """Send one request as the front end does; return the one update it caused."""
+    n = len(w.sent)
+    w._on_msg(w, {"seq": 100 + n, **msg}, [])
+    updates = [m for m in w.sent[n:] if m["data"]["method"] == "update"]
+    assert len(updates) == 1, f"{msg}: {len(updates)} updates"
+    assert w.status["seq"] == 100 + n
+    return updates[0]["data"]["state"]
+
+
+def test_view_model_is_plain_json(study):
+    from npukit.report import processor_colors
+    from npukit.ui import view_model
+
+    vm = view_model(study)
+    text = json.dumps(vm)  # no bytes, numpy scalars or NaN
+    assert "NaN" not in text
+    g, p, v, c = vm["graph"], vm["placement"], vm["values"], vm["controls"]
+    assert g["n_ops"] == len(study.graph.ops) == 14
+    assert g["name"] == [op.name for op in study.graph.ops]
+    assert [x["color"] for x in g["processors"]] == list(processor_colors(study.soc).values())
+    pl = study.placement
+    names = [x["name"] for x in g["processors"]]
+    assert [names[i] for i in p["proc"]] == pl["processor"].tolist()
+    assert [p["strings"][i] for i in p["reason"]] == pl["reason"].tolist()
+    assert [p["strings"][i] for i in p["verdicts"]["dsp"]] == pl["dsp"].tolist()
+    assert v["latency_us"] == study.costs["latency_us"].tolist()
+    assert v["totals"] == json.loads(json.dumps(study.totals))
+    b = v["boundaries"]
+    assert b["n"] == len(study.boundaries) == 3
+    assert b["tensor"] == study.boundaries["tensor"].tolist()
+    tl = study.timeline
+    assert v["timeline"]["item"] == tl["item"].tolist()
+    assert [v["timeline"]["lanes"][i] for i in v["timeline"]["lane"]] == tl["lane"].tolist()
+    assert c["support"]["dla"]["conv2d"] is True and c["support"]["dla"]["softmax"] is False
+    assert c["support"]["dsp"]["softmax"] is True
+
+
+def test_each_request_is_one_update(widget, study):
+    state = request(widget, type="support", processor="dla", op="conv2d", enabled=False)
+    assert {"placement", "values", "controls", "status"} <= set(state)
+    assert widget.status["level"] == "ok"
+    assert widget.status["text"].startswith("dla: conv2d off \u2192 latency")
+    assert study.placement.set_index("name").loc["/conv1/Conv", "processor"] == "arm"
+    assert widget.controls["support"]["dla"]["conv2d"] is False
+    assert widget.controls["edited"] == ["dla:conv2d"]
+
+    # a cost-only edit sends new values but not a new placement
+    state = request(widget, type="bits", processor="dla", bits="fp16")
+    assert "values" in state and "placement" not in state
+    assert dict(study.config.bits) == {"dla": "fp16"}
+    request(widget, type="bits", processor="dla", bits=None)
+    assert dict(study.config.bits) == {}
+
+    # the front end names a node by op id; the controls say under which key the Study keeps it
+    request(widget, type="layer_bits", node=8, bits="fp16")
+    assert study.op_bits()[8] == "fp16"
+    (entry,) = widget.controls["layer_bits"]
+    assert entry["bits"] == "fp16" and entry["ops"] == [8] and dict(study.config.layer_bits) == {entry["node"]: "fp16"}
+    request(widget, type="layer_bits", node=entry["node"], bits=None)
+    assert study.config.layer_bits == () and study.op_bits()[8] == "int8"
+
+    request(widget, type="pin", node=13, processor="arm")
+    (pin,) = widget.controls["pins"]
+    assert pin["processor"] == "arm" and pin["ops"] == [13]
+    assert study.placement["processor"][13] == "arm"
+    request(widget, type="unpin", node=pin["node"])
+    assert study.config.pins == () and study.placement["processor"][13] == "dsp"
+    request(widget, type="reset")
+    assert study.config.to_dict() == {}
+
+
+def test_bad_edits_become_status_messages(widget, study):
+    before = study.config
+    request(widget, type="pin", node=13, processor="dla")
+    assert widget.status["level"] == "error"
+    assert (
+        widget.status["text"]
+        == "cannot pin '/softmax/Softmax' (softmax) to dla: dla: does not support relax.nn.softmax"
+    )
+    assert study.config == before
+    request(widget, type="support", processor="arm", op="add", enabled=False)
+    assert widget.status["level"] == "error" and "arm is the host" in widget.status["text"]
+    request(widget, type="support", processor="dla")  # a malformed request: no op
+    assert widget.status["level"] == "error" and widget.status["text"].startswith("unexpected KeyError")
+    request(widget, type="no-such-request")
+    assert widget.status["text"] == "the widget sent an unknown request 'no-such-request'"
+    # and it still works
+    request(widget, type="support", processor="dla", op="conv2d", enabled=False)
+    assert widget.status["level"] == "ok"
+
+
+def test_edits_made_in_python_reach_the_widget(widget, study):
+    rev = widget.status["rev"]
+    n = len(widget.sent)
+    study.set_support("dla", "conv2d", False)
+    updates = [m for m in widget.sent[n:] if m["data"]["method"] == "update"]
+    assert len(updates) == 1
+    assert widget.status["rev"] == rev + 1 and widget.status["text"] == "updated from Python"
+    assert widget.controls["support"]["dla"]["conv2d"] is False
+
+
+def test_error_panel_measures_only_on_request(widget, study):
+    assert widget.errors["state"] in ("idle", "missing")
+    if widget.errors["state"] == "missing":
+        pytest.skip("this npukit has no Study.error")
+    request(widget, type="measure_error")
+    e = widget.errors
+    assert e["state"] == "ok"
+    assert e["outputs"][0]["name"] == "probs"
+    assert e["accuracy"] == pytest.approx(study.error_dict()["accuracy"])
+    assert e["ops"]["name"] == study.error["name"].tolist()
+    # an edit marks it stale (it is not re-measured unless asked to)
+    request(widget, type="bits", processor="dla", bits="fp16")
+    assert widget.errors.get("stale") is True
+    request(widget, type="bits", processor="dla", bits=None)  # back to the measured config
+    assert widget.errors.get("stale") is False
+
+
+def test_exports(widget, study, tmp_path):
+    request(widget, type="export", what="annotated_onnx", path=str(tmp_path / "a.onnx"))
+    if widget.status["level"] == "info":
+        assert "not available" in widget.status["text"]
+    else:
+        assert widget.status["level"] == "ok", widget.status["text"]
+        assert (tmp_path / "a.onnx").is_file()
+    request(widget, type="export", what="model_explorer", path=str(tmp_path / "me"))
+    assert widget.status["level"] in ("ok", "info"), widget.status["text"]
+    request(widget, type="export", what="model_explorer", path="")
+    assert widget.status["level"] == "error"

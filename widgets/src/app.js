@@ -1,0 +1,595 @@
+// The app: header with totals, status line, graph + side controls, tabs (costs, boundaries,
+// timeline, error, export).  It displays the traits of npukit.ui.StudyWidget and sends edit
+// requests back; it computes nothing about the Study itself.
+
+import { decodeGraph, decodePlacement, decodeValues } from "./data.js";
+import { GraphView } from "./graph.js";
+import { VirtualTable } from "./table.js";
+import { Timeline } from "./timeline.js";
+import { h, esc, us, uj, num, bytes, shorten } from "./format.js";
+
+const TABS = [
+  ["costs", "Costs"],
+  ["boundaries", "Boundaries"],
+  ["timeline", "Timeline"],
+  ["error", "Error"],
+  ["export", "Export"],
+];
+
+export class App {
+  constructor(model, el) {
+    this.model = model;
+    this.el = el;
+    this.seq = 0;
+    this.acked = 0;
+    this.dirty = new Set();
+    this.selected = null;
+    this.tab = "costs";
+    this.tabDirty = new Set(TABS.map((t) => t[0]));
+    this.G = decodeGraph(model.get("graph"));
+    this.P = decodePlacement(model.get("placement"), this.G);
+    this.V = decodeValues(model.get("values"), this.G);
+    this.C = model.get("controls");
+    this.E = model.get("errors");
+    this.S = model.get("status");
+    this.opts = model.get("options") || {};
+    this._build();
+    this.graph.setExpandDefault(this.G.n <= (this.opts.expand_max_ops ?? 160));
+    this.graph.update(this.G, this.P, this.V);
+    this._buildControls();
+    this._renderInfo();
+    this._renderTab();
+    this._renderStatus();
+    this.root.dataset.rev = String(this.S.rev || 0);
+    this.handlers = [];
+    for (const k of ["graph", "placement", "values", "controls", "errors", "status"]) {
+      const fn = () => this._mark(k);
+      model.on("change:" + k, fn);
+      this.handlers.push(["change:" + k, fn]);
+    }
+  }
+
+  destroy() {
+    for (const [ev, fn] of this.handlers) this.model.off(ev, fn);
+    this.graph.destroy();
+    this.timeline?.destroy();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // updates from Python: all traits of one message are applied together, in one pass
+
+  _mark(k) {
+    this.dirty.add(k);
+    if (this._queued) return;
+    trace("recv");
+    this._queued = true;
+    queueMicrotask(() => {
+      this._queued = false;
+      this._flush();
+    });
+  }
+
+  _flush() {
+    const d = this.dirty;
+    this.dirty = new Set();
+    const m = this.model;
+    try {
+      if (d.has("graph")) this.G = decodeGraph(m.get("graph"));
+      if (d.has("graph") || d.has("placement")) this.P = decodePlacement(m.get("placement"), this.G);
+      if (d.has("values") || d.has("graph")) this.V = decodeValues(m.get("values"), this.G);
+      if (d.has("controls")) this.C = m.get("controls");
+      if (d.has("errors")) this.E = m.get("errors");
+      if (d.has("status")) this.S = m.get("status");
+      if (this.selected && this.selected.type === "part" && this.selected.pid >= this.P.partitions.length) this.selected = null;
+      if (d.has("graph") || d.has("placement") || d.has("values")) {
+        this.graph.selected = this.selected;
+        this.graph.update(this.G, this.P, this.V);
+        for (const t of ["costs", "boundaries", "timeline"]) this.tabDirty.add(t);
+      }
+      if (d.has("graph")) this._buildControls();
+      if (d.has("errors")) this.tabDirty.add("error");
+      this._renderInfo();
+    } catch (e) {
+      this._showStatus("error", `widget: ${e && e.message ? e.message : e}`);
+      console.error(e); // eslint-disable-line no-console
+    }
+    if (d.has("status") && this.S) {
+      if (this.S.seq != null) this.acked = Math.max(this.acked, this.S.seq);
+      this.root.dataset.rev = String(this.S.rev);
+    }
+    this._renderStatus();
+    trace("applied");
+    // tables and the timeline redraw after the graph's frame is on screen
+    requestAnimationFrame(() => setTimeout(() => this._renderTab(), 0));
+  }
+
+  send(msg) {
+    const seq = ++this.seq;
+    trace("send");
+    this.model.send({ ...msg, seq });
+    this._renderStatus();
+    return seq;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // skeleton
+
+  _build() {
+    const G = this.G;
+    this.totalsEl = h("div", { class: "nk-totals", testid: "totals" });
+    this.legendEl = h("div", { class: "nk-legend", testid: "legend" });
+    this.statusEl = h("div", { class: "nk-status", testid: "status", role: "status" });
+    const head = h(
+      "div",
+      { class: "nk-head" },
+      h("div", { class: "nk-title" }, h("b", {}, G.model), ` on ${G.soc} · ${G.n.toLocaleString("en-US")} ops`),
+      this.legendEl,
+    );
+    this.graphHost = h("div", { class: "nk-graph", testid: "graph" });
+    const tool = (label, title, fn, testid) => h("button", { class: "nk-btn", title, onclick: fn, testid }, label);
+    const toolbar = h(
+      "div",
+      { class: "nk-toolbar" },
+      tool("fit", "fit the whole graph", () => this.graph.fit(), "graph-fit"),
+      tool("+", "zoom in", () => this.graph.zoom(1.25), "graph-zoom-in"),
+      tool("−", "zoom out", () => this.graph.zoom(0.8), "graph-zoom-out"),
+      tool("expand all", "show every op", () => this._expandAll(true), "expand-all"),
+      tool("collapse all", "one node per partition", () => this._expandAll(false), "collapse-all"),
+      h("span", { class: "nk-hint" }, "click: select · double-click a partition: expand · wheel: zoom · drag: pan"),
+    );
+    this.graph = new GraphView(this.graphHost, {
+      onSelect: (sel) => this.select(sel),
+      tooltip: (key) => this._tooltip(key),
+      onLayout: (info) => {
+        this.graphHost.dataset.layoutMs = String(Math.round(info.ms));
+        this.graphHost.dataset.nodes = String(info.nodes);
+        this.graphHost.dataset.dagreRuns = String(info.stats.runs);
+        this.graphHost.dataset.dagreHits = String(info.stats.hits);
+      },
+    });
+    this.selEl = h("div", { class: "nk-selection", testid: "selection" });
+    this.bitsEl = h("div", { class: "nk-bits" });
+    this.supportEl = h("div", { class: "nk-support", testid: "support" });
+    const side = h(
+      "div",
+      { class: "nk-side" },
+      h("section", {}, h("h4", {}, "Selected"), this.selEl),
+      h("section", {}, h("h4", {}, "Bit-width per processor"), this.bitsEl),
+      h("section", {}, h("h4", {}, "Op support (checked: the accelerator runs it)"), this.supportEl),
+      h("section", {}, h("button", { class: "nk-btn", testid: "reset", onclick: () => this.send({ type: "reset" }) }, "reset all edits")),
+    );
+    const main = h("div", { class: "nk-main" }, h("div", { class: "nk-graphcol" }, toolbar, this.graphHost), side);
+    this.tabBar = h(
+      "div",
+      { class: "nk-tabbar", role: "tablist" },
+      TABS.map(([k, label]) => h("button", { class: "nk-tab", "data-tab": k, testid: "tab-" + k, onclick: () => this.showTab(k) }, label)),
+    );
+    this.panels = {};
+    for (const [k] of TABS) this.panels[k] = h("div", { class: "nk-panel", testid: "panel-" + k, "data-tab": k });
+    this.root = h(
+      "div",
+      { class: "nk-root", testid: "npukit-root" },
+      head,
+      this.totalsEl,
+      this.statusEl,
+      main,
+      this.tabBar,
+      h("div", { class: "nk-panels" }, Object.values(this.panels)),
+    );
+    this.el.append(this.root);
+    this._buildTabs();
+    this.showTab(this.tab, false);
+  }
+
+  _expandAll(on) {
+    if (on && this.G.n > 3000 && !window.confirm(`Show all ${this.G.n.toLocaleString()} ops? Laying them out takes a while.`)) return;
+    this.graph.expandAll(on);
+  }
+
+  showTab(k, render = true) {
+    this.tab = k;
+    for (const b of this.tabBar.children) b.classList.toggle("on", b.dataset.tab === k);
+    for (const [name, p] of Object.entries(this.panels)) p.style.display = name === k ? "" : "none";
+    if (render) this._renderTab();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // selection
+
+  select(sel, center = false) {
+    this.selected = sel;
+    this.graph.select(sel, center);
+    this._renderSelection();
+    if (this.costTable) {
+      this.costTable.setSelected(sel && sel.type === "op" ? sel.op : -1);
+      if (sel && sel.type === "op" && center === false) this.costTable.scrollToRow(sel.op);
+    }
+  }
+
+  _pinOf(op) {
+    return (this.C.pins || []).find((p) => p.ops.includes(op));
+  }
+
+  _layerBitsOf(op) {
+    return (this.C.layer_bits || []).find((p) => p.ops.includes(op));
+  }
+
+  _renderSelection() {
+    const G = this.G;
+    const P = this.P;
+    const V = this.V;
+    const sel = this.selected;
+    const el = this.selEl;
+    el.textContent = "";
+    if (!sel) {
+      el.append(h("div", { class: "nk-muted" }, "Click a node in the graph or a row in the cost table."));
+      return;
+    }
+    if (sel.type === "part") {
+      const part = P.partitions[sel.pid];
+      const ops = P.members[sel.pid];
+      let lat = 0;
+      let en = 0;
+      for (const i of ops) {
+        lat += V.lat[i];
+        en += V.energy[i];
+      }
+      el.append(
+        h("div", { class: "nk-selname" }, `partition P${sel.pid}`),
+        h("div", {}, `${G.processors[part.proc].name} · ${ops.length} ops · ${us(lat)} · ${uj(en)}`),
+        h("div", { class: "nk-muted" }, `${shorten(G.name[ops[0]], 28)} … ${shorten(G.name[ops[ops.length - 1]], 28)}`),
+        h(
+          "button",
+          { class: "nk-btn", testid: "toggle-partition", onclick: () => this.graph.toggleExpand(sel.pid) },
+          this.graph.isExpanded(sel.pid) ? "collapse" : "expand",
+        ),
+        h("div", { class: "nk-muted" }, "Select an op to pin it or set its bit-width."),
+      );
+      return;
+    }
+    const op = sel.op;
+    const proc = G.processors[P.proc[op]];
+    const pin = this._pinOf(op);
+    const lb = this._layerBitsOf(op);
+    const pinSel = h(
+      "select",
+      { testid: "pin-processor" },
+      G.processors.map((p) => h("option", { value: p.name, selected: p.name === (pin ? pin.processor : proc.name) }, p.name)),
+    );
+    const procBits = this.C.bits[proc.name] || proc.default_bits;
+    const bitsSel = h(
+      "select",
+      {
+        testid: "layer-bits",
+        onchange: (ev) => this.send({ type: "layer_bits", node: lb ? lb.node : op, bits: ev.target.value || null }),
+      },
+      h("option", { value: "" }, `processor default (${procBits})`),
+      proc.bits.map((b) => h("option", { value: b, selected: lb && lb.bits === b }, b)),
+    );
+    el.append(
+      ...[
+      h("div", { class: "nk-selname", testid: "selected-name", title: G.name[op] }, G.name[op]),
+      h("div", {}, `${G.kind[op]} on `, h("b", { style: `color:${proc.color}` }, proc.name), ` · P${P.part[op]} · ${V.bitsNames[V.bits[op]]}`),
+      h("div", { class: "nk-reason" }, P.strings[P.reason[op]]),
+      h(
+        "div",
+        { class: "nk-row" },
+        "pin to ",
+        pinSel,
+        h("button", { class: "nk-btn", testid: "pin-button", onclick: () => this.send({ type: "pin", node: op, processor: pinSel.value }) }, "pin"),
+        h(
+          "button",
+          { class: "nk-btn", testid: "unpin-button", disabled: !pin, onclick: () => pin && this.send({ type: "unpin", node: pin.node }) },
+          "unpin",
+        ),
+      ),
+      pin ? h("div", { class: "nk-muted" }, `pinned (${pin.node}) to ${pin.processor}`) : null,
+      h("div", { class: "nk-row" }, "bits for this layer ", bitsSel),
+      ].filter(Boolean),
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // controls: built once, their state set on every update
+
+  _buildControls() {
+    const G = this.G;
+    this.bitsEl.textContent = "";
+    this.bitSelects = {};
+    for (const p of G.processors) {
+      const sel = h(
+        "select",
+        { testid: "bits-" + p.name, onchange: (ev) => this.send({ type: "bits", processor: p.name, bits: ev.target.value || null }) },
+        h("option", { value: "" }, `default (${p.default_bits})`),
+        p.bits.map((b) => h("option", { value: b }, b)),
+      );
+      this.bitSelects[p.name] = sel;
+      this.bitsEl.append(h("label", { class: "nk-row" }, h("span", { class: "nk-chip", style: `background:${p.color}` }), h("span", { class: "nk-pname" }, p.name), sel));
+    }
+    this.supportEl.textContent = "";
+    this.checks = {};
+    for (const a of G.accelerators) {
+      const p = G.processors[G.procIndex[a]];
+      const box = h("div", { class: "nk-sgrid" });
+      for (const k of G.kinds) {
+        const cb = h("input", {
+          type: "checkbox",
+          testid: `support-${a}-${k}`,
+          "data-proc": a,
+          "data-op": k,
+          onchange: (ev) => this.send({ type: "support", processor: a, op: k, enabled: ev.target.checked }),
+        });
+        this.checks[a + ":" + k] = cb;
+        box.append(h("label", { class: "nk-check", title: `${a}: ${k}` }, cb, h("span", {}, k)));
+      }
+      this.supportEl.append(h("div", { class: "nk-sproc" }, h("div", {}, h("span", { class: "nk-chip", style: `background:${p.color}` }), h("b", {}, a)), box));
+    }
+  }
+
+  _renderControls() {
+    const C = this.C;
+    for (const [p, sel] of Object.entries(this.bitSelects || {})) {
+      const v = C.bits[p] || "";
+      if (sel.value !== v) sel.value = v;
+    }
+    for (const [key, cb] of Object.entries(this.checks || {})) {
+      const [a, k] = key.split(":");
+      const on = !!(C.support[a] && C.support[a][k]);
+      if (cb.checked !== on) cb.checked = on;
+      const edited = C.edited.includes(key);
+      cb.parentElement.classList.toggle("nk-edited", edited);
+      cb.parentElement.title = `${a}: ${k}${edited ? " (edited; profile: " + (C.profile[a][k] ? "supported" : "not supported") + ")" : ""}`;
+    }
+  }
+
+  _renderInfo() {
+    this._renderTotals();
+    this._renderControls();
+    this._renderSelection();
+  }
+
+  _renderTotals() {
+    const t = this.V.totals;
+    const G = this.G;
+    this.totalsEl.innerHTML =
+      `<span data-testid="total-latency"><b>latency</b> ${esc(us(t.latency_us))}</span>` +
+      `<span data-testid="total-energy"><b>energy</b> ${esc(uj(t.energy_uj))}</span>` +
+      `<span><b>MACs</b> ${esc(num(t.macs))}</span>` +
+      `<span data-testid="total-partitions"><b>partitions</b> ${t.partitions}</span>` +
+      `<span><b>boundaries</b> ${t.boundaries}</span>` +
+      `<span><b>transfers</b> ${esc(us(t.transfer_us))}</span>`;
+    this.legendEl.innerHTML = G.processors
+      .map((p) => {
+        const busy = t.busy_us ? t.busy_us[p.name] : 0;
+        const n = t.ops ? t.ops[p.name] : 0;
+        return `<span class="nk-leg" data-testid="legend-${esc(p.name)}" title="${esc(p.kind)}${p.host ? " (host)" : ""}"><span class="nk-chip" style="background:${p.color}"></span>${esc(p.name)} <small>${n} ops · ${esc(us(busy))}</small></span>`;
+      })
+      .join("");
+  }
+
+  _showStatus(level, text) {
+    this.localStatus = { level, text };
+    this._renderStatus();
+  }
+
+  _renderStatus() {
+    const busy = this.seq > this.acked;
+    let level = "info";
+    let text = "";
+    if (this.localStatus) {
+      ({ level, text } = this.localStatus);
+      this.localStatus = null;
+    } else if (this.S && this.S.text) {
+      level = this.S.level;
+      text = this.S.text + (this.S.ms ? `  (${this.S.ms} ms)` : "");
+    }
+    if (busy) text = "working…" + (text ? "  · last: " + text : "");
+    this.statusEl.className = "nk-status nk-" + level + (busy ? " nk-working" : "");
+    this.statusEl.dataset.level = level;
+    this.statusEl.textContent = text || "ready";
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // tooltips
+
+  _tooltip(key) {
+    const G = this.G;
+    const P = this.P;
+    const V = this.V;
+    const kind = key[0];
+    const names = G.processors.map((p) => p.name);
+    if (kind === "o") {
+      const op = +key.slice(1);
+      const pin = this._pinOf(op);
+      let html = `<div class="nk-tt-title">${esc(G.name[op])}</div>`;
+      html += `<div>${esc(G.op[op])} · <b style="color:${G.colors[P.proc[op]]}">${esc(names[P.proc[op]])}</b> · P${P.part[op]}${pin ? " · pinned" : ""}</div>`;
+      html += `<div class="nk-tt-reason">${esc(P.strings[P.reason[op]])}</div>`;
+      html += `<table>`;
+      html += `<tr><td>latency</td><td>${esc(us(V.lat[op]))}</td></tr>`;
+      html += `<tr><td>energy</td><td>${esc(uj(V.energy[op]))}</td></tr>`;
+      html += `<tr><td>MACs</td><td>${esc(num(V.macs[op]))}</td></tr>`;
+      html += `<tr><td>bytes</td><td>${esc(bytes(V.bytes[op]))}</td></tr>`;
+      html += `<tr><td>cycles</td><td>${esc(num(V.cycles[op], 1))} (compute ${esc(num(V.compute[op], 1))}, memory ${esc(num(V.memory[op], 1))})</td></tr>`;
+      html += `<tr><td>bits</td><td>${esc(V.bitsNames[V.bits[op]])}</td></tr>`;
+      html += `</table><div class="nk-tt-sub">verdicts</div><table>`;
+      for (const p of names) {
+        const v = P.verdicts[p] ? P.strings[P.verdicts[p][op]] : "";
+        html += `<tr><td>${esc(p)}</td><td>${esc(v)}</td></tr>`;
+      }
+      return html + "</table>";
+    }
+    if (kind === "p" || kind === "c") {
+      const pid = +key.slice(1);
+      const part = P.partitions[pid];
+      if (!part) return "";
+      const ops = P.members[pid];
+      let lat = 0;
+      let en = 0;
+      let macs = 0;
+      const kinds = new Map();
+      for (const i of ops) {
+        lat += V.lat[i];
+        en += V.energy[i];
+        macs += V.macs[i];
+        kinds.set(G.kind[i], (kinds.get(G.kind[i]) || 0) + 1);
+      }
+      let bin = 0;
+      let bout = 0;
+      for (const b of V.boundaries) {
+        if (b.producer >= 0 && P.part[b.producer] === pid) bout += b.cost_us;
+        if (b.consumers.some((c) => P.part[c] === pid)) bin += b.cost_us;
+      }
+      const top = [...kinds].sort((a, b) => b[1] - a[1]).slice(0, 6).map(([k, n]) => `${k} ${n}`).join(", ");
+      return (
+        `<div class="nk-tt-title">partition P${pid} on <b style="color:${G.colors[part.proc]}">${esc(names[part.proc])}</b></div>` +
+        `<div>${ops.length} ops: ${esc(top)}</div>` +
+        `<div>${esc(shorten(G.name[ops[0]], 34))} … ${esc(shorten(G.name[ops[ops.length - 1]], 34))}</div>` +
+        `<table><tr><td>latency</td><td>${esc(us(lat))}</td></tr><tr><td>energy</td><td>${esc(uj(en))}</td></tr>` +
+        `<tr><td>MACs</td><td>${esc(num(macs))}</td></tr><tr><td>boundaries in</td><td>${esc(us(bin))}</td></tr>` +
+        `<tr><td>boundaries out</td><td>${esc(us(bout))}</td></tr></table>` +
+        `<div class="nk-tt-sub">${kind === "p" ? "double-click to expand" : "click − to collapse"}</div>`
+      );
+    }
+    if (kind === "i" || kind === "x") {
+      const t = kind === "i" ? G.inputs[+key.slice(1)] : G.outputs[+key.slice(1)];
+      return `<div class="nk-tt-title">${kind === "i" ? "model input" : "model output"} ${esc(t.name)}</div><div>${esc(JSON.stringify(t.shape))} ${esc(t.dtype)}</div>`;
+    }
+    return "";
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // tabs
+
+  _buildTabs() {
+    const G = this.G;
+    // costs
+    this.costTable = new VirtualTable(this.panels.costs, {
+      testid: "cost-table",
+      rowTestid: "cost-row",
+      height: 280,
+      onRowClick: (i) => this.select({ type: "op", op: i }, true),
+    });
+    const names = G.processors.map((p) => p.name);
+    this.costTable.setColumns([
+      { key: "op_id", label: "op", num: true, width: 50, get: (i) => i },
+      { key: "name", label: "name", width: 300, get: (i) => G.name[i] },
+      { key: "kind", label: "kind", width: 110, get: (i) => G.kind[i] },
+      { key: "processor", label: "processor", width: 80, get: (i) => names[this.P.proc[i]] },
+      { key: "partition", label: "part.", num: true, width: 50, get: (i) => this.P.part[i] },
+      { key: "bits", label: "bits", width: 55, get: (i) => this.V.bitsNames[this.V.bits[i]] },
+      { key: "macs", label: "MACs", num: true, width: 90, get: (i) => this.V.macs[i], fmt: (v) => num(v) },
+      { key: "bytes", label: "bytes", num: true, width: 80, get: (i) => this.V.bytes[i], fmt: (v) => num(v, 0) },
+      { key: "cycles", label: "cycles", num: true, width: 80, get: (i) => this.V.cycles[i], fmt: (v) => num(v, 1) },
+      { key: "latency_us", label: "latency us", num: true, width: 90, get: (i) => this.V.lat[i], fmt: (v) => v.toFixed(3) },
+      { key: "energy_uj", label: "energy uJ", num: true, width: 90, get: (i) => this.V.energy[i], fmt: (v) => v.toFixed(5) },
+    ]);
+    // boundaries
+    this.boundTable = new VirtualTable(this.panels.boundaries, { testid: "boundary-table", rowTestid: "boundary-row", height: 280 });
+    const B = () => this.V.boundaries;
+    this.boundTable.setColumns([
+      { key: "tensor", label: "tensor", width: 200, get: (i) => B()[i].tensor },
+      { key: "route", label: "route", width: 90, get: (i) => `${B()[i].src} → ${B()[i].dst}` },
+      { key: "bytes", label: "bytes", num: true, width: 70, get: (i) => B()[i].bytes, fmt: (v) => num(v, 0) },
+      { key: "transfer_us", label: "transfer us", num: true, width: 85, get: (i) => B()[i].transfer_us, fmt: (v) => v.toFixed(3) },
+      { key: "layout_us", label: "layout us", num: true, width: 75, get: (i) => B()[i].layout_us, fmt: (v) => v.toFixed(3) },
+      { key: "quantize_us", label: "quant. us", num: true, width: 75, get: (i) => B()[i].quantize_us, fmt: (v) => v.toFixed(3) },
+      { key: "cost_us", label: "total us", num: true, width: 75, get: (i) => B()[i].cost_us, fmt: (v) => v.toFixed(3) },
+      { key: "energy_uj", label: "energy uJ", num: true, width: 80, get: (i) => B()[i].energy_uj, fmt: (v) => v.toFixed(5) },
+      { key: "conversion", label: "conversion", width: 230, get: (i) => B()[i].conversion },
+      { key: "consumers", label: "read by", width: 200, get: (i) => B()[i].consumers.map((c) => G.name[c]).join(", ") || "(model output)" },
+    ]);
+    // timeline
+    this.timeline = new Timeline(this.panels.timeline);
+    // error
+    this.errHead = h("div", { class: "nk-row" });
+    this.errAuto = h("input", { type: "checkbox", testid: "auto-error", onchange: (ev) => this.send({ type: "auto_error", on: ev.target.checked }) });
+    this.errHead.append(
+      h("button", { class: "nk-btn", testid: "measure-error", onclick: () => this.send({ type: "measure_error", auto: this.errAuto.checked }) }, "measure error"),
+      h("label", { class: "nk-check" }, this.errAuto, " measure after every edit (runs the model)"),
+    );
+    this.errText = h("div", { class: "nk-errtext", testid: "error-state" });
+    this.errOutputs = h("div", { class: "nk-errout" });
+    this.panels.error.append(this.errHead, this.errText, this.errOutputs);
+    this.errTable = new VirtualTable(this.panels.error, { testid: "error-table", rowTestid: "error-row", height: 180, onRowClick: (i) => {
+      const id = this.E.ops && this.E.ops.op_id ? this.E.ops.op_id[i] : null;
+      if (id != null) this.select({ type: "op", op: id }, true);
+    } });
+    const col = (k) => (i) => (this.E.ops && this.E.ops[k] ? this.E.ops[k][i] : null);
+    this.errTable.setColumns([
+      { key: "op_id", label: "op", num: true, width: 50, get: col("op_id") },
+      { key: "name", label: "name", width: 240, get: col("name") },
+      { key: "processor", label: "processor", width: 80, get: col("processor") },
+      { key: "bits", label: "bits", width: 60, get: col("bits") },
+      { key: "snr_db", label: "SNR dB", num: true, width: 80, get: col("snr_db"), fmt: (v) => (v == null ? "–" : v.toFixed(2)) },
+      { key: "max_abs_err", label: "max |err|", num: true, width: 90, get: col("max_abs_err"), fmt: (v) => (v == null ? "–" : num(v, 6)) },
+    ]);
+    // export
+    const paths = this.opts.export_paths || {};
+    const row = (what, label, testid, placeholder) => {
+      const input = h("input", { type: "text", class: "nk-path", testid: testid + "-path", value: paths[what] || "", placeholder });
+      return h(
+        "div",
+        { class: "nk-row" },
+        h("button", { class: "nk-btn", testid, onclick: () => this.send({ type: "export", what, path: input.value }) }, label),
+        input,
+      );
+    };
+    this.panels.export.append(
+      row("model_explorer", "Model Explorer JSON", "export-me", "directory"),
+      row("annotated_onnx", "annotated ONNX", "export-onnx", "file.onnx"),
+      h("div", { class: "nk-muted" }, "Paths are relative to the notebook's kernel; the result shows in the status line."),
+    );
+  }
+
+  _renderTab() {
+    const k = this.tab;
+    if (!this.tabDirty.has(k)) return;
+    this.tabDirty.delete(k);
+    if (k === "costs") {
+      this.costTable.setData(this.G.n);
+      this.costTable.setSelected(this.selected && this.selected.type === "op" ? this.selected.op : -1);
+    } else if (k === "boundaries") {
+      this.boundTable.setData(this.V.boundaries.length);
+    } else if (k === "timeline") {
+      try {
+        this.timeline.draw(this.G, this.V, (op) => this.select({ type: "op", op }, true));
+      } catch (e) {
+        this.panels.timeline.dataset.error = String(e);
+      }
+    } else if (k === "error") {
+      this._renderErrors();
+    }
+  }
+
+  _renderErrors() {
+    const E = this.E || {};
+    this.errText.textContent = (E.state === "ok" ? (E.stale ? "stale: the config changed since this was measured" : "") : E.text) || "";
+    this.errText.dataset.state = E.stale ? "stale" : E.state || "";
+    this.errOutputs.textContent = "";
+    if (E.state === "ok") {
+      const rows = (E.outputs || []).map((o) =>
+        h("tr", {}, h("td", {}, o.name), h("td", { class: "num" }, fmtOr(o.snr_db, 2)), h("td", { class: "num" }, fmtOr(o.max_abs, 6)), h("td", { class: "num" }, o.top1_agreement == null ? "–" : (100 * o.top1_agreement).toFixed(1) + "%")),
+      );
+      this.errOutputs.append(
+        h("table", { class: "nk-small", testid: "error-outputs" }, h("tr", {}, h("th", {}, "output"), h("th", {}, "SNR dB"), h("th", {}, "max |err|"), h("th", {}, "top-1 agreement")), rows),
+      );
+      if (E.accuracy != null)
+        this.errOutputs.append(
+          h("div", { testid: "error-accuracy" }, `accuracy ${(100 * E.accuracy).toFixed(2)}% (fp32 ${E.accuracy_fp32 == null ? "–" : (100 * E.accuracy_fp32).toFixed(2) + "%"}) on ${E.samples} samples`),
+        );
+      if (E.data_source) this.errOutputs.append(h("div", { class: "nk-muted" }, `data: ${E.data_source}`));
+      this.errTable.setData(E.ops && E.ops.op_id ? E.ops.op_id.length : 0);
+    } else {
+      this.errTable.setData(0);
+    }
+  }
+}
+
+// timestamps for benchmarks/ui.py, recorded only when a page asks for them
+function trace(what) {
+  if (window.__npukitTrace) window.__npukitTrace.push([what, performance.now()]);
+}
+
+function fmtOr(v, d) {
+  return v == null || !isFinite(v) ? "–" : Number(v).toFixed(d);
+}

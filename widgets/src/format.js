@@ -1,0 +1,70 @@
+// Small formatting and DOM helpers (no state).
+
+export function esc(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
+export function us(x) {
+  if (x == null || !isFinite(x)) return "–";
+  const a = Math.abs(x);
+  if (a >= 1000) return nf(1).format(x) + " us";
+  if (a >= 10) return x.toFixed(2) + " us";
+  if (a >= 0.01 || a === 0) return x.toFixed(3) + " us";
+  return x.toExponential(2) + " us";
+}
+
+const NF = new Map();
+function nf(digits) {
+  let f = NF.get(digits);
+  if (!f) NF.set(digits, (f = new Intl.NumberFormat("en-US", { maximumFractionDigits: digits })));
+  return f;
+}
+
+export function num(x, digits = 3) {
+  if (x == null || !isFinite(x)) return "–";
+  const a = Math.abs(x);
+  if (a !== 0 && (a >= 1e7 || a < 1e-3)) return x.toExponential(2);
+  return nf(Number.isInteger(x) ? 0 : digits).format(x);
+}
+
+export function uj(x) {
+  if (x == null || !isFinite(x)) return "–";
+  return num(x, 4) + " uJ";
+}
+
+export function bytes(x) {
+  if (x == null || !isFinite(x)) return "–";
+  if (x >= 1 << 20) return (x / (1 << 20)).toFixed(2) + " MiB";
+  if (x >= 1 << 10) return (x / (1 << 10)).toFixed(1) + " KiB";
+  return Math.round(x) + " B";
+}
+
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v == null || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k === "text") el.textContent = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "testid") el.setAttribute("data-testid", v);
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c == null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+export function shorten(s, n) {
+  s = String(s);
+  return s.length <= n ? s : "…" + s.slice(s.length - n + 1);
+}
+
+// a light tint of a #rrggbb colour, for partition boxes
+export function tint(hex, a = 0.12) {
+  const m = /^#?([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(hex || "");
+  if (!m) return "#f4f4f4";
+  const mix = (c) => Math.round(255 - (255 - parseInt(c, 16)) * a);
+  return `rgb(${mix(m[1])},${mix(m[2])},${mix(m[3])})`;
+}

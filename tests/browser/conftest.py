@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,26 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
+REQUIRED = bool(os.environ.get("NPUKIT_REQUIRE_BROWSER"))  # set by .ci/run: a missing browser fails
+
+
+def _missing(msg: str):
+    if REQUIRED:
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def _need(module: str):
+    try:
+        return __import__(module, fromlist=["x"])
+    except ImportError:
+        _missing(f"{module} is not installed (pip install -e '.[test]')")
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab serving a temp copy of notebooks/ + the sample model; stopped after the module."""
-    pytest.importorskip("jupyterlab")
+    _need("jupyterlab")
     root = make_root(tmp_path_factory.mktemp("lab"))
     with jupyter_lab(root) as server:
         yield server
@@ -26,9 +43,9 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = _need("playwright.sync_api")
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install chromium, or set NPUKIT_CHROMIUM)")
+        _missing(f"no chromium at {CHROMIUM} (apt-get install chromium, or set NPUKIT_CHROMIUM)")
     with sync_api.sync_playwright() as p:
         b = launch_chromium(p)
         try:

@@ -25,8 +25,17 @@ Per op on processor p at bit-width b (the op's MACs and vector ops come from ``g
   and fill(IC/groups, channels_in / t) * fill(KH*KW, t) (t kernel taps share the input lanes:
   depthwise, few input channels); matmul uses K, N, M.
 * util_vec = fill(innermost output dim, vector_lanes).
-* mac_cycles = MACs / (macs_per_cycle[b] * util_mac * eff); vec_cycles = vector_ops /
-  (vector_ops_per_cycle[b] * util_vec * eff); eff = efficiency[op kind] (else efficiency["*"]).
+* util_red = 1, or with the processor's ``reduction`` table (scalar code, e.g. a CPU running
+  untuned compiled loops): K = the products accumulated into one output (IC/groups*KH*KW for a
+  conv, K for a matmul); util_red = 1 when K <= unroll (the compiler unrolls the reduction and
+  vectorises across outputs), else serial * (unroll / K)^exponent (one dependent accumulation
+  chain per output, overlapped less with its neighbours the longer it is).
+* mac_cycles = MACs / (macs_per_cycle[b] * util_mac * util_red * eff); vec_cycles = vector_ops /
+  (vector_ops_per_cycle[b] * util_vec * eff); eff = efficiency[kernel class], else
+  efficiency[op kind], else efficiency["*"] (the trace names the key used).  Kernel class:
+  KIND.depthwise (a conv with groups > 1 and one input channel per group), KIND.pointwise (a conv
+  with a 1-tap kernel and groups 1), matmul.gemv (a matmul with one output row, M * batch = 1),
+  else the op kind.
 
 Per kernel:
 
@@ -34,8 +43,8 @@ Per kernel:
   max(anchor mac + vec cycles, anchor output elements / output_elems_per_cycle), the epilogue
   running in that stage at no extra cost; with an output stage and a vector anchor, the anchor's
   cycles (the epilogue runs in the same pass); without one, the anchor's cycles + the epilogue
-  members' vec_cycles, at the anchor's efficiency (they run inside its loop nest).  Plus the
-  serial members' cycles.
+  members' vec_cycles, at the anchor's efficiency (its class's: they run inside its loop nest).
+  Plus the serial members' cycles.
 * bytes: every tensor at its op's bit-width (int4 / int2 packed; int32 bias when b is an integer
   width; index tensors keep their dtype).  A tensor produced and consumed inside one kernel moves
   nothing.  An activation that stays in one partition and fits in half the processor's on-chip
@@ -231,6 +240,7 @@ class _Static:
         self._bytes: dict[tuple[str, str], float] = {}
         self._tensors = g.tensors
         self._geo: dict[int, tuple] = {}
+        self._cls: dict[int, str] = {}
         self._g = g
 
     def geometry(self, i: int) -> tuple:
@@ -238,6 +248,12 @@ class _Static:
         if geo is None:
             geo = self._geo[i] = _geometry(self._g.ops[i], self._g)
         return geo
+
+    def kernel_class(self, i: int) -> str:
+        c = self._cls.get(i)
+        if c is None:
+            c = self._cls[i] = _kernel_class(self._g.ops[i], self.geometry(i))
+        return c
 
     def nbytes(self, tid: str, bits: str) -> float:
         k = (tid, bits)
@@ -346,6 +362,36 @@ def contexts(g: OpGraph, plan: Plan, soc: SocProfile, bits_of, kernel_list: list
 # per-op pieces
 
 
+def kernel_class(op: Op, g: OpGraph) -> str:
+    """The op's kernel class, its finest ``efficiency`` key: ``KIND.depthwise`` (a conv with groups
+    > 1 and one input channel per group), ``KIND.pointwise`` (a conv with a 1-tap kernel, groups 1),
+    ``matmul.gemv`` (a matmul with one output row: M x batch = 1), else the op kind."""
+    return static(g).kernel_class(op.op_id)
+
+
+def _kernel_class(op: Op, geo: tuple) -> str:
+    if not geo:
+        return op.kind
+    if geo[0] == "conv":
+        if "transpose" in op.kind:
+            return op.kind
+        groups = int(op.attrs.get("groups", 1) or 1)
+        if groups > 1 and geo[1] == 1:
+            return op.kind + ".depthwise"
+        if groups == 1 and geo[4] == 1:
+            return op.kind + ".pointwise"
+        return op.kind
+    return op.kind + ".gemv" if geo[3] == 1 else op.kind
+
+
+def reduction_length(op: Op, g: OpGraph) -> int:
+    """Products accumulated into one output of a conv / matmul (IC/groups*KH*KW, or K); 0 otherwise."""
+    geo = static(g).geometry(op.op_id)
+    if not geo:
+        return 0
+    return geo[1] * geo[4] if geo[0] == "conv" else geo[1]
+
+
 def _geometry(op: Op, g: OpGraph) -> tuple:
     """("conv", IC/groups, OC, output pixels, KH*KW) or ("matmul", K, N, M) or () (graph-static)."""
     y = g.tensors[op.outputs[0]]
@@ -399,18 +445,37 @@ class _Piece:
         self.compute_form = self.util_form = ""
 
 
-def _compute(op: Op, g: OpGraph, p: Processor, bits: str, w: Work, ex: bool, pc: _Piece, eff_kind: str = "") -> None:
+def _compute(op: Op, g: OpGraph, p: Processor, bits: str, w: Work, ex: bool, pc: _Piece, eff_cls: str = "") -> None:
+    """``eff_cls``: the kernel class whose efficiency applies (an epilogue member runs at its
+    anchor's); default the op's own class."""
     if not (w.macs or w.vector_ops):
         return
-    eff = p.eff(eff_kind or op.kind)
+    cls = eff_cls or static(g).kernel_class(op.op_id)
+    eff = p.eff(cls)
     parts = []
     if w.macs:
         u, uform = _util_mac(op, g, p, ex)
         mpc = p.macs_per_cycle[bits]
-        pc.mac = w.macs / (mpc * u * eff)
+        if p.reduction:
+            k = reduction_length(op, g)
+            ur = p.util_red(k)
+            pc.mac = w.macs / (mpc * u * ur * eff)
+            if ex:
+                r = p.reduction
+                urf = (f"K={k:,} <= unroll {r['unroll']:,}: 1" if ur == 1.0 else
+                       f"K={k:,} > unroll {r['unroll']:,}: serial * (unroll / K)^exponent = {r['serial']:g} * "
+                       f"({r['unroll']:,} / {k:,})^{r['exponent']:g} = {ur:.4f}")  # fmt: skip
+                uform = f"{uform}; util_red: {urf}"
+                parts.append(f"MACs / (macs_per_cycle[{bits}] * util * util_red * eff) = {w.macs:,} / "
+                             f"({mpc:g} * {u:.3f} * {ur:.4f} * {eff:g})")  # fmt: skip
+        else:
+            pc.mac = w.macs / (mpc * u * eff)
+            if ex:
+                parts.append(
+                    f"MACs / (macs_per_cycle[{bits}] * util * eff) = {w.macs:,} / ({mpc:g} * {u:.3f} * {eff:g})"
+                )
         if ex:
             pc.util_form = uform
-            parts.append(f"MACs / (macs_per_cycle[{bits}] * util * eff) = {w.macs:,} / ({mpc:g} * {u:.3f} * {eff:g})")
     if w.vector_ops:
         shape = g.tensors[op.outputs[0]].shape
         uv = fill(shape[-1] if shape else 1, p.vector_lanes)
@@ -420,7 +485,7 @@ def _compute(op: Op, g: OpGraph, p: Processor, bits: str, w: Work, ex: bool, pc:
             parts.append(f"vector_ops / (vector_ops_per_cycle[{bits}] * util_vec * eff) = "
                          f"{w.vector_ops:,} / ({vpc:g} * {uv:.3f} * {eff:g})")  # fmt: skip
     if ex:
-        pc.compute_form = " + ".join(parts)
+        pc.compute_form = " + ".join(parts) + f" [eff = efficiency[{p.eff_key(cls)}] = {eff:g}, class {cls}]"
 
 
 def _memory(op: Op, g: OpGraph, st: _Static, p: Processor, bits: str, ctx: OpContext, ex: bool, pc: _Piece) -> None:
@@ -528,7 +593,7 @@ def kernel_cost(ids: Sequence[int], g: OpGraph, p: Processor, bits: Sequence[str
             if r == "serial":
                 ser_cyc += pc.vec + pc.mac
         elif r == "epilogue" and (stage <= 0 or ex):  # in the anchor's loop nest: at the anchor's efficiency
-            _compute(op, g, p, bits[i], works[i], ex, pc, aop.kind)
+            _compute(op, g, p, bits[i], works[i], ex, pc, st.kernel_class(a))
             epi_vec += pc.vec + pc.mac
         _memory(op, g, st, p, bits[i], ctxs[i], ex, pc)
         act_dram += pc.act_dram
@@ -632,7 +697,9 @@ def _anchor_trace(aop, ops, roles, pieces, p, ab, works, stage, stage_cycles, ou
         tr.append(Trace("kernel", f"{len(ops)} ops fused into one kernel, costed here: {desc}", (), ()))
     w = works[a]
     if w.macs and pa.util_form:
-        tr.append(Trace("util_mac", pa.util_form, ("mac_array",), ("shapes",)))
+        tr.append(
+            Trace("util_mac", pa.util_form, ("mac_array", "reduction") if p.reduction else ("mac_array",), ("shapes",))
+        )
     tr.append(Trace("work", w.formula + (f" [{w.model}]" if w.model else ""), (), _attr_names(aop)))
     terms = [f"{aop.kind}: {pa.compute_form} = {pa.mac + pa.vec:,.1f}" if pa.compute_form else f"{aop.kind}: 0 (no work)"]
     fields = [f"macs_per_cycle.{ab}", f"vector_ops_per_cycle.{ab}", "vector_lanes", "efficiency"]

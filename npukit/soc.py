@@ -31,6 +31,26 @@ CONVERT_ON = ("dst", "src", "host")
 
 
 # ---------------------------------------------------------------------------------------------
+# kernel classes: finer efficiency keys than the op kind (``npukit.cost.kernel_class`` derives them)
+
+KERNEL_CLASSES = {
+    "depthwise": "any convolution kind but transposed ones, e.g. `conv2d.depthwise`: groups > 1, one input channel per group",
+    "pointwise": "likewise, e.g. `conv2d.pointwise`: a 1-tap (1x1) kernel, groups 1",
+    "gemv": "`matmul.gemv`: a matmul with one output row (M x batch = 1, matrix-vector)",
+}
+KERNEL_CLASS_DOC = ("`KIND.depthwise` (" + KERNEL_CLASSES["depthwise"] + "), `KIND.pointwise` ("
+                    + KERNEL_CLASSES["pointwise"] + "), " + KERNEL_CLASSES["gemv"]
+                    + "; any other op's class is its kind.")  # fmt: skip
+
+
+def class_variant_ok(kind: str, variant: str) -> bool:
+    """Is ``KIND.VARIANT`` a kernel class the cost model can derive?"""
+    if variant in ("depthwise", "pointwise"):
+        return kind.startswith("conv") and "transpose" not in kind
+    return variant == "gemv" and kind == "matmul"
+
+
+# ---------------------------------------------------------------------------------------------
 # the schema
 
 
@@ -74,7 +94,8 @@ PROCESSOR_FIELDS = (
     Field("default_bits", "bits", "Bit-width ops run at on this processor unless the user sets another. Default: int8 if supported, else the widest supported."),
     Field("mac_array", "table", "Granularity at which the MAC array consumes each dimension (its lanes, or the size of one step): `{ channels_in = 16, channels_out = 16, pixels = 1, kernel_taps = 1 }`. Utilisation of a conv/matmul = fill(input channels per group, channels_in) * fill(out channels, channels_out) * fill(output pixels, pixels) with fill(n, p) = n / (ceil(n / p) * p). With `kernel_taps` = t > 1 the channels_in lanes may instead take channels_in / t channels x t kernel taps (part-kernel order, e.g. a depthwise or a 3-channel first layer): the input factor is the larger of fill(IC/groups, channels_in) and fill(IC/groups, channels_in / t) * fill(KH*KW, t). Matmul uses K, N, M. Default: all 1 (always full)."),
     Field("vector_lanes", "int", "Lanes of the vector unit; elementwise utilisation = n / (ceil(n / lanes) * lanes) over the innermost dim.", default=1, positive=True),
-    Field("efficiency", "table", "Achieved fraction of peak (0..1] by op kind, `\"*\"` for the rest: `{ \"*\" = 0.7, conv2d = 0.5 }`. Fitted by `npukit calibrate` for the host.", default=None),
+    Field("efficiency", "table", "Achieved fraction of peak (0..1] by kernel class or op kind, `\"*\"` for the rest: `{ \"*\" = 0.7, conv2d = 0.5, \"conv2d.depthwise\" = 0.3 }`. A key is `\"*\"`, an op kind, or a kernel class `KIND.VARIANT` derived from the op's shapes: " + KERNEL_CLASS_DOC + " An op (or a kernel, by its anchor) uses the first key present of: its class, its kind, `\"*\"` (default 1). Fitted by `npukit calibrate` for the host.", default=None),
+    Field("reduction", "table", "How the MAC rate of scalar code depends on the reduction length K of a conv / matmul (the products accumulated into one output: IC/groups x KH x KW for a conv, K for a matmul): `{ unroll = 27, serial = 0.3, exponent = 0.25 }`. A reduction of at most `unroll` MACs is unrolled by the compiler and vectorised across outputs: util_red = 1. A longer one runs as one dependent accumulation chain per output, overlapped less with its neighbours the longer it is: util_red = serial x (unroll / K)^exponent (`serial` in (0, 1], `exponent` >= 0). MAC cycles are divided by util_red like the MAC-array utilisation. Default: none (util_red = 1). Fitted by `npukit calibrate` for the host (untuned TVM code).", default=None),
     Field("onchip_bytes", "int", "On-chip memory (SRAM / cache) in bytes. A tensor that fits is reused on chip between ops on this processor instead of going through DRAM.", default=0, minimum=0),
     Field("dram_bytes_per_cycle", "number", "Bandwidth to shared DRAM in bytes per cycle of this processor.", required=True, positive=True),
     Field("onchip_bytes_per_cycle", "number", "Bandwidth of on-chip memory in bytes per cycle. Default: 4 x `dram_bytes_per_cycle`.", positive=True),
@@ -129,6 +150,7 @@ SECTION_FIELDS = {
     "links[]": LINK_FIELDS,
 }
 MAC_ARRAY_KEYS = ("channels_in", "channels_out", "pixels", "kernel_taps")
+REDUCTION_KEYS = ("unroll", "serial", "exponent")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,14 +207,34 @@ class Processor:
     weight_bytes_per_cycle: float = 0.0  # 0 in a hand-built Processor: use dram_bytes_per_cycle
     weight_port: str = "shared"
     output_elems_per_cycle: float = 0.0
+    reduction: Mapping[str, float] | None = None  # {unroll, serial, exponent}; None: util_red = 1
 
     @property
     def bits(self) -> tuple[str, ...]:
         """Supported bit-widths, narrowest first."""
         return tuple(b for b in BITS if b in self.macs_per_cycle)
 
-    def eff(self, kind: str) -> float:
-        return self.efficiency.get(kind, self.efficiency.get("*", 1.0))
+    def eff_key(self, cls: str) -> str:
+        """The efficiency key used for kernel class (or op kind) ``cls``: the class, else its kind,
+        else ``"*"``."""
+        eff = self.efficiency
+        if cls in eff:
+            return cls
+        kind = cls.split(".", 1)[0]
+        return kind if kind in eff else "*"
+
+    def eff(self, cls: str) -> float:
+        """Efficiency of kernel class (or op kind) ``cls``: ``efficiency[class]``, else
+        ``efficiency[kind]``, else ``efficiency["*"]`` (1 when absent)."""
+        return self.efficiency.get(self.eff_key(cls), 1.0)
+
+    def util_red(self, k: int) -> float:
+        """Reduction utilisation of a conv / matmul whose outputs each accumulate ``k`` products
+        (``reduction`` field): 1 up to ``unroll``, else serial * (unroll / k) ** exponent."""
+        r = self.reduction
+        if not r or k <= r["unroll"]:
+            return 1.0
+        return r["serial"] * (r["unroll"] / k) ** r["exponent"]
 
 
 @dataclass(frozen=True)
@@ -538,6 +580,25 @@ def _with_host(p: Processor, host: bool) -> Processor:
     return Processor(**d)
 
 
+def _eff_key(v: _V, path: str, k: str) -> str:
+    """An ``efficiency`` key: an op name (short or full) or a kernel class ``KIND.VARIANT``."""
+    head, dot, variant = k.rpartition(".")
+    if dot and variant in KERNEL_CLASSES:  # a kernel class ("conv2d.depthwise", "relax.nn.conv2d.depthwise")
+        try:
+            kind = canonical(head, f"{v.where}: {path}.efficiency")
+        except Exception as e:  # noqa: BLE001
+            raise ProfileError(str(e)) from None
+        if not class_variant_ok(kind, variant):
+            v.fail(f"{path}.efficiency.{k}", f"{kind} has no {variant} class; classes are {KERNEL_CLASS_DOC}")
+        return f"{kind}.{variant}"
+    try:
+        return canonical(k, f"{v.where}: {path}.efficiency")
+    except Exception as e:  # noqa: BLE001
+        if dot and "relax." not in k:
+            v.fail(f"{path}.efficiency.{k}", f"unknown kernel class; classes are {KERNEL_CLASS_DOC}")
+        raise ProfileError(str(e)) from None
+
+
 def _parse_processor(v: _V, name: str, pdoc) -> Processor:
     path = f"processors.{name}"
     v.check_keys(pdoc, PROCESSOR_FIELDS, path)
@@ -571,13 +632,30 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
     eff = {"*": 1.0}
     for k, x in (r["efficiency"] or {}).items():
         if k != "*":
-            try:
-                k = canonical(k, f"{v.where}: {path}.efficiency")
-            except Exception as e:  # noqa: BLE001
-                raise ProfileError(str(e)) from None
+            k = _eff_key(v, path, k)
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= 1:
             v.fail(f"{path}.efficiency.{k}", f"must be a number in (0, 1], got {x!r}")
         eff[k] = float(x)
+    red = None
+    if r["reduction"] is not None:
+        red = {}
+        for k, x in r["reduction"].items():
+            if k not in REDUCTION_KEYS:
+                v.fail(f"{path}.reduction.{k}", f"unknown field; {closest(k, REDUCTION_KEYS)}")
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                v.fail(f"{path}.reduction.{k}", f"must be a number, got {x!r}")
+            red[k] = x
+        for k in REDUCTION_KEYS:
+            if k not in red:
+                v.fail(f"{path}.reduction.{k}", "required field is missing (reduction = { unroll, serial, exponent })")
+        if not isinstance(red["unroll"], int) or red["unroll"] < 1:
+            v.fail(f"{path}.reduction.unroll", f"must be a positive integer, got {red['unroll']!r}")
+        if not 0 < red["serial"] <= 1:
+            v.fail(f"{path}.reduction.serial", f"must be a number in (0, 1], got {red['serial']!r}")
+        if red["exponent"] < 0:
+            v.fail(f"{path}.reduction.exponent", f"must be >= 0, got {red['exponent']!r}")
+        red = MappingProxyType({"unroll": int(red["unroll"]), "serial": float(red["serial"]),
+                                "exponent": float(red["exponent"])})  # fmt: skip
     ops = {}
     ops_doc = r["ops"] or {}
     for op, odoc in ops_doc.items():
@@ -607,7 +685,7 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
         dtypes=tuple(r["dtypes"]) if r["dtypes"] else None, kernel_library=r["kernel_library"] or name,
         ops=MappingProxyType(dict(sorted(ops.items()))), description=r["description"],
         weight_bytes_per_cycle=float(r["weight_bytes_per_cycle"] or dram), weight_port=r["weight_port"],
-        output_elems_per_cycle=float(r["output_elems_per_cycle"]),
+        output_elems_per_cycle=float(r["output_elems_per_cycle"]), reduction=red,
     )  # fmt: skip
 
 

@@ -20,12 +20,18 @@ The VM then runs with ``vm.set_instrument``: the callback sees every call (kerne
 with that symbol in ``main``'s order.  A timed window also holds the VM's return from the "before"
 callback and its call into the "after" one: that is measured on ``vm.builtin.null_value`` (which
 does nothing) and taken off every kernel.  Views lowered to ``vm.builtin.reshape`` have no kernel.
-The whole inference is timed without the instrument.  Of repeated runs the fastest is reported
-(the run least disturbed by other work on the machine), for kernels and inferences alike.
+The whole inference is timed without the instrument, in runs alternating with the instrumented
+ones (so both see the same load on the machine), at least ``repeat`` times and on until
+``min_seconds`` have passed.  Of repeated runs the fastest is reported (the run least disturbed
+by other work on the machine: scheduling, other processes), for kernels and inferences alike.
+A ``Session`` keeps a compiled model and its fastest times so far, so several models can be
+measured in turns (``npukit.calibrate.measure_models``), each model's runs spread over the whole
+measuring time.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -58,12 +64,6 @@ class Measurement:
         return {i: k for k, kern in enumerate(self.kernels) for i in kern.ops}
 
 
-def _stat(xs: list[float]) -> float:
-    """The time reported for repeated runs: the fastest, the run least disturbed by other work on
-    the machine (scheduling, other processes); the same statistic for kernels and inferences."""
-    return min(xs)
-
-
 def _strip_index(name: str) -> str:
     """PrimFunc names carry a dedup suffix: "add3" -> "add", "conv2d1" -> "conv2d"."""
     return re.sub(r"\d+$", "", name)
@@ -79,17 +79,28 @@ def _kind_matches(symbol: str, kind: str) -> bool:
     return s == kind or s == _ALIASES.get(kind)
 
 
-def measure(mod, g: OpGraph, repeat: int = 20, warmup: int = 2, seed: int = 0) -> Measurement:
-    """Compile ``mod`` (the tagged module of ``g``) for this CPU, run it ``repeat`` times on random
-    inputs, and return the time of each kernel and of the whole inference (the fastest run)."""
+def measure(
+    mod, g: OpGraph, repeat: int = 20, warmup: int = 2, seed: int = 0, min_seconds: float = 0.25
+) -> Measurement:
+    """Compile ``mod`` (the tagged module of ``g``) for this CPU, run it at least ``repeat`` times on
+    random inputs (and on until ``min_seconds`` have passed, at most 100 x ``repeat`` runs: a short
+    model's runs then span enough time to find undisturbed ones), and return the time of each
+    kernel and of the whole inference (the fastest run)."""
+    if repeat < 1:
+        raise NpukitError(f"repeat must be >= 1, got {repeat}")
+    session = Session(mod, g, warmup=warmup, seed=seed)
+    session.run(repeat, min_seconds)
+    return session.result()
+
+
+def _compile(mod, g: OpGraph):
+    """(executable, kernels in main's order as (symbol, op ids), compile seconds)."""
     tvm = _load_tvm()
     from tvm import relax  # noqa: PLC0415
     from tvm.relax.backend.cpu_generic import pipeline as cpu  # noqa: PLC0415
 
     from .importers import _quiet, op_id_of_span  # noqa: PLC0415
 
-    if repeat < 1:
-        raise NpukitError(f"repeat must be >= 1, got {repeat}")
     name_to_op: dict[str, int] = {}
     for blk in mod["main"].body.blocks:
         for b in blk.bindings:
@@ -185,61 +196,93 @@ def measure(mod, g: OpGraph, repeat: int = 20, warmup: int = 2, seed: int = 0) -
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise NpukitError(f"{g.path or 'model'}: TVM could not compile it for this CPU: {first}") from None
     compile_s = time.perf_counter() - t0
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    rng = np.random.default_rng(seed)
-    args = []
-    for tid in g.inputs:
-        t = g.tensors[tid]
-        if "int" in t.dtype:
-            info = np.iinfo(t.dtype)
-            a = rng.integers(max(info.min, -64), min(info.max, 64), size=t.shape, dtype=t.dtype)
-        else:
-            a = rng.random(t.shape, dtype=np.float32).astype(t.dtype)
-        args.append(tvm.runtime.tensor(a))
-    main = vm["main"]
-    for _ in range(warmup):
-        main(*args)
-    totals = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        main(*args)
-        totals.append(time.perf_counter() - t)
+    return ex, plan, compile_s
 
-    symbols = {s for s, _ in plan}
-    per_call: list[list[float]] = [[] for _ in plan]
-    slots: dict[str, list[int]] = {}
-    for k, (s, _) in enumerate(plan):
-        slots.setdefault(s, []).append(k)
-    state = {"seen": {}, "start": 0.0}
-    builtin: dict[str, list[float]] = {}
 
-    def instrument(func, symbol, before, ret, *a):  # noqa: ARG001 - the VM's calling convention
-        if before:
-            state["start"] = time.perf_counter()
+class Session:
+    """A model compiled for this CPU and its timings so far: ``run`` adds runs (plain and
+    instrumented, alternating), ``result`` reads the fastest of all of them.  Several sessions run
+    in turns spread each model's runs over the whole measuring time (load from other work on the
+    machine comes in bursts)."""
+
+    def __init__(self, mod, g: OpGraph, warmup: int = 2, seed: int = 0):
+        tvm = _load_tvm()
+        from tvm import relax  # noqa: PLC0415
+
+        self.g = g
+        ex, self.plan, self.compile_s = _compile(mod, g)
+        self.vm = relax.VirtualMachine(ex, tvm.cpu())
+        rng = np.random.default_rng(seed)
+        self.args = []
+        for tid in g.inputs:
+            t = g.tensors[tid]
+            if "int" in t.dtype:
+                info = np.iinfo(t.dtype)
+                a = rng.integers(max(info.min, -64), min(info.max, 64), size=t.shape, dtype=t.dtype)
+            else:
+                a = rng.random(t.shape, dtype=np.float32).astype(t.dtype)
+            self.args.append(tvm.runtime.tensor(a))
+        self.main = self.vm["main"]
+        for _ in range(warmup):
+            self.main(*self.args)
+        self.runs = 0
+        self.total = math.inf  # fastest plain run, s
+        self.per_call = [math.inf] * len(self.plan)  # fastest timed window per kernel call, s
+        self.builtin: dict[str, float] = {}  # fastest timed window per VM builtin, s
+        symbols = {s for s, _ in self.plan}
+        slots: dict[str, list[int]] = {}
+        for k, (s, _) in enumerate(self.plan):
+            slots.setdefault(s, []).append(k)
+        state = {"seen": {}, "start": 0.0}
+        self._state = state
+        per_call, builtin = self.per_call, self.builtin
+
+        def instrument(func, symbol, before, ret, *a):  # noqa: ARG001 - the VM's calling convention
+            if before:
+                state["start"] = time.perf_counter()
+                return 0
+            dt = time.perf_counter() - state["start"]
+            if symbol not in symbols:
+                if symbol.startswith("vm.builtin.") and dt < builtin.get(symbol, math.inf):
+                    builtin[symbol] = dt
+                return 0
+            n = state["seen"].get(symbol, 0)
+            state["seen"][symbol] = n + 1
+            ks = slots[symbol]
+            if n < len(ks) and dt < per_call[ks[n]]:
+                per_call[ks[n]] = dt
             return 0
-        dt = time.perf_counter() - state["start"]
-        if symbol not in symbols:
-            if symbol.startswith("vm.builtin."):
-                builtin.setdefault(symbol, []).append(dt)
-            return 0
-        n = state["seen"].get(symbol, 0)
-        state["seen"][symbol] = n + 1
-        ks = slots[symbol]
-        if n < len(ks):
-            per_call[ks[n]].append(dt)
-        return 0
 
-    vm.set_instrument(instrument)
-    for _ in range(repeat):
-        state["seen"] = {}
-        main(*args)
-    # a timed window also holds the VM's return from the "before" callback and its call into the
-    # "after" one: measured on the VM's cheapest builtin (``vm.builtin.null_value`` does nothing), and
-    # taken off every kernel
-    base = builtin.get("vm.builtin.null_value") or min(builtin.values(), key=min, default=[0.0])
-    window = _stat(base)
-    kernels = tuple(Kernel(s, ops, 1e6 * max(0.0, _stat(per_call[k]) - window) if per_call[k] else 0.0)
-                    for k, (s, ops) in enumerate(plan))  # fmt: skip
-    held = {i for k in kernels for i in k.ops}
-    return Measurement(1e6 * _stat(totals), kernels, repeat, compile_s,
-                       tuple(i for i in range(len(g.ops)) if i not in held), 1e6 * window)  # fmt: skip
+        self._instrument = instrument
+
+    def run(self, repeat: int, min_seconds: float = 0.0) -> None:
+        """At least ``repeat`` plain + instrumented runs, and on until ``min_seconds`` have passed
+        (at most 100 x ``repeat``).  Plain and instrumented runs alternate, so both see the same
+        conditions on the machine (the whole inference and its kernels are compared)."""
+        vm, main, args = self.vm, self.main, self.args
+        t_end = time.perf_counter() + min_seconds
+        n = 0
+        while n < repeat or (time.perf_counter() < t_end and n < 100 * repeat):
+            vm.set_instrument(None)
+            t = time.perf_counter()
+            main(*args)
+            self.total = min(self.total, time.perf_counter() - t)
+            vm.set_instrument(self._instrument)
+            self._state["seen"] = {}
+            main(*args)
+            n += 1
+        vm.set_instrument(None)
+        self.runs += n
+
+    def result(self) -> Measurement:
+        if not self.runs:
+            raise NpukitError("measure: no runs yet")
+        # a timed window also holds the VM's return from the "before" callback and its call into the
+        # "after" one: measured on the VM's cheapest builtin (``vm.builtin.null_value`` does nothing),
+        # and taken off every kernel
+        window = self.builtin.get("vm.builtin.null_value", min(self.builtin.values(), default=0.0))
+        kernels = tuple(Kernel(s, ops, 1e6 * max(0.0, self.per_call[k] - window) if math.isfinite(self.per_call[k]) else 0.0)
+                        for k, (s, ops) in enumerate(self.plan))  # fmt: skip
+        held = {i for k in kernels for i in k.ops}
+        return Measurement(1e6 * self.total, kernels, self.runs, self.compile_s,
+                           tuple(i for i in range(len(self.g.ops)) if i not in held), 1e6 * window)  # fmt: skip

@@ -41,9 +41,18 @@ def _pair(sep: str, what: str):
     return parse
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, ``npukit: error: ...`` (exit 2), like every other error."""
+
+    def error(self, message: str):
+        print(f"npukit: error: {self.prog.removeprefix('npukit').strip() + ': ' if self.prog != 'npukit' else ''}"
+              f"{message} (see {self.prog} --help)", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="npukit", description="What-if offload studies of ML models on edge SoCs.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = _Parser(prog="npukit", description="What-if offload studies of ML models on edge SoCs.")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
     p = sub.add_parser("socs", help="list the bundled SoC profiles")
     p.add_argument("--json", action="store_true")
@@ -94,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         return {"socs": cmd_socs, "inspect": cmd_inspect, "study": cmd_study, "calibrate": cmd_calibrate}[args.cmd](args)
     except NpukitError as e:
         return _die(str(e))
+    except OSError as e:  # a path we were asked to read or write: say which and why
+        where = e.filename or ""
+        return _die(f"{where}: {e.strerror or e}" if where else str(e))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `npukit inspect m.onnx | head`
@@ -163,10 +175,13 @@ def cmd_inspect(args) -> int:
     return 0
 
 
-def _show(s: str, n: int = 60) -> str:
-    """A name for a terminal table: control characters escaped, long names shortened."""
+def _show(s: str, n: int = 60, keep_end: bool = True) -> str:
+    """A name for a terminal table: control characters escaped, long names shortened (model names
+    keep their distinctive end, sentences their start)."""
     r = s.encode("unicode_escape").decode("ascii") if any(ord(c) < 32 or c == "\x7f" for c in s) else s
-    return r if len(r) <= n else "…" + r[-(n - 1):]
+    if len(r) <= n:
+        return r
+    return "…" + r[-(n - 1):] if keep_end else r[: n - 1] + "…"
 
 
 def _table(header, rows) -> None:
@@ -186,10 +201,16 @@ def _build_study(args):
     cfg = None
     if args.config:
         path = Path(args.config)
-        if not path.exists():
+        if not path.is_file():
             raise ConfigError(f"{path}: no such config file")
-        text = path.read_text(encoding="utf-8")
-        cfg = Config.from_json(text) if path.suffix == ".json" else Config.from_toml(text)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a text file; a config is TOML or JSON (see --save-config)") from None
+        try:
+            cfg = Config.from_json(text) if path.suffix == ".json" else Config.from_toml(text)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
     s = Study(args.model, args.soc, cfg, input_shapes=dict(args.input_shape) or None)
     for proc, op in args.disable:
         s.set_support(proc, op, False)
@@ -233,12 +254,12 @@ def cmd_study(args) -> int:
 
         write_report(s, args.report, include_error=want_error)
     if args.json:
-        print(json.dumps(doc, indent=2, ensure_ascii=False, default=_jsonable))
+        print(json.dumps(_finite(doc), indent=2, ensure_ascii=False, default=_jsonable, allow_nan=False))
         return 0
     pl = s.placement
     print(f"{args.model} on {s.soc.name}: {len(pl)} ops in {len(s.plan.partitions)} partitions")
     _table(["op_id", "name", "op", "processor", "part", "reason"],
-           [[r.op_id, _show(r.name, 40), r.op, r.processor, r.partition, _show(r.reason, 70)] for r in pl.itertuples()])  # fmt: skip
+           [[r.op_id, _show(r.name, 40), r.op, r.processor, r.partition, _show(r.reason, 70, keep_end=False)] for r in pl.itertuples()])  # fmt: skip
     print()
     print("partitions:")
     for r in s.partitions.itertuples():
@@ -269,6 +290,19 @@ def cmd_study(args) -> int:
     if args.report:
         print(f"report: {args.report}")
     return 0
+
+
+def _finite(o):
+    """JSON has no inf / nan: non-finite numbers (an SNR of identical outputs is inf) become null."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if hasattr(o, "item") and not isinstance(o, (str, bytes)):
+        return _finite(o.item())
+    return o
 
 
 def _jsonable(o):

@@ -16,14 +16,14 @@ import json
 import math
 from pathlib import Path
 
-from .errors import ModelError
-from .io import atomic_write_bytes, atomic_write_dir
+from .errors import ModelError, NpukitError
+from .io import atomic_write_bytes, atomic_write_files
 from .report import processor_colors
 
 GRAPH_ID = "npukit"
 
 
-def _num(x) -> float | None:
+def _num(x) -> float | None:  # JSON has no inf / nan
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
 
 
@@ -110,16 +110,12 @@ def model_explorer_node_data(study, include_error: bool = False) -> dict[str, di
 
 
 def to_model_explorer(study, out_dir, include_error: bool = False) -> Path:
-    """Write graph.json + node-data overlays into ``out_dir`` (atomically: all files or none)."""
-    graph = model_explorer_graph(study)
-    overlays = model_explorer_node_data(study, include_error)
-
-    def fill(tmp: Path) -> None:
-        (tmp / "graph.json").write_text(json.dumps(graph, indent=1, ensure_ascii=False), encoding="utf-8")
-        for name, data in overlays.items():
-            (tmp / f"{name}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
-
-    return atomic_write_dir(out_dir, fill)
+    """Write graph.json + node-data overlays into ``out_dir``: everything is computed first, each
+    file is written under a temporary name and renamed into place; other files there are kept."""
+    files = {"graph.json": json.dumps(model_explorer_graph(study), indent=1, ensure_ascii=False).encode("utf-8")}
+    for name, data in model_explorer_node_data(study, include_error).items():
+        files[f"{name}.json"] = json.dumps(data, indent=1, allow_nan=False).encode("utf-8")
+    return atomic_write_files(out_dir, files)
 
 
 def annotated_onnx(study, path) -> Path:
@@ -129,7 +125,13 @@ def annotated_onnx(study, path) -> Path:
                          f"({study.graph.path}); use to_model_explorer() for other formats")  # fmt: skip
     import onnx  # noqa: PLC0415
 
-    m = onnx.load(str(study.graph.path))
+    src = Path(study.graph.path)
+    if Path(path).resolve() == src.resolve():
+        raise NpukitError(f"{path}: is the study's own model; write the annotated copy elsewhere")
+    try:
+        m = onnx.load(str(src))
+    except Exception as e:  # noqa: BLE001 - the file changed or vanished since the study read it
+        raise ModelError(f"{src}: cannot re-read the model to annotate it ({e})") from None
     r = study._evaluate()
     pl = study.placement
     reasons = dict(zip(pl["op_id"], pl["reason"]))

@@ -128,15 +128,16 @@ class OpGraph:
                 return (int(node),)
             return ()
         s = str(node)
+        if s.startswith("#") and s[1:].isdigit():  # an op id as stored in configs ("#12")
+            return (int(s[1:]),) if int(s[1:]) < len(self.ops) else ()
         ids = self.ops_of_source(s)  # a model node: all the ops it became (conv2d + its bias add)
         if ids:
             return ids
         op = self.op_by_name(s)
         if op is not None:
             return (op.op_id,)
-        digits = s[1:] if s.startswith("#") else s
-        if digits.isdigit() and int(digits) < len(self.ops):
-            return (int(digits),)
+        if s.isdigit() and int(s) < len(self.ops):
+            return (int(s),)
         return ()
 
     def names(self) -> list[str]:

@@ -5,9 +5,13 @@ The scheme (docs/quantization.md says the same):
 * weights of conv / matmul ops: per output channel, symmetric:
   scale_c = max|w_c| / (2^(b-1) - 1), w_q = clip(round(w / scale_c), -(2^(b-1) - 1), 2^(b-1) - 1) * scale_c
   (int2 is ternary: {-1, 0, 1} * scale); biases and other constants stay in fp32 (int32 in hardware);
-* activations (every op output): per tensor, affine, range [min, max] over the calibration inputs
-  (widened to contain 0): scale = (max - min) / (2^b - 1), zero = round(-min / scale);
-* fp16: round to IEEE half and back; fp32: untouched.
+* activations: per tensor, affine, range [min, max] over the calibration inputs (widened to
+  contain 0): scale = (max - min) / (2^b - 1), zero = round(-min / scale); rounded where a
+  deployment stores them: at the outputs of kernels (a fused composite, or a host op with the
+  epilogue its compiler fuses into it), not between the ops inside one kernel (accumulators and
+  epilogues stay wide), and not after a dequantize of an integer tensor into an integer width at
+  least as wide (exact);
+* fp16: round to IEEE half and back at the same places; fp32: untouched.
 
 Error figures compare every op output and every model output with the fp32 run on the same inputs:
 SNR dB = 10 log10(sum(ref^2) / sum((q - ref)^2)) (inf when identical), max abs error, top-1
@@ -24,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DataError
-from .graph import OpGraph, Tensor
+from .graph import OpGraph, Tensor, dtype_bits
 
 INT_BITS = {"int2": 2, "int4": 4, "int8": 8, "int16": 16}
 DEFAULT_RANDOM_SAMPLES = 16
@@ -80,6 +84,25 @@ def act_params(lo: float, hi: float, bits: str) -> np.ndarray:
     return np.array([scale, zero, 0, levels, 1, 0], np.float32)
 
 
+def rounded_ops(g: OpGraph, kernels: Sequence[Sequence[int]], bits: Sequence[str]) -> frozenset[int]:
+    """The ops whose outputs a deployment stores at the op's bit-width (see the module docstring)."""
+    out: set[int] = set()
+    for k in kernels:
+        ks = set(k)
+        for i in k:
+            op = g.ops[i]
+            leaves = any(t in g.outputs or any(c not in ks for c in g.consumers(t)) for t in op.outputs)
+            if not leaves:
+                continue
+            if op.kind == "dequantize" and op.inputs:
+                src_bits = dtype_bits(g.tensors[op.inputs[0]].dtype)
+                b = bits[i]
+                if b == "fp32" or (b in INT_BITS and INT_BITS[b] >= src_bits):
+                    continue
+            out.add(i)
+    return frozenset(out)
+
+
 # ---------------------------------------------------------------------------------------------
 # data
 
@@ -105,9 +128,36 @@ def _input_quant(g: OpGraph, tid: str) -> tuple[float, int] | None:
     return None
 
 
+def index_limit(g: OpGraph, tid: str) -> int | None:
+    """If integer tensor ``tid`` ends up indexing another tensor (``take``, through the index
+    arithmetic frontends emit for negative indices), the size of the axis it indexes."""
+    seen, frontier, limit = {tid}, [tid], None
+    for _ in range(8):
+        nxt = []
+        for t in frontier:
+            for c in g.consumers(t):
+                op = g.ops[c]
+                if op.kind in ("take", "gather_elements", "gather_nd") and len(op.inputs) > 1 and op.inputs[1] == t:
+                    data = g.tensors[op.inputs[0]]
+                    axis = int(op.attrs.get("axis", 0) or 0) if op.kind == "take" else 0
+                    n = int(data.shape[axis]) if data.shape else 1
+                    limit = n if limit is None else min(limit, n)
+                elif op.kind != "take":
+                    for o in op.outputs:
+                        if "int" in g.tensors[o].dtype and o not in seen:
+                            seen.add(o)
+                            nxt.append(o)
+        frontier = nxt
+    return limit
+
+
 def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
     """Rows of ``arr`` as model inputs of tensor ``t``: [N, *shape] or [N, *shape[1:]] when batch 1."""
     arr = np.asarray(arr)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise DataError(f"{name}: dtype {arr.dtype} is not numeric; input {t.name!r} takes {t.dtype}")
+    if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
+        raise DataError(f"{name}: holds NaN or infinite values; the error figures need finite inputs")
     shape = tuple(t.shape)
     if arr.ndim == len(shape) + 1 and tuple(arr.shape[1:]) == shape:
         rows = arr
@@ -131,6 +181,10 @@ def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
             s, z = qp
             info = np.iinfo(t.dtype)
             return np.clip(np.round(rows / s) + z, info.min, info.max).astype(t.dtype)
+        limit = index_limit(g, t.tid)
+        if limit is not None and rows.size and (rows.min() < -limit or rows.max() >= limit):
+            raise DataError(f"{name}: values {rows.min()}..{rows.max()} out of range for input {t.name!r}, which "
+                            f"indexes an axis of size {limit} (valid: -{limit}..{limit - 1})")  # fmt: skip
         return rows.astype(t.dtype)
     return rows.astype(t.dtype)
 
@@ -161,6 +215,8 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
     labels = None
     if y is not None:
         labels = np.asarray(y)
+        if not np.issubdtype(labels.dtype, np.number):
+            raise DataError(f"y: class labels must be integers, got dtype {labels.dtype}")
         if labels.ndim != 1 or len(labels) != n:
             raise DataError(f"y: expected {n} class labels (shape [{n}]), got shape {list(labels.shape)}")
         if not np.issubdtype(labels.dtype, np.integer):
@@ -190,16 +246,18 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
         z = np.load(p, allow_pickle=False)
     except Exception as e:  # noqa: BLE001
         raise DataError(f"{p}: not a readable .npz file ({e})") from None
+    if not hasattr(z, "files"):
+        raise DataError(f"{p}: a single array (.npy); give an .npz holding 'x' (and optionally 'y', 'calib')")
     keys = set(z.files)
     names = [g.tensors[t].name for t in g.inputs]
     if "x" in keys:
-        x = z["x"]
+        x = _npz_get(z, "x", p)
     elif all(n in keys for n in names):
-        x = {n: z[n] for n in names}
+        x = {n: _npz_get(z, n, p) for n in names}
     else:
         raise DataError(f"{p}: no array 'x' (or one per input {names}); it holds {sorted(keys)}")
-    y = z["y"] if "y" in keys else None
-    calib = z["calib"] if "calib" in keys else None
+    y = _npz_get(z, "y", p) if "y" in keys else None
+    calib = _npz_get(z, "calib", p) if "calib" in keys else None
     try:
         d = make_data(g, x, y, calib)
     except DataError as e:
@@ -208,15 +266,29 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
     return Data(d.samples, d.labels, d.calib, f"{p.name} ({n} samples{', labelled' if d.labels is not None else ''})")
 
 
+def _npz_get(z, key: str, p: Path) -> np.ndarray:
+    try:
+        return z[key]
+    except ValueError as e:  # object arrays need pickle, which we never load
+        raise DataError(f"{p}: array {key!r} cannot be read without pickle ({e}); save plain numeric arrays") from None
+
+
 def random_data(g: OpGraph, n: int = DEFAULT_RANDOM_SAMPLES, seed: int = 0) -> Data:
-    """Seeded random inputs: uniform [0, 1) for float inputs, full range for integer ones."""
+    """Seeded random inputs: uniform [0, 1) for float inputs; the full range for quantized integer
+    inputs (read by a dequantize); [0, axis size) for integer inputs that index a tensor; else {0, 1}."""
     rng = np.random.default_rng(seed)
     rows = []
     for tid in g.inputs:
         t = g.tensors[tid]
-        if "int" in t.dtype:
+        if t.dtype == "bool":
+            rows.append(rng.integers(0, 2, size=(n, *t.shape)).astype(bool))
+        elif "int" in t.dtype:
             info = np.iinfo(t.dtype)
-            rows.append(rng.integers(info.min, info.max + 1, size=(n, *t.shape), dtype=np.int64).astype(t.dtype))
+            if _input_quant(g, tid) is not None:
+                lo, hi = info.min, info.max + 1
+            else:
+                lo, hi = 0, index_limit(g, tid) or 2
+            rows.append(rng.integers(lo, hi, size=(n, *t.shape), dtype=np.int64).astype(t.dtype))
         else:
             rows.append(rng.random((n, *t.shape), dtype=np.float64).astype(t.dtype))
     samples = tuple(tuple(r[i] for r in rows) for i in range(n))
@@ -317,9 +389,11 @@ class ErrorModel:
                 full.append(r[self.sim.layout.n_outputs:])
         return outs, full
 
-    def evaluate(self, op_bits: Sequence[str]) -> ErrorResult:
+    def evaluate(self, op_bits: Sequence[str], rounded: frozenset[int] | None = None) -> ErrorResult:
+        """Error of ``op_bits``; only the outputs of ops in ``rounded`` are rounded (all if None)."""
         lay = self.sim.layout
-        key = tuple(op_bits[i] for i in lay.fq_ops) + tuple(op_bits[o] for o in self._w_owner)
+        kept = tuple(i in rounded for i in lay.fq_ops) if rounded is not None else ()
+        key = tuple(op_bits[i] for i in lay.fq_ops) + tuple(op_bits[o] for o in self._w_owner) + kept
         hit = self._results.get(key)
         if hit is not None:
             return hit
@@ -328,11 +402,11 @@ class ErrorModel:
             b = op_bits[owner]
             t = self._w_cache.get((j, b))
             if t is None:
-                t = self._w_cache[(j, b)] = self.sim.tensors([quantize_weight(arr, b, axis)])[0]
+                t = self._w_cache[(j, b)] = self.sim.tensors([quantize_weight(arr, b, axis).astype(arr.dtype)])[0]
             weights.append(t)
         qparams = []
         for k, i in enumerate(lay.fq_ops):
-            b = op_bits[i]
+            b = op_bits[i] if rounded is None or i in rounded else "fp32"
             t = self._q_cache.get((k, b))
             if t is None:
                 t = self._q_cache[(k, b)] = self.sim.tensors([act_params(self._lo[k], self._hi[k], b)])[0]

@@ -24,6 +24,9 @@ from .errors import ProfileError, closest
 from .ops import canonical
 
 BITS = ("int2", "int4", "int8", "int16", "fp16", "fp32")
+DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint64",
+          "uint32", "uint16", "uint8", "bool")  # fmt: skip
+TINY, HUGE = 1e-9, 1e15  # sane bounds for rates and sizes: outside them the figures overflow
 BIT_WIDTH = {"int2": 2, "int4": 4, "int8": 8, "int16": 16, "fp16": 16, "fp32": 32}
 KINDS = ("cpu", "dsp", "dla", "npu", "gpu")
 LAYOUTS = ("NCHW", "NHWC", "tiled")
@@ -434,16 +437,24 @@ class _V:
                 if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 or (
                         x == 0 and not path.split(".")[-1].startswith("energy")):  # fmt: skip
                     self.fail(f"{path}.{k}", f"must be a positive number, got {x!r}")
+                if x != 0 and not TINY <= x <= HUGE:
+                    self.fail(f"{path}.{k}", f"must be between {TINY:g} and {HUGE:g}, got {x!r}")
                 out[k] = float(x)
             return out
         if t.startswith("list["):
             inner = t[5:-1]
             if not isinstance(v, list):
                 self.fail(path, f"must be a list of {inner}s, got {v!r}")
+            if not v and f.key not in ("sources",):
+                self.fail(path, "must not be empty (leave the field out for no limit)")
             for i, x in enumerate(v):
                 bad = (not isinstance(x, int) or isinstance(x, bool) or x <= 0) if inner == "int" else not isinstance(x, str)
                 if bad:
                     self.fail(f"{path}[{i}]", f"must be a {'positive integer' if inner == 'int' else 'string'}, got {x!r}")
+                if f.key == "dtypes" and x not in DTYPES:
+                    self.fail(f"{path}[{i}]", f"unknown dtype {x!r}; one of {', '.join(DTYPES)}")
+            if len(set(v)) != len(v) and f.key != "between":
+                self.fail(path, f"lists an entry twice: {v!r}")
             return tuple(v)
         if t == "kernel":
             if isinstance(v, int) and not isinstance(v, bool) and v > 0:
@@ -460,6 +471,8 @@ class _V:
     def bounds(self, f: Field, v, path: str):
         if f.positive and not v > 0:
             self.fail(path, f"must be a positive number, got {v!r}")
+        if f.positive and not TINY <= v <= HUGE:
+            self.fail(path, f"must be between {TINY:g} and {HUGE:g} (a physical rate or size), got {v!r}")
         if f.minimum is not None and v < f.minimum:
             self.fail(path, f"must be >= {f.minimum}, got {v!r}")
         if f.maximum is not None and v > f.maximum:

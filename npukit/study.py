@@ -183,6 +183,13 @@ class Study:
         try:
             part = self._partition()
             pins = self._pins(cfg)
+            for node, b in cfg.layer_bits:  # a layer's bit-width must still run where it now lands
+                for i in self._nodes(node):
+                    proc = part.plan.processor[i]
+                    if b not in self.soc.processor(proc).macs_per_cycle:
+                        raise ConfigError(f"layer {node!r} would run on {proc}, which cannot run its bit-width {b} "
+                                          f"(processors.{proc}.macs_per_cycle lists {', '.join(self.soc.processor(proc).bits)}); "
+                                          f"change it first with set_bits(..., layer={node!r})")  # fmt: skip
             for i, proc in sorted(pins.items()):
                 if part.plan.processor[i] != proc:
                     op = self.graph.ops[i]
@@ -196,6 +203,8 @@ class Study:
 
     def set_support(self, processor: str, op: str, enabled: bool = True) -> Study:
         """Switch op support on a processor; ``op`` is a short or full Relax name (softmax)."""
+        if not isinstance(enabled, (bool, np.bool_)):
+            raise ConfigError(f"set_support: enabled must be True or False, got {enabled!r}")
         proc = self._proc(processor)
         kind = self._op_kind(op)
         if self.soc.processor(proc).host:
@@ -473,7 +482,12 @@ class Study:
         return self._errors
 
     def _error_result(self):
-        return self._error_model().evaluate(self.op_bits())
+        from . import quant  # noqa: PLC0415
+        from .cost import kernels  # noqa: PLC0415
+
+        bits = self.op_bits()
+        rounded = quant.rounded_ops(self.graph, kernels(self.plan, self.graph), bits)
+        return self._error_model().evaluate(bits, rounded)
 
     @property
     def error(self):
@@ -500,6 +514,8 @@ class Study:
 
     def explain(self, node) -> str:
         """The placement reason and every figure of a node's ops with formula, values and sources."""
+        if not self.graph.resolve(node) and str(node) in self.graph.elided:
+            return f"{_esc(str(node))}: a model node without an op of its own: {self.graph.elided[str(node)]}"
         ids = self._nodes(node)
         r = self._evaluate()
         pins = self._pins(self._config)
@@ -508,7 +524,7 @@ class Study:
             op = self.graph.ops[i]
             proc = r.plan.processor[i]
             c = r.ops[i]
-            lines.append(f"{op.name}  (op_id {i}, {op.op}, from {self.graph.source_format} node {op.source!r} {op.source_op})")
+            lines.append(f"{_esc(op.name)}  (op_id {i}, {op.op}, from {self.graph.source_format} node {op.source!r} {op.source_op})")
             ins = ", ".join(f"{self._tensor_label(t)} {list(self.graph.tensors[t].shape)} {self.graph.tensors[t].dtype}" for t in op.inputs)
             outs = ", ".join(f"{list(self.graph.tensors[t].shape)} {self.graph.tensors[t].dtype}" for t in op.outputs)
             lines.append(f"  inputs: {ins}")
@@ -530,7 +546,7 @@ class Study:
                 lines.append(f"    {t.figure}: {t.formula}{src}")
             for b, pb in zip(r.bounds, r.plan.boundaries):
                 if i in pb.consumers or (self.graph.tensors[b.tensor].producer == i):
-                    lines.append(f"  boundary {self._tensor_label(b.tensor)} {b.src}->{b.dst}:")
+                    lines.append(f"  boundary {_esc(self._tensor_label(b.tensor))} {b.src}->{b.dst}:")
                     for t in b.trace:
                         lines.append(f"    {t.figure}: {t.formula}")
         return "\n".join(lines)
@@ -611,6 +627,11 @@ class Study:
         t = self._evaluate().totals
         return (f"<npukit.Study {Path(str(self.graph.path)).name} on {self.soc.name}: {len(self.graph.ops)} ops, "
                 f"{len(self.plan.partitions)} partitions, {t['latency_us']:.1f} us, {t['energy_uj']:.2f} uJ>")  # fmt: skip
+
+
+def _esc(name: str) -> str:
+    """A model name for a line of text: control characters (newlines ...) escaped, else unchanged."""
+    return name.encode("unicode_escape").decode("ascii") if any(ord(c) < 32 or c == "\x7f" for c in name) else name
 
 
 def _coerce_config(config) -> Config:

@@ -1,8 +1,11 @@
 """The schedule: a list schedule of ops, transfers and conversions over lanes (no tvm).
 
-Lanes: one per processor and one per link.  Items are taken in program order (op ids are a
-topological order); each starts when its inputs have arrived and its lane is free, so a processor
-runs one thing at a time while independent branches on other processors overlap.  A tensor that
+Lanes: one per processor and one per link.  Partitions are taken in the order the partitioned
+``main`` calls them (a topological order).  An offloaded partition is one call: it starts when every
+tensor it reads from outside has arrived (MergeCompositeFunctions may merge ops that are not
+neighbours in program order into one call), then runs its ops one after another; the host runs its
+ops one by one as their inputs arrive.  Every item also waits for its lane, so a processor runs one
+thing at a time while independent branches on other processors overlap.  A tensor that
 crosses processors is converted on the source side first when the profile says so (``src``),
 travels on its link lane, and is converted on the destination (or host) side before its consumer.
 """
@@ -83,27 +86,39 @@ def schedule(g: OpGraph, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bou
             ship(b, 0.0)
     act_inputs = static(g).act_inputs
     processor = plan.processor
-    for op, c in zip(g.ops, ops):
-        i = op.op_id
-        proc = processor[i]
-        at = 0.0
-        for t in act_inputs[i]:
-            r = ready.get((t, proc), 0.0)
-            if r > at:
-                at = r
-        start = free.get(proc, 0.0)
-        if at > start:
-            start = at
-        dur = c.latency_us
-        end = start + dur
-        free[proc] = end
-        busy[proc] = busy.get(proc, 0.0) + dur
-        add(Item(proc, op.name, "op", start, end, i, ""))
-        for t in op.outputs:
-            ready[(t, proc)] = end
-            bl = by_tensor.get(t)
-            if bl:
-                for b in bl:
-                    ship(b, end)
+    partition = plan.partition
+    all_ops = g.ops
+    for part in plan.partitions:
+        call_ready = 0.0
+        if part.processor != soc.host:  # one call: wait for everything it reads from outside
+            for i in part.ops:
+                for t in act_inputs[i]:
+                    p = tensors[t].producer
+                    if p is None or partition[p] != part.pid:
+                        r = ready.get((t, part.processor), 0.0)
+                        if r > call_ready:
+                            call_ready = r
+        for i in part.ops:
+            op, c = all_ops[i], ops[i]
+            proc = processor[i]
+            at = call_ready
+            for t in act_inputs[i]:
+                r = ready.get((t, proc), 0.0)
+                if r > at:
+                    at = r
+            start = free.get(proc, 0.0)
+            if at > start:
+                start = at
+            dur = c.latency_us
+            end = start + dur
+            free[proc] = end
+            busy[proc] = busy.get(proc, 0.0) + dur
+            add(Item(proc, op.name, "op", start, end, i, ""))
+            for t in op.outputs:
+                ready[(t, proc)] = end
+                bl = by_tensor.get(t)
+                if bl:
+                    for b in bl:
+                        ship(b, end)
     makespan = max((it.end_us for it in items), default=0.0)
     return Schedule(tuple(items), makespan, busy)

@@ -59,8 +59,11 @@ def test_model_explorer_graph_follows_the_adapter_schema(study, tmp_path):
 
 def test_model_explorer_export_is_all_or_nothing(study, tmp_path):
     target = tmp_path / "me"
+    (target / "sub").mkdir(parents=True)
+    (target / "notes.txt").write_text("mine")
     study.to_model_explorer(target)
-    before = sorted(p.name for p in target.iterdir())
+    before = {p.name: p.read_bytes() for p in target.iterdir() if p.is_file()}
+    assert "notes.txt" in before and (target / "sub").is_dir()  # other files are kept
 
     class Boom(Exception):
         pass
@@ -77,8 +80,18 @@ def test_model_explorer_export_is_all_or_nothing(study, tmp_path):
             study.to_model_explorer(target)
     finally:
         ex.model_explorer_node_data = orig
-    assert sorted(p.name for p in target.iterdir()) == before  # the old export is intact
-    assert [p.name for p in tmp_path.iterdir()] == ["me"]  # no temp dirs left behind
+    after = {p.name: p.read_bytes() for p in target.iterdir() if p.is_file()}
+    assert after == before  # nothing half-written, no temporary files left
+
+
+def test_exports_name_the_bad_path(study, tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(npukit.NpukitError, match=r"file: is a file; give a directory"):
+        study.to_model_explorer(tmp_path / "file")
+    with pytest.raises(npukit.NpukitError, match=r": is a directory; give a file path"):
+        study.annotated_onnx(tmp_path)
+    with pytest.raises(npukit.NpukitError, match="is the study's own model"):
+        study.annotated_onnx(SAMPLES / "tiny_detector.onnx")
 
 
 def test_annotated_onnx_carries_npukit_fields_on_every_node(study, tmp_path):

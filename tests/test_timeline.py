@@ -120,3 +120,42 @@ def test_partition_rows_on_one_processor_have_no_boundaries():
     assert len(s.boundaries) == 0 and len(s.plan.partitions) == 1
     t = s.totals
     assert t["transfer_us"] == 0 and t["latency_us"] == pytest.approx(t["busy_us"]["arm"])
+
+
+MM_ONLY = {
+    "name": "mm-only", "description": "host + a matmul engine", "sources": ["illustrative"],
+    "processors": {
+        "cpu": {"kind": "cpu", "host": True, "clock_mhz": 1000, "dram_bytes_per_cycle": 8,
+                "macs_per_cycle": {"fp32": 4}, "energy_pj_per_mac": {"fp32": 1}, "energy_pj_per_byte": 10},
+        "mm": {"kind": "npu", "clock_mhz": 1000, "dram_bytes_per_cycle": 16, "macs_per_cycle": {"fp32": 64},
+               "energy_pj_per_mac": {"fp32": 0.5}, "energy_pj_per_byte": 10, "call_overhead_cycles": 2000,
+               "ops": {"matmul": {}}},
+    },
+    "links": [{"between": ["*", "*"], "bandwidth_gbps": 4, "latency_us": 2}],
+}  # fmt: skip
+
+
+def test_an_offloaded_partition_is_one_call(tmp_path):
+    """q and scores merge into one mm call although k's transpose (on the host) sits between them
+    in program order: the call can start only once kt has arrived."""
+    rng = np.random.default_rng(1)
+    init = [numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32), n) for n in ("wq", "wk")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
+        helper.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+        helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[1, 0]),
+        helper.make_node("MatMul", ["q", "kt"], ["y"], name="scores"),
+    ]
+    g = helper.make_graph(nodes, "attn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 8])], init)  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "attn.onnx")
+    s = npukit.Study(tmp_path / "attn.onnx", MM_ONLY)
+    plan = s.plan
+    by = {op.name: op.op_id for op in s.graph.ops}
+    assert plan.partition[by["q"]] == plan.partition[by["scores"]] != plan.partition[by["k"]]
+    tl = _check_schedule(s).set_index("item")
+    kt_arrives = tl[tl.index.str.startswith("transfer kt")].end_us.max()
+    assert tl.loc["q", "start_us"] >= kt_arrives  # q waits for its call's other input
+    assert tl.loc["scores", "start_us"] == pytest.approx(tl.loc["q", "end_us"])

@@ -166,6 +166,10 @@ def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | No
                 raise ShapeError(
                     f"{path}: input_shapes[{name!r}] has rank {len(shp)} but input {name!r} has rank {len(dims)}"
                 )
+            for i, (d, want) in enumerate(zip(dims or (), shp)):
+                if isinstance(d, int) and d > 0 and d != int(want):
+                    raise ShapeError(f"{path}: input {name!r} dim {i} is fixed at {d} in the model; input_shapes asks "
+                                     f"for {int(want)} (only symbolic dims can be pinned)")  # fmt: skip
             out[name] = [int(d) for d in shp]
             continue
         if dims is None:
@@ -282,9 +286,11 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     if not opset:
         raise ModelError(f"{path}: the model declares no opset of the default ONNX domain (opset_import is "
                          "empty); is the file truncated?")  # fmt: skip
-    imp = Importer(shapes, "float32", keep_params_in_input=False, sanitize=False)
     marks._params = frozenset(i.name for i in graph.input)
-    raw = _run_quietly(lambda: imp.from_onnx(graph, opset), lambda err: ModelError(
+    # the importer is made inside the call so that nothing outside holds its BlockBuilder when a
+    # conversion fails (see _run_quietly)
+    raw = _run_quietly(lambda: Importer(shapes, "float32", keep_params_in_input=False, sanitize=False).from_onnx(graph, opset),
+                       lambda err: ModelError(
         f"{path}: TVM's ONNX importer failed{_at('node', marks)}: {err}"))
     input_names = [i.name for i in graph.input if i.name not in inits]
     out_names = [o.name for o in graph.output]
@@ -511,14 +517,13 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
 
             return wrapped
 
-    imp = Importer()
-    supported = set(imp.convert_map)
+    supported = set(Importer().convert_map)
     bad = [(n.name, n.target.__name__) for n in calls if getattr(n.target, "__name__", str(n.target)) not in supported]
     if bad:
         kinds = sorted({k for _, k in bad})
         listing = "; ".join(f"{n!r} ({k})" for n, k in bad[:20])
         raise UnsupportedOpError(f"{path}: {len(bad)} node(s) use ops TVM's PyTorch frontend cannot import ({', '.join(kinds)}): {listing}")
-    raw = _run_quietly(lambda: imp.from_exported_program(ep, False, False, False, None), lambda err: ModelError(
+    raw = _run_quietly(lambda: Importer().from_exported_program(ep, False, False, False, None), lambda err: ModelError(
         f"{path}: TVM's PyTorch importer failed{_at('node', marks)}: {err}"))
     out_node = user_out if user_out is not None else next(n for n in ep.graph.nodes if n.op == "output")
     outs = [getattr(a, "name", str(a)) for a in _flatten(out_node.args[0])]
@@ -910,10 +915,12 @@ def _name_ops(ops: list[dict], marks: _Marks) -> tuple[dict[int, str], dict[int,
         macs_ids = [i for i in ids if short_op(ops[i]["op"]) in MAC_KINDS]
         primary[s] = macs_ids[0] if macs_ids else ids[-1]
     taken: set[str] = set()
+    # the model's own names are reserved, so a made-up "a~2" never takes a real node's name
+    reserved = {marks.sources[s].name for s in primary}
 
     def unique(n: str) -> str:
         k, cand = 1, n
-        while cand in taken:
+        while cand in taken or (k > 1 and cand in reserved):
             k += 1
             cand = f"{n}~{k}"
         taken.add(cand)

@@ -76,17 +76,17 @@ class Simulator:
 
         def fq(x, p):
             def body(*idx):
-                v = x(*idx)
+                v = x(*idx).astype("float32")  # fp16 / bf16 models round in fp32 and store back
                 s, z, lo, hi, a, b = (p[k] for k in range(6))
                 q = (te.max(te.min(te.round(v / s) + z, hi), lo) - z) * s
                 h = v.astype("float16").astype("float32")
-                return v + a * (q - v) + b * (h - v)
+                return (v + a * (q - v) + b * (h - v)).astype(x.dtype)
 
             return te.compute(x.shape, body, name="fake_quant")
 
         bb = relax.BlockBuilder()
         params = [relax.Var(p.name, p.ty) for p in f.params]
-        wvars = {t: relax.Var(f"w_{t}", relax.TensorType(g.tensors[t].shape, "float32")) for t in wt}
+        wvars = {t: relax.Var(f"w_{t}", relax.TensorType(g.tensors[t].shape, g.tensors[t].dtype)) for t in wt}
         fq_ops, fq_out, outs, pvars = [], [], [], []
         mapping = {p.name: q for p, q in zip(f.params, params, strict=True)}
         op_by_id = g.ops
@@ -183,7 +183,8 @@ class Simulator:
     # -- run -----------------------------------------------------------------------------------
     def tensors(self, arrays: list[np.ndarray]) -> list:
         tvm = _load_tvm()
-        return [tvm.runtime.tensor(np.ascontiguousarray(a)) for a in arrays]
+        # np.asarray keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d)
+        return [tvm.runtime.tensor(np.asarray(a, order="C")) for a in arrays]
 
     def run(self, inputs: list, weights: list, qparams: list, all_outputs: bool) -> list[np.ndarray]:
         """One sample. ``inputs``/``weights``/``qparams`` are lists of tvm tensors (see ``tensors``)."""

@@ -31,11 +31,11 @@ def toggles(study, n: int) -> list[tuple[str, str, bool]]:
 
 def bench(model: str, soc: str, n: int) -> dict:
     study = npukit.Study(SAMPLES / model, soc)
-    study.plan  # warm: import, capability verdicts, pattern objects
+    _ = study.plan  # warm: import, capability verdicts, pattern objects
     times = []
     for proc, kind, on in toggles(study, n):
         study._partitions.clear()
-        times.append(timed(lambda: (study.set_support(proc, kind, on), study.plan)))
+        times.append(timed(lambda proc=proc, kind=kind, on=on: (study.set_support(proc, kind, on), study.plan)))
     return {"model": model, "soc": soc, "ops": len(study.graph.ops), "partitions": len(study.plan.partitions),
             "toggle_to_plan": summary(times)}  # fmt: skip
 

@@ -553,10 +553,10 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
     ldoc = doc.get("links", [])
     if not isinstance(ldoc, list):
         v.fail("links", "must be an array of tables ([[links]])")
-    for i, l in enumerate(ldoc):
+    for i, ln in enumerate(ldoc):
         path = f"links[{i}]"
-        v.check_keys(l, LINK_FIELDS, path)
-        r = v.read(l, LINK_FIELDS, path)
+        v.check_keys(ln, LINK_FIELDS, path)
+        r = v.read(ln, LINK_FIELDS, path)
         if len(r["between"]) != 2:
             v.fail(f"{path}.between", f"must name exactly two processors, got {list(r['between'])}")
         for j, n in enumerate(r["between"]):

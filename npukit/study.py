@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import ops as _ops
 import numpy as np
 
+from . import ops as _ops
 from .config import Config
 from .cost import BoundaryCost, CostModel, OpCost
 from .errors import ConfigError, NpukitError, closest, unknown
-from .graph import Op, OpGraph
+from .graph import OpGraph
 from .plan import Plan
 from .rules import Verdict, capability, verdicts, winner_reason
 from .soc import BITS, SocProfile, load_soc
@@ -159,7 +159,7 @@ class Study:
             if b not in BITS:
                 raise ConfigError(f"layer {node!r}: unknown bit-width {b!r}; one of {', '.join(BITS)}")
         pins = self._pins(cfg)
-        for node, proc in cfg.pins:
+        for _node, proc in cfg.pins:
             self._proc(proc)
         vs = verdicts(self.graph, self.soc, cfg.disabled, cfg.enabled, {}, self._caps)
         for i, proc in sorted(pins.items()):

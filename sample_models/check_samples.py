@@ -83,7 +83,6 @@ def fold(mod):
 
 
 def to_numpy(x):
-    import tvm
     if isinstance(x, (list, tuple)) or type(x).__name__ == "Array":
         return [to_numpy(v) for v in x]
     return x.numpy() if hasattr(x, "numpy") else np.asarray(x)

@@ -131,7 +131,7 @@ def main():
                       for i in range(len(x_te))])
     onnx_acc = float((preds == y_te).mean())
 
-    for p in (onnx_path, pt2_path, test_path, calib_path):
+    for p in (onnx_path, pt2_path, test_path):
         print(f"wrote {p.name} ({p.stat().st_size} bytes)")
     print(f"onnx nodes: {len(m.graph.node)} {ops}")
     print(f"onnx node names: {[n.name for n in m.graph.node]}")

@@ -211,11 +211,6 @@ def measure_models(paths: Sequence, repeat: int = 20, rounds: int = 4, seconds: 
     return [MeasuredModel(path, name, g, session.result()) for path, name, g, session in done]
 
 
-def measure_model(path, repeat: int = 20) -> MeasuredModel:
-    """``measure_models([path], repeat)[0]``."""
-    return measure_models([path], repeat)[0]
-
-
 # ---------------------------------------------------------------------------------------------
 # the fit
 

@@ -755,16 +755,6 @@ def _anchor_trace(aop, ops, roles, pieces, p, ab, works, stage, stage_cycles, ou
     return tr
 
 
-def op_cost(op: Op, g: OpGraph, p: Processor, bits: str, ctx: OpContext, w: Work | None = None) -> OpCost:
-    """All figures of ``op`` alone on ``p`` at ``bits`` in memory context ``ctx`` (a kernel of one op)."""
-    w = w or work(op, g)
-    n = op.op_id + 1
-    works = [w] * n
-    bits_l = [bits] * n
-    ctxs = [ctx] * n
-    return kernel_cost((op.op_id,), g, p, bits_l, ctxs, works)[0]
-
-
 def _attr_names(op: Op) -> tuple[str, ...]:
     return tuple(k for k in ("strides", "padding", "dilation", "groups", "pool_size", "axis", "k",
                              "data_layout", "kernel_layout") if k in op.attrs)  # fmt: skip

@@ -114,12 +114,6 @@ class OpGraph:
         out = {self.tensors[t].producer for t in op.inputs if self.tensors[t].kind == "act"}
         return tuple(sorted(p for p in out if p is not None))
 
-    def act_inputs(self, op: Op) -> tuple[Tensor, ...]:
-        return tuple(self.tensors[t] for t in op.inputs if self.tensors[t].kind != "const")
-
-    def const_inputs(self, op: Op) -> tuple[Tensor, ...]:
-        return tuple(self.tensors[t] for t in op.inputs if self.tensors[t].kind == "const")
-
     def resolve(self, node: str | int) -> tuple[int, ...]:
         """op_ids for a user's node reference: an op_id (int, or ``"#12"`` as stored in configs), a
         model node name (all of its ops) or an op name (``<node>/add`` for a helper op)."""
@@ -346,7 +340,3 @@ def work(op: Op, g: OpGraph) -> Work:
         ops_ = out_elems * cost
         return Work(0, ops_, f"out_elems*{cost} ({kind}) = {out_elems:,}*{cost} = {ops_:,}")
     return Work(0, out_elems, f"generic: one op per output element = {out_elems:,}")
-
-
-def is_view(op: Op) -> bool:
-    return op.kind in VIEW_OPS

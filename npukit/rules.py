@@ -10,7 +10,6 @@ what the reasons say cannot disagree.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -295,10 +294,3 @@ def winner_reason(op: Op, proc: str, pattern: str, vs: Mapping[tuple[int, str], 
     if better:
         lead += " (preferred " + ", ".join(f"{a}: {vs[(op.op_id, a)].text}" for a in better) + ")"
     return lead
-
-
-def fills(n: int, p: int) -> float:
-    """Fraction of ``p`` parallel lanes that ``n`` items keep busy: n / (ceil(n/p) * p)."""
-    if p <= 1 or n <= 0:
-        return 1.0
-    return n / (math.ceil(n / p) * p)

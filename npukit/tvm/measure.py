@@ -59,10 +59,6 @@ class Measurement:
     unattributed_ops: tuple[int, ...]  # ops no kernel holds (views lowered to VM builtins, ...)
     instrument_us: float = 0.0  # the instrument's own time in a timed window, taken off each kernel
 
-    def op_kernel(self) -> dict[int, int]:
-        """op id -> index of the kernel holding it."""
-        return {i: k for k, kern in enumerate(self.kernels) for i in kern.ops}
-
 
 def _strip_index(name: str) -> str:
     """PrimFunc names carry a dedup suffix: "add3" -> "add", "conv2d1" -> "conv2d"."""

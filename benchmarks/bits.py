@@ -21,6 +21,7 @@ import numpy as np
 from _common import SAMPLES, emit, summary, timed
 
 import npukit
+from npukit import pipeline
 
 # one host CPU that runs every bit-width: isolates the numerics from placement
 NUMERICS = {
@@ -43,7 +44,7 @@ def edit_latency(model: str, soc: str, n: int) -> dict:
     for p, b in itertools.islice(itertools.cycle(edits), n):
         def edit(p=p, b=b):
             study.set_bits(b, processor=p)
-            study._error_model()._results.clear()  # measure a real run, not a memo hit
+            pipeline.error_model(study._model, study.data)._results.clear()  # a real run, not a memo hit
             study.error_dict()
             _ = study.error  # the per-op table too
         times.append(timed(edit))

@@ -11,15 +11,15 @@ Measured, medians over the edits / repetitions (p95, min, max beside them):
     ``study.totals``: the whole re-estimate a user waits for (config check, BYOC partition =
     FuseOpsByPattern + MergeCompositeFunctions + read-back, costs, schedule, totals).  Edits
     alternate pin / unpin over distinct model nodes (each moves a node between the NPU and the
-    Cortex-M55, both accept every op), and ``study._partitions`` (the Study's partition cache) is
+    Cortex-M55, both accept every op), and the pipeline's partition cache (``pipeline.PARTS``) is
     cleared before every edit, so each is a real partition run, never a cache hit.  The split into
     ``edit`` (pin/unpin: partition) and ``recost`` (totals) is reported too.
-(b) ``cost_model``: on the fixed Plan of the default config, ``CostModel(graph, soc).evaluate`` +
-    ``timeline.schedule`` + the totals: every per-op figure (with its trace, built on first read),
+(b) ``cost_model``: on the fixed Plan of the default config, ``CostModel(tables, soc).evaluate`` +
+    ``timeline.schedule`` + ``pipeline.totals``: every per-op figure (with its trace, built on first read),
     boundary figure, the timeline and the totals.
     * ``cold``: a new CostModel each time (empty memo).  The graph's static tables (each op's MACs
-      and vector work, tensor sizes; ``cost.static``) are kept on the immutable graph and built
-      once per graph;
+      and vector work, tensor sizes; ``cost.Tables``) are kept by the pipeline and built once per
+      model;
     * ``cold_no_static``: the same with those tables dropped before each run as well;
     * ``warm``: the same CostModel again (every kernel memoized; what an edit that changes nothing
       for the cost model pays).
@@ -47,8 +47,8 @@ from pathlib import Path
 from _common import SAMPLES, emit, summary
 
 import npukit
-from npukit.cost import CostModel
-from npukit.study import _totals
+from npukit import pipeline
+from npukit.cost import CostModel, Tables
 from npukit.timeline import schedule
 
 SOC = "ethos-u55-256"
@@ -58,7 +58,7 @@ import vs_vela  # noqa: E402
 
 def pin_nodes(study) -> list[str]:
     """Model nodes (sources) whose ops every processor accepts, in op order."""
-    vs = study._caps  # noqa: SLF001 - capability verdicts (both processors)
+    vs = pipeline.capabilities_of(study._model, study.soc)  # noqa: SLF001 - verdicts of the profile alone
     out = []
     for op in study.graph.ops:
         s = op.source
@@ -79,7 +79,7 @@ def bench_edits(study, n: int) -> dict:
         node = nodes[(k // 2) % len(nodes)]
         pin = k % 2 == 0
         k += 1
-        study._partitions.clear()  # noqa: SLF001 - every edit is a real partition, never a cache hit
+        pipeline.PARTS.clear()  # every edit is a real partition, never a cache hit
         t0 = time.perf_counter()
         if pin:
             study.pin(node, "m55")
@@ -97,27 +97,26 @@ def bench_edits(study, n: int) -> dict:
 
 
 def bench_cost(study, n: int) -> dict:
-    g, soc = study.graph, study.soc
-    plan = study.plan
-    bits = study.op_bits()
+    soc = study.soc
+    r = study.result
+    plan, bits, tables = r.plan, r.bits, r.tables
 
     def run(cm):
         ops, bounds = cm.evaluate(plan, bits)
-        sched = schedule(g, plan, soc, ops, bounds)
-        return _totals(study, plan, ops, bounds, sched)
+        sched = schedule(cm.t, plan, soc, ops, bounds)
+        return pipeline.totals(soc, plan, ops, bounds, sched)
 
     cold, bare, warm = [], [], []
     for _ in range(n):
         t = time.perf_counter()
-        cm = CostModel(g, soc)
+        cm = CostModel(tables, soc)
         run(cm)
         cold.append(time.perf_counter() - t)
         t = time.perf_counter()
         run(cm)
         warm.append(time.perf_counter() - t)
-        g.__dict__.pop("_npukit_cost_static", None)
         t = time.perf_counter()
-        run(CostModel(g, soc))
+        run(CostModel(Tables(study.graph), soc))
         bare.append(time.perf_counter() - t)
     return {"n": n, "cold": summary(cold), "cold_no_static": summary(bare), "warm": summary(warm)}
 

@@ -148,7 +148,7 @@ def npukit_side(model: Path) -> dict:
 
     study = npukit.Study(str(model), SOC)
     t = study.totals
-    r = study._evaluate()  # noqa: SLF001 - the per-op figures as data (same as study.costs)
+    r = study.result  # noqa: SLF001 - the per-op figures as data (same as study.costs)
     g = study.graph
     soc = study.soc
     npu = [p.name for p in soc.processors if not p.host]

@@ -14,8 +14,9 @@ What it does, for the models given (the fit set) and any held-out models:
    no ``reduction`` law, memory bandwidths divided by ``dram_bytes_per_cycle`` (so their ratios
    stay the profile's), ``op_overhead_cycles`` 1.  Per cost-model kernel (its anchor op) this gives
    MAC cycles W_mac, vector cycles W_vec (its epilogue included), memory cycles per byte-per-cycle
-   of bandwidth M, whether it pays the per-kernel overhead, its kernel class (``cost.kernel_class``)
-   and its reduction length K (``cost.reduction_length``).
+   of bandwidth M, whether it pays the per-kernel overhead, its kernel class and its reduction
+   length K (``cost.Tables.kernel_class`` / ``reduction_length``).  This is the study pipeline itself
+   (``npukit.pipeline.evaluate`` on a host-only profile), not a second composition of its steps.
 3. Memory bandwidth B (``dram_bytes_per_cycle``; on-chip and weight bandwidths keep the profile's
    ratios to it) is measured, not fitted: a streaming copy of a buffer larger than the caches
    (``machine_bandwidth_gbps``), bytes read + written per cycle.  (Fitted, it became a knob for
@@ -155,37 +156,38 @@ class MeasuredModel:
 
     path: object
     name: str
-    g: object  # OpGraph
+    model: object  # npukit.pipeline.Model
     m: object  # npukit.tvm.measure.Measurement
+
+    @property
+    def g(self):
+        return self.model.graph
+
+    def result(self, soc: SocProfile):
+        """The pipeline's Result with every op on the host of ``soc`` (a host-only profile)."""
+        from . import pipeline  # noqa: PLC0415
+        from .config import Config  # noqa: PLC0415
+
+        return pipeline.evaluate(self.model, soc, Config())
 
     def costs(self, soc: SocProfile) -> list:
         """OpCost per op with every op on the host of ``soc`` (a host-only profile)."""
-        from .cost import CostModel  # noqa: PLC0415
-        from .plan import build_plan  # noqa: PLC0415
-
-        g = self.g
-        plan = build_plan(g, soc.host, [], [("op", i) for i in range(len(g.ops))])
-        bits = [soc.processor(soc.host).default_bits] * len(g.ops)
-        ops, bounds = CostModel(g, soc).evaluate(plan, bits)
-        self._plan, self._bounds = plan, bounds
-        return ops
+        return list(self.result(soc).ops)
 
     def estimate_us(self, soc: SocProfile) -> tuple[float, list]:
-        from .timeline import schedule  # noqa: PLC0415
-
-        ops = self.costs(soc)
-        return schedule(self.g, self._plan, soc, ops, self._bounds).makespan_us, ops
+        r = self.result(soc)
+        return r.schedule.makespan_us, list(r.ops)
 
     def measured(self) -> list[tuple[object, float]]:
         """(kernel, measured us) for the kernels that ran and hold an op that is not a view, scaled
         by one factor so all the kernels add up to the uninstrumented inference."""
-        from .graph import VIEW_OPS  # noqa: PLC0415
+        from .opset import is_view  # noqa: PLC0415
 
         m = self.m
         ksum = sum(k.us for k in m.kernels)
         scale = m.total_us / ksum if ksum > 0 else 1.0
         return [(k, k.us * scale) for k in m.kernels
-                if k.us > 0 and any(self.g.ops[i].kind not in VIEW_OPS for i in k.ops)]  # fmt: skip
+                if k.us > 0 and any(not is_view(self.g.ops[i].kind) for i in k.ops)]  # fmt: skip
 
 
 def measure_models(paths: Sequence, repeat: int = 20, rounds: int = 4, seconds: float = 0.1) -> list[MeasuredModel]:
@@ -194,21 +196,21 @@ def measure_models(paths: Sequence, repeat: int = 20, rounds: int = 4, seconds: 
     ``ceil(repeat / rounds)`` runs and ``seconds`` per model, so each model's runs are spread over
     the whole measuring time (load from other work on the machine comes in bursts); the fastest
     of all its runs is kept."""
-    from .tvm.importers import import_model  # noqa: PLC0415 - calibration needs TVM; npukit does not
-    from .tvm.measure import Session  # noqa: PLC0415
+    from . import pipeline  # noqa: PLC0415
+    from .tvm.measure import Session  # noqa: PLC0415 - calibration needs TVM; npukit does not
 
     if repeat < 1:
         raise NpukitError(f"calibrate: --repeat must be >= 1, got {repeat}")
     done = []
     for path in paths:
         name = Path(str(path)).name if isinstance(path, (str, os.PathLike)) else type(path).__name__
-        imp = import_model(path)
-        done.append((path, name, imp.graph, Session(imp.mod, imp.graph)))
+        model = pipeline.load(path)
+        done.append((path, name, model, Session(model.module, model.graph)))
     per_round = max(1, math.ceil(repeat / max(1, rounds)))
     for _ in range(max(1, rounds)):
         for *_x, session in done:
             session.run(per_round, seconds)
-    return [MeasuredModel(path, name, g, session.result()) for path, name, g, session in done]
+    return [MeasuredModel(path, name, model, session.result()) for path, name, model, session in done]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,12 +252,12 @@ def _unit_profiles(base: SocProfile, clock: float) -> tuple[SocProfile, SocProfi
 
 
 def _rows(models: Sequence[MeasuredModel], unit: SocProfile, twice: SocProfile, clock: float) -> _Rows:
-    from .cost import kernel_class, reduction_length  # noqa: PLC0415
+    from . import pipeline  # noqa: PLC0415
 
     key, wmac, wvec, mem, pays, red, kid, meas, model = [], [], [], [], [], [], [], [], []
     for mi, mm in enumerate(models):
         c1, c2 = mm.costs(unit), mm.costs(twice)
-        g = mm.g
+        t = pipeline.tables(mm.model)
         for k, us in mm.measured():
             anchors = [i for i in k.ops if c1[i].kernel == i]
             if not any(c1[i].cycles > 0 for i in anchors):
@@ -266,12 +268,12 @@ def _rows(models: Sequence[MeasuredModel], unit: SocProfile, twice: SocProfile, 
             for i in anchors:
                 c = c1[i]
                 wm = 2.0 * (c.compute_cycles - c2[i].compute_cycles)
-                key.append(kernel_class(g.ops[i], g))
+                key.append(t.kernel_class(i))
                 wmac.append(wm)
                 wvec.append(max(0.0, c.compute_cycles - wm))
                 mem.append(c.memory_cycles)
-                pays.append(float(round(c.cycles - max(c.compute_cycles, c.memory_cycles))))
-                red.append(reduction_length(g.ops[i], g))
+                pays.append(float(c.overhead_cycles))
+                red.append(t.reduction_length(i))
                 kid.append(j)
     a = np.asarray
     return _Rows(key, a(wmac, float), a(wvec, float), a(mem, float), a(pays, float), a(red, float), a(kid, int),

@@ -139,11 +139,10 @@ def _fmt_int(n) -> str:
 
 
 def cmd_inspect(args) -> int:
-    from .graph import work  # noqa: PLC0415
-    from .tvm.importers import import_model  # noqa: PLC0415
+    from .opset import work  # noqa: PLC0415
+    from .pipeline import load  # noqa: PLC0415
 
-    imp = import_model(args.model, dict(args.input_shape) or None)
-    g = imp.graph
+    g = load(args.model, dict(args.input_shape) or None).graph
     rows = []
     for op in g.ops:
         w = work(op, g)

@@ -30,10 +30,9 @@ def _num(x) -> float | None:  # JSON has no inf / nan
 def model_explorer_graph(study) -> dict:
     g = study.graph
     plan = study.plan
-    costs = study._evaluate()
+    costs = study.result
     colors = processor_colors(study.soc)
-    pl = study.placement
-    reasons = dict(zip(pl["op_id"], pl["reason"]))
+    reasons = study.reasons()
     nodes = []
     for tid in g.inputs:
         t = g.tensors[tid]
@@ -94,7 +93,7 @@ def _overlay(name: str, values: dict[str, float], colors: dict[str, str] | None 
 
 
 def model_explorer_node_data(study, include_error: bool = False) -> dict[str, dict]:
-    r = study._evaluate()
+    r = study.result
     colors = processor_colors(study.soc)
     idx = {p: k for k, p in enumerate(study.soc.names)}
     out = {
@@ -132,9 +131,8 @@ def annotated_onnx(study, path) -> Path:
         m = onnx.load(str(src))
     except Exception as e:  # noqa: BLE001 - the file changed or vanished since the study read it
         raise ModelError(f"{src}: cannot re-read the model to annotate it ({e})") from None
-    r = study._evaluate()
-    pl = study.placement
-    reasons = dict(zip(pl["op_id"], pl["reason"]))
+    r = study.result
+    reasons = study.reasons()
     by_source: dict[str, list[int]] = {}
     for op in study.graph.ops:
         by_source.setdefault(op.source, []).append(op.op_id)

@@ -12,23 +12,48 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .graph import Op, OpGraph, dtype_bytes
+from .opset import channels, kernel_hw, spatial_attr
 from .soc import OpRule, Processor, SocProfile
 
-# ops that can be fused after a MAC op as its epilogue
-ROOT_KINDS = ("conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose", "matmul")
+
+@dataclass(frozen=True)
+class Failure:
+    """One rule that refused an op: which rule, the values it compared, and the words a user reads."""
+
+    rule: str  # "kernel_max", "dtypes", "unsupported", "user_disabled", "pinned", "pruned", ...
+    values: tuple[tuple[str, Any], ...]  # (name, value) pairs the rule compared
+    text: str
+
+
+def fail(rule: str, text: str, **values) -> Failure:
+    return Failure(rule, tuple(sorted(values.items())), text)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One processor's answer for one op."""
+    """One processor's answer for one op, as data: accepted or not, and every failing rule."""
 
     processor: str
     ok: bool
-    reasons: tuple[str, ...] = ()  # why not (every failing rule), empty when ok
+    failures: tuple[Failure, ...] = ()  # every failing rule, empty when ok
     fused_only: bool = False  # accepted only as the epilogue of a fused conv / matmul
     host: bool = False
+    note: str = ""  # the profile's note on this op, shown with a refusal
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return tuple(f.text for f in self.failures) + ((f"({self.note})",) if self.note else ())
+
+    @property
+    def rule(self) -> str:
+        """The first failing rule's id ("" when accepted)."""
+        return self.failures[0].rule if self.failures else ""
+
+    def failed(self, rule: str) -> bool:
+        return any(f.rule == rule for f in self.failures)
 
     @property
     def text(self) -> str:
@@ -40,115 +65,83 @@ class Verdict:
 
 
 # ---------------------------------------------------------------------------------------------
-# the rules: (profile field, function(op, graph, rule) -> failure text or None)
+# the rules: (op, graph, the profile's op entry) -> a Failure or None
 
 
-def _spatial(op: Op, key: str) -> tuple[int, ...]:
-    v = op.attrs.get(key)
-    if v is None:
-        return ()
-    return tuple(int(x) for x in (v if isinstance(v, tuple) else (v,)))
-
-
-def _kernel_hw(op: Op, g: OpGraph) -> tuple[int, ...]:
-    if "pool_size" in op.attrs:
-        return _spatial(op, "pool_size")
-    if op.kind.startswith("conv") and len(op.inputs) >= 2:
-        w = g.tensors[op.inputs[1]]
-        kl = str(op.attrs.get("kernel_layout", "OIHW"))
-        letters = [c for c in kl if c.isalpha()]
-        if len(letters) == len(w.shape):
-            return tuple(int(n) for c, n in zip(letters, w.shape) if c.upper() not in "OI")
-    return ()
-
-
-def _channels(op: Op, g: OpGraph) -> tuple[int, int, int]:
-    """(in channels, out channels, groups) of a conv, from its layouts."""
-    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-    dl = str(op.attrs.get("data_layout", "NCHW"))
-    ol = str(op.attrs.get("out_layout") or dl)
-
-    def c_of(layout, shape):
-        letters = [c for c in layout if c.isalpha()]
-        if len(letters) == len(shape) and "C" in letters:
-            return int(shape[letters.index("C")])
-        return int(shape[1]) if len(shape) > 1 else 1
-
-    return c_of(dl, x.shape), c_of(ol, y.shape), int(op.attrs.get("groups", 1) or 1)
-
-
-def rule_kernel_max(op: Op, g: OpGraph, r: OpRule) -> str | None:
+def rule_kernel_max(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """The kernel (or pooling window) must not exceed kernel_max."""
-    k = _kernel_hw(op, g)
+    k = kernel_hw(op, g)
     if not k or r.kernel_max is None:
         return None
     lim = r.kernel_max[-len(k):] if len(k) <= 2 else (r.kernel_max[0],) * len(k)
     if any(a > b for a, b in zip(k, lim)):
-        return f"kernel {'x'.join(map(str, k))} > max {'x'.join(map(str, lim))}"
+        return fail("kernel_max", f"kernel {'x'.join(map(str, k))} > max {'x'.join(map(str, lim))}", kernel=k, max=lim)
     return None
 
 
-def rule_strides(op: Op, g: OpGraph, r: OpRule) -> str | None:
+def rule_strides(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """Every stride must be one of the allowed strides."""
-    s = _spatial(op, "strides")
+    s = spatial_attr(op, "strides")
     if s and r.strides is not None and any(x not in r.strides for x in s):
-        return f"stride {'x'.join(map(str, s))} not in allowed {list(r.strides)}"
+        return fail("strides", f"stride {'x'.join(map(str, s))} not in allowed {list(r.strides)}", strides=s, allowed=r.strides)
     return None
 
 
-def rule_dilations(op: Op, g: OpGraph, r: OpRule) -> str | None:
+def rule_dilations(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """Every dilation must be one of the allowed dilations."""
-    d = _spatial(op, "dilation")
+    d = spatial_attr(op, "dilation")
     if d and r.dilations is not None and any(x not in r.dilations for x in d):
-        return f"dilation {'x'.join(map(str, d))} not in allowed {list(r.dilations)}"
+        return fail("dilations", f"dilation {'x'.join(map(str, d))} not in allowed {list(r.dilations)}", dilation=d,
+                    allowed=r.dilations)
     return None
 
 
-def rule_groups(op: Op, g: OpGraph, r: OpRule) -> str | None:
+def rule_groups(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """Depthwise (groups = channels) and grouped (1 < groups < channels) convolutions need support."""
     if not op.kind.startswith("conv") or len(op.inputs) < 2:
         return None
-    ic, _oc, groups = _channels(op, g)
+    ic, _oc, groups = channels(op, g)
     if groups <= 1:
         return None
     if groups == ic and not r.depthwise:
-        return f"groups={groups}, depthwise not supported"
+        return fail("depthwise", f"groups={groups}, depthwise not supported", groups=groups, channels=ic)
     if groups != ic and not r.grouped:
-        return f"groups={groups} (grouped conv) not supported"
+        return fail("grouped", f"groups={groups} (grouped conv) not supported", groups=groups, channels=ic)
     return None
 
 
-def rule_max_channels(op: Op, g: OpGraph, r: OpRule) -> str | None:
+def rule_max_channels(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """Input and output channel counts must not exceed max_channels."""
     if r.max_channels is None or not op.kind.startswith("conv"):
         return None
-    ic, oc, _ = _channels(op, g)
+    ic, oc, _ = channels(op, g)
     if max(ic, oc) > r.max_channels:
-        return f"{max(ic, oc)} channels > max {r.max_channels}"
+        return fail("max_channels", f"{max(ic, oc)} channels > max {r.max_channels}", channels=max(ic, oc),
+                    max=r.max_channels)
     return None
 
 
-def rule_max_elements(op: Op, g: OpGraph, r: OpRule) -> str | None:
+def rule_max_elements(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """No input or output tensor may have more than max_elements elements."""
     if r.max_elements is None:
         return None
     big = max(g.tensors[t].size for t in (*op.inputs, *op.outputs))
     if big > r.max_elements:
-        return f"tensor of {big:,} elements > max {r.max_elements:,}"
+        return fail("max_elements", f"tensor of {big:,} elements > max {r.max_elements:,}", elements=big, max=r.max_elements)
     return None
 
 
-def rule_ranks(op: Op, g: OpGraph, r: OpRule) -> str | None:
+def rule_ranks(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """The first input's rank must be one of the allowed ranks."""
     if r.ranks is None or not op.inputs:
         return None
     rank = len(g.tensors[op.inputs[0]].shape)
     if rank not in r.ranks:
-        return f"rank-{rank} tensor, supports ranks {list(r.ranks)}"
+        return fail("ranks", f"rank-{rank} tensor, supports ranks {list(r.ranks)}", rank=rank, allowed=r.ranks)
     return None
 
 
-def rule_axis(op: Op, g: OpGraph, r: OpRule) -> str | None:
+def rule_axis(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """With axis = "last", softmax / reductions / sort / topk must work on the innermost axis."""
     if r.axis != "last" or not op.inputs:
         return None
@@ -159,51 +152,51 @@ def rule_axis(op: Op, g: OpGraph, r: OpRule) -> str | None:
         if a is None:
             continue
         if int(a) % max(rank, 1) != rank - 1:
-            return f"axis {a} is not the innermost axis"
+            return fail("axis", f"axis {a} is not the innermost axis", axis=int(a), rank=rank)
     return None
 
 
-def rule_max_k(op: Op, g: OpGraph, r: OpRule) -> str | None:
+def rule_max_k(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """topk's k must not exceed max_k."""
     k = op.attrs.get("k")
     if r.max_k is not None and k is not None and int(k) > r.max_k:
-        return f"k={k} > max {r.max_k}"
+        return fail("max_k", f"k={k} > max {r.max_k}", k=int(k), max=r.max_k)
     return None
 
 
-def rule_max_boxes(op: Op, g: OpGraph, r: OpRule) -> str | None:
+def rule_max_boxes(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """Non-max suppression over more than max_boxes boxes is not supported."""
     if r.max_boxes is None or not op.inputs:
         return None
     boxes = g.tensors[op.inputs[0]].shape
     n = int(boxes[-2]) if len(boxes) >= 2 else 0
     if n > r.max_boxes:
-        return f"{n} boxes > max {r.max_boxes}"
+        return fail("max_boxes", f"{n} boxes > max {r.max_boxes}", boxes=n, max=r.max_boxes)
     return None
 
 
-def rule_dtypes(op: Op, g: OpGraph, allowed: tuple[str, ...] | None) -> str | None:
+def rule_dtypes(op: Op, g: OpGraph, allowed: tuple[str, ...] | None) -> Failure | None:
     """Every input and output dtype must be one the processor (or op entry) accepts."""
     if not allowed:
         return None
     for t in (*op.inputs, *op.outputs):
         dt = g.tensors[t].dtype
         if dt not in allowed:
-            return f"dtype {dt} not in {list(allowed)}"
+            return fail("dtypes", f"dtype {dt} not in {list(allowed)}", dtype=dt, allowed=tuple(allowed))
     return None
 
 
-def rule_max_tensor_bytes(op: Op, g: OpGraph, limit: int | None) -> str | None:
+def rule_max_tensor_bytes(op: Op, g: OpGraph, limit: int | None) -> Failure | None:
     """No tensor the op touches may exceed the processor's max_tensor_bytes."""
     if limit is None:
         return None
     big = max(g.tensors[t].size * dtype_bytes(g.tensors[t].dtype) for t in (*op.inputs, *op.outputs))
     if big > limit:
-        return f"tensor of {int(big):,} bytes > max {limit:,}"
+        return fail("max_tensor_bytes", f"tensor of {int(big):,} bytes > max {limit:,}", bytes=int(big), max=limit)
     return None
 
 
-OP_RULES: tuple[Callable[[Op, OpGraph, OpRule], str | None], ...] = (
+OP_RULES: tuple[Callable[[Op, OpGraph, OpRule], Failure | None], ...] = (
     rule_kernel_max, rule_strides, rule_dilations, rule_groups, rule_max_channels, rule_max_elements,
     rule_ranks, rule_axis, rule_max_k, rule_max_boxes,
 )  # fmt: skip
@@ -225,17 +218,24 @@ def capability(op: Op, g: OpGraph, proc: Processor) -> Verdict:
         return Verdict(proc.name, True, host=True)
     rule = proc.ops.get(op.kind)
     if rule is None:
-        return Verdict(proc.name, False, (f"does not support {op.op}",))
-    fails = [msg for fn in OP_RULES if (msg := fn(op, g, rule))]
-    if msg := rule_dtypes(op, g, rule.dtypes or proc.dtypes):
-        fails.append(msg)
-    if msg := rule_max_tensor_bytes(op, g, proc.max_tensor_bytes):
-        fails.append(msg)
-    if fails and rule.note:
-        fails.append(f"({rule.note})")
+        return Verdict(proc.name, False, (fail("unsupported", f"does not support {op.op}", op=op.op),))
+    fails = [f for fn in OP_RULES if (f := fn(op, g, rule))]
+    if f := rule_dtypes(op, g, rule.dtypes or proc.dtypes):
+        fails.append(f)
+    if f := rule_max_tensor_bytes(op, g, proc.max_tensor_bytes):
+        fails.append(f)
     if fails:
-        return Verdict(proc.name, False, tuple(fails))
+        return Verdict(proc.name, False, tuple(fails), note=rule.note)
     return Verdict(proc.name, True, fused_only=rule.fused_only)
+
+
+def capabilities(g: OpGraph, soc: SocProfile) -> dict[tuple[int, str], Verdict]:
+    """``capability`` of every op on every processor."""
+    return {(op.op_id, p.name): capability(op, g, p) for op in g.ops for p in soc.processors}
+
+
+def pinned_elsewhere(op: Op, proc: str, pin: str, host: bool) -> Verdict:
+    return Verdict(proc, False, (fail("pinned", f"{op.name!r} is pinned to {pin}", node=op.name, to=pin),), host=host)
 
 
 def verdicts(
@@ -259,18 +259,25 @@ def verdicts(
             key = (op.op_id, p.name)
             cap = base[key] if base is not None and key in base else capability(op, g, p)
             if pin is not None and pin != p.name:
-                out[key] = Verdict(p.name, False, (f"{op.name!r} is pinned to {pin}",), host=p.host)
+                out[key] = pinned_elsewhere(op, p.name, pin, p.host)
                 continue
             if p.host:
                 out[key] = cap
                 continue
             if (p.name, op.kind) in disabled:
-                out[key] = Verdict(p.name, False, (f"user disabled {op.kind} on {p.name}",))
-            elif (p.name, op.kind) in enabled and not cap.ok and cap.reasons[0].startswith("does not support"):
+                out[key] = Verdict(p.name, False, (fail("user_disabled", f"user disabled {op.kind} on {p.name}",
+                                                        op=op.kind, processor=p.name),))  # fmt: skip
+            elif (p.name, op.kind) in enabled and not cap.ok and cap.rule == "unsupported":
                 out[key] = Verdict(p.name, True)  # the user asserts support the profile lacks
             else:
                 out[key] = cap
     return out
+
+
+def pruned(proc: str, kinds: str) -> Verdict:
+    """A refusal by the partitioner: an offload of only view ops is not worth its call."""
+    return Verdict(proc, False, (fail("pruned", f"pruned: a partition holding only {kinds} is not worth an offload call",
+                                      kinds=kinds),))  # fmt: skip
 
 
 def winner_reason(op: Op, proc: str, pattern: str, vs: Mapping[tuple[int, str], Verdict],

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .cost import BoundaryCost, OpCost, static
-from .graph import OpGraph
+from .cost import BoundaryCost, OpCost, Tables
 from .plan import Plan
 from .soc import SocProfile
 
@@ -39,7 +38,8 @@ class Schedule:
     busy_us: dict  # lane -> busy time
 
 
-def schedule(g: OpGraph, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bounds: Sequence[BoundaryCost]) -> Schedule:
+def schedule(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bounds: Sequence[BoundaryCost]) -> Schedule:
+    g = tables.g
     free: dict[str, float] = {}
     busy: dict[str, float] = {}
     items: list[Item] = []
@@ -66,14 +66,12 @@ def schedule(g: OpGraph, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bou
     def ship(b: BoundaryCost, at: float) -> None:
         t = at
         name = tensors[b.tensor].name or b.tensor
-        qlabel = ""
-        if b.quantize_us:
-            qlabel = f"{b.conversion.split(',')[-1].strip().split(' ')[0]} {name}"
+        qlabel = f"{b.quantize_kind} {name}" if b.quantize_us else ""
         if b.layout_us and b.layout_on == b.src:
             t = run(b.layout_on, t, b.layout_us, f"layout {name}", "layout", tensor=b.tensor)
         if b.quantize_us and b.quantize_on == b.src:
             t = run(b.quantize_on, t, b.quantize_us, qlabel, "quantize", tensor=b.tensor)
-        t = run(b.link, t, b.transfer_us, f"transfer {name} {b.src}->{b.dst}", "transfer", tensor=b.tensor)
+        t = run(b.lane, t, b.transfer_us, f"transfer {name} {b.src}->{b.dst}", "transfer", tensor=b.tensor)
         if b.layout_us and b.layout_on != b.src:
             t = run(b.layout_on, t, b.layout_us, f"layout {name}", "layout", tensor=b.tensor)
         if b.quantize_us and b.quantize_on != b.src:
@@ -84,7 +82,7 @@ def schedule(g: OpGraph, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bou
     for tid in g.inputs:
         for b in by_tensor.get(tid, ()):
             ship(b, 0.0)
-    act_inputs = static(g).act_inputs
+    act_inputs = tables.act_inputs
     processor = plan.processor
     partition = plan.partition
     all_ops = g.ops

@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npukit
-from npukit.cost import kernel_class, reduction_length
+from npukit import pipeline
 from npukit.errors import ProfileError
 from npukit.soc import bundled, load_soc
 
@@ -72,22 +72,21 @@ def _op(study, name, kind):
 
 def test_kernel_class_and_reduction_length(convs, matmuls):
     s = npukit.Study(convs, cpu_profile())
-    g = s.graph
-    got = {n: (kernel_class(g.ops[_op(s, n, "conv2d")], g), reduction_length(g.ops[_op(s, n, "conv2d")], g))
-           for n in ("pw", "dw", "c3")}  # fmt: skip
+    t = s.result.tables
+    got = {n: (t.kernel_class(_op(s, n, "conv2d")), t.reduction_length(_op(s, n, "conv2d"))) for n in ("pw", "dw", "c3")}
     assert got == {"pw": ("conv2d.pointwise", 16), "dw": ("conv2d.depthwise", 9), "c3": ("conv2d", 144)}
     relu = _op(s, "pw/relu", "relu")
-    assert kernel_class(g.ops[relu], g) == "relu" and reduction_length(g.ops[relu], g) == 0
+    assert t.kernel_class(relu) == "relu" and t.reduction_length(relu) == 0
     m = npukit.Study(matmuls, cpu_profile())
-    gm = m.graph
-    assert [(kernel_class(gm.ops[_op(m, n, "matmul")], gm), reduction_length(gm.ops[_op(m, n, "matmul")], gm))
+    tm = m.result.tables
+    assert [(tm.kernel_class(_op(m, n, "matmul")), tm.reduction_length(_op(m, n, "matmul")))
             for n in ("gemv", "mm")] == [("matmul.gemv", 64), ("matmul", 64)]  # fmt: skip
 
 
 def test_efficiency_lookup_class_then_kind_then_star(convs, matmuls):
     eff = {"*": 0.5, "conv2d": 0.25, "conv2d.depthwise": 0.125, "matmul.gemv": 0.2}
     s = npukit.Study(convs, cpu_profile(efficiency=eff))
-    r = s._evaluate()
+    r = s.result
     # depthwise: 16*8*8*9 = 9,216 MACs at efficiency[conv2d.depthwise] = 0.125 -> 73,728 cycles
     dw = r.ops[_op(s, "dw", "conv2d")]
     assert dw.compute_cycles == pytest.approx(9216 / 0.125) and dw.cycles == pytest.approx(9216 / 0.125 + 10)
@@ -104,7 +103,7 @@ def test_efficiency_lookup_class_then_kind_then_star(convs, matmuls):
         in {t.figure: t.formula for t in pw.trace}["compute_cycles"]
     )
     m = npukit.Study(matmuls, cpu_profile(efficiency=eff))
-    rm = m._evaluate()
+    rm = m.result
     assert rm.ops[_op(m, "gemv", "matmul")].compute_cycles == pytest.approx(1024 / 0.2)
     mm = rm.ops[_op(m, "mm", "matmul")]
     assert mm.compute_cycles == pytest.approx(4096 / 0.5)  # no matmul key: efficiency["*"]
@@ -121,7 +120,7 @@ def test_efficiency_lookup_class_then_kind_then_star(convs, matmuls):
 def test_reduction_law_hand_computed(convs):
     red = {"unroll": 9, "serial": 0.5, "exponent": 1.0}
     s = npukit.Study(convs, cpu_profile(reduction=red))
-    r = s._evaluate()
+    r = s.result
     # depthwise: K = 1*9 = 9 <= unroll: util_red 1
     assert r.ops[_op(s, "dw", "conv2d")].compute_cycles == pytest.approx(9216)
     # pointwise: K = 16 > 9: util_red = 0.5 * (9/16)^1 = 0.28125 on the MACs only (not the epilogue)
@@ -133,7 +132,7 @@ def test_reduction_law_hand_computed(convs):
     assert "K=16 > unroll 9" in util.formula and "0.2812" in util.formula and "reduction" in util.fields
     assert "util_red" in next(t for t in pw.trace if t.figure == "compute_cycles").formula
     # without the field: util_red = 1 everywhere, and the formulas do not mention it
-    r0 = npukit.Study(convs, cpu_profile())._evaluate()
+    r0 = npukit.Study(convs, cpu_profile()).result
     assert r0.ops[_op(s, "c3", "conv2d")].compute_cycles == pytest.approx(73728)
 
 
@@ -198,13 +197,14 @@ def _synthetic(path, truth):
     """A MeasuredModel whose kernels are the cost model's own, timed by the profile ``truth``."""
     from npukit.calibrate import MeasuredModel, _host_only
     from npukit.cost import kernels
-    from npukit.tvm.importers import import_model
     from npukit.tvm.measure import Kernel, Measurement
 
-    g = import_model(path).graph
-    mm = MeasuredModel(path, path.name, g, None)
-    ops = mm.costs(_host_only(truth, {"call_overhead_cycles": 0}))
-    ks = tuple(Kernel(f"k{n}", ids, sum(ops[i].latency_us for i in ids)) for n, ids in enumerate(kernels(mm._plan, g)))
+    model = pipeline.load(path)
+    mm = MeasuredModel(path, path.name, model, None)
+    r = mm.result(_host_only(truth, {"call_overhead_cycles": 0}))
+    ops = r.ops
+    ks = tuple(Kernel(f"k{n}", ids, sum(ops[i].latency_us for i in ids))
+               for n, ids in enumerate(kernels(r.plan, model.graph, r.tables)))
     mm.m = Measurement(sum(k.us for k in ks), ks, 1, 0.0, ())
     return mm
 

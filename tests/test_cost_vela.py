@@ -73,7 +73,7 @@ def depthwise(tmp_path_factory):
 def _kernel(study, name="pw/conv"):
     g = study.graph
     ids = g.resolve(name)
-    r = study._evaluate()
+    r = study.result
     conv = next(i for i in ids if g.ops[i].kind == "conv2d")
     return r, conv, [r.ops[i] for i in ids]
 
@@ -112,11 +112,11 @@ def test_output_stage_and_separate_weight_port(pointwise):
 def test_shared_weight_port_adds_and_no_output_stage_costs_the_epilogue(pointwise):
     s = npukit.Study(pointwise, profile({"weight_port": "shared"}))
     _r, conv, _ = _kernel(s)
-    c = s._evaluate().ops[conv]
+    c = s.result.ops[conv]
     assert c.memory_cycles == pytest.approx(3072 / 8 + 640 / 1)
     assert c.cycles == pytest.approx(max(512, 1024) + 64 + 1000)
     s2 = npukit.Study(pointwise, profile({"output_elems_per_cycle": 0}))
-    c2 = s2._evaluate().ops[_kernel(s2)[1]]
+    c2 = s2.result.ops[_kernel(s2)[1]]
     # no output stage: MACs, then the add and the relu as vector work (2,048 ops each at 8/cycle) at
     # the conv's efficiency (they run inside its loop nest)
     mac = 32768 / (256 * 0.5 * 0.75)
@@ -126,7 +126,7 @@ def test_shared_weight_port_adds_and_no_output_stage_costs_the_epilogue(pointwis
 
 def test_depthwise_uses_kernel_taps(depthwise):
     s = npukit.Study(depthwise, profile())
-    c = s._evaluate().ops[s.graph.resolve("dw/conv")[0]]
+    c = s.result.ops[s.graph.resolve("dw/conv")[0]]
     # 4,608 MACs; input lanes: max(fill(1,32), fill(1,32/4) * fill(3*3, 4)) = 1/8 * 9/12
     u = (1 / 8) * (9 / 12)
     assert c.compute_cycles == pytest.approx(max(4608 / (256 * u * 0.75), 512 / 4))
@@ -135,7 +135,7 @@ def test_depthwise_uses_kernel_taps(depthwise):
     assert "kernel_taps=4" in util.formula and "0.094" in util.formula
     # without kernel_taps the taps do not share the lanes: fill(1, 32)
     s2 = npukit.Study(depthwise, profile({"mac_array": {"channels_in": 32, "channels_out": 8, "pixels": 4}}))
-    c2 = s2._evaluate().ops[0]
+    c2 = s2.result.ops[0]
     assert c2.compute_cycles == pytest.approx(4608 / (256 * (1 / 32) * 0.75))
 
 
@@ -179,12 +179,12 @@ def test_cost_model_memo_and_traces_are_lazy_but_equal(pointwise):
 
     s = npukit.Study(pointwise, profile())
     plan, bits = s.plan, s.op_bits()
-    cm = CostModel(s.graph, s.soc)
+    cm = CostModel(s.result.tables, s.soc)
     a, _ = cm.evaluate(plan, bits)
     assert cm.recomputed == len(s.graph.ops)
     b, _ = cm.evaluate(plan, bits)
     assert cm.recomputed == 0 and all(x is y for x, y in zip(a, b))
-    fresh, _ = CostModel(s.graph, s.soc).evaluate(plan, bits)
+    fresh, _ = CostModel(s.result.tables, s.soc).evaluate(plan, bits)
     assert [x.trace for x in fresh] == [x.trace for x in a] and all(x.trace for x in a)
 
 

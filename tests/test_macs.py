@@ -21,7 +21,7 @@ from conftest import (
     tensor_info,
 )
 
-from npukit.graph import work
+from npukit.opset import work
 
 
 def _macs(g) -> list[tuple[str, str, int]]:

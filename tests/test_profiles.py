@@ -9,7 +9,7 @@ from conftest import ROOT
 
 import npukit
 from npukit import soc as socmod
-from npukit.ops import canonical, full_names, short_names
+from npukit.opset import canonical, full_names, short_names
 
 BUNDLED = sorted(socmod.bundled())
 

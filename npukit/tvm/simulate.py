@@ -25,11 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from ..graph import OpGraph
+from ..opset import KINDS
 from . import load as _load_tvm
 from . import remapper
-
-MAC_KINDS = ("conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose", "matmul")
-SKIP_KINDS = frozenset({"reshape", "squeeze", "expand_dims", "flatten"})  # views: nothing to round
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ def weight_tensors(g: OpGraph) -> list[str]:
     """Const tensors that are weights of MAC ops (rank >= 2), in first-use order."""
     out: list[str] = []
     for op in g.ops:
-        if op.kind in MAC_KINDS:
+        if KINDS[op.kind].mac:
             for t in op.inputs[1:]:
                 tt = g.tensors[t]
                 if tt.kind == "const" and len(tt.shape) >= 2 and "float" in tt.dtype and t not in out:
@@ -67,7 +65,7 @@ class Simulator:
         tvm = _load_tvm()
         from tvm import relax, te  # noqa: PLC0415
 
-        from .importers import op_id_of_span  # noqa: PLC0415
+        from .spans import op_id_of_span  # noqa: PLC0415
 
         g = self.g
         f = tagged["main"]
@@ -101,7 +99,7 @@ class Simulator:
                     continue
                 op = op_by_id[i]
                 outt = g.tensors[op.outputs[0]]
-                if len(op.outputs) == 1 and "float" in outt.dtype and op.kind not in SKIP_KINDS:
+                if len(op.outputs) == 1 and "float" in outt.dtype and not KINDS[op.kind].relabel:  # relabels: nothing to round
                     fq_ops.append(i)
                     fq_out.append(op.outputs[0])
                     pvars.append(relax.Var(f"q{i}", relax.TensorType((6,), "float32")))

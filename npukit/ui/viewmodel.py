@@ -307,9 +307,9 @@ def error_model(study, measure: bool) -> dict[str, Any]:
 
 
 def error_key(study) -> str:
-    """What the numeric error depends on: placement and bit-widths."""
+    """What the numeric error depends on: placement, bit-widths and the data it is measured on."""
     cfg = study.config
-    return placement_key(study) + json.dumps(list(cfg.bits) + list(cfg.layer_bits))
+    return placement_key(study) + json.dumps(list(cfg.bits) + list(cfg.layer_bits)) + study.data.key
 
 
 def view_model(study) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
-from .errors import ConfigError, closest
+from ..errors import ConfigError, closest
 
 
 @lru_cache(maxsize=1)

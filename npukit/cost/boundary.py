@@ -1,0 +1,157 @@
+"""Boundary costs: a tensor crossing from one processor to another (no tvm).
+
+transfer_us = latency_us + k * bytes / (bandwidth_gbps * 1000), k = 2 through shared DRAM; a layout
+conversion when the processors' layouts differ (rank >= 3 numeric tensors); a (de/re)quantize when
+the bit-widths differ; each conversion runs on the processor ``[conversion] layout_on`` /
+``quantize_on`` names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from ..plan import Boundary
+from ..soc import Link, Processor, SocProfile
+from .tables import NUMERIC, Tables, elem_bits
+from .trace import Trace
+
+
+class Conversion(NamedTuple):
+    """One conversion at a boundary: what, where, and its figures."""
+
+    what: str  # "layout" | "quantize" | "dequantize" | "requantize" | "convert"
+    src: str  # layout or bit-width converted from
+    dst: str
+    on: str  # the processor doing it
+    on_bits: str  # the bit-width its vector rate is taken at
+    clock_mhz: float
+    cycles: float
+    us: float
+    energy_uj: float
+
+
+class BoundaryCost(NamedTuple):
+    tensor: str
+    src: str
+    dst: str
+    src_bits: str
+    dst_bits: str
+    bytes: float
+    transfer_us: float
+    layout: Conversion | None
+    quantize: Conversion | None
+    link: Link
+    via_factor: int  # 2 through shared DRAM, else 1
+    link_energy_uj: float
+    energy_uj: float
+
+    @property
+    def layout_us(self) -> float:
+        return self.layout.us if self.layout else 0.0
+
+    @property
+    def quantize_us(self) -> float:
+        return self.quantize.us if self.quantize else 0.0
+
+    @property
+    def layout_on(self) -> str:
+        return self.layout.on if self.layout else ""
+
+    @property
+    def quantize_on(self) -> str:
+        return self.quantize.on if self.quantize else ""
+
+    @property
+    def quantize_kind(self) -> str:
+        return self.quantize.what if self.quantize else ""
+
+    @property
+    def conversion(self) -> str:
+        """"layout NCHW->tiled, quantize fp32->int8" (empty when nothing converts)."""
+        out = []
+        if self.layout:
+            out.append(f"layout {self.layout.src}->{self.layout.dst}")
+        if self.quantize:
+            out.append(f"{self.quantize.what} {self.quantize.src}->{self.quantize.dst}")
+        return ", ".join(out)
+
+    @property
+    def lane(self) -> str:
+        """The link's timeline lane."""
+        return "link:" + "-".join(self.link.between)
+
+
+def qkind(a: str, b: str) -> str:
+    ia, ib = a.startswith("int"), b.startswith("int")
+    if ia and not ib:
+        return "dequantize"
+    if ib and not ia:
+        return "quantize"
+    if ia and ib:
+        return "requantize"
+    return "convert"
+
+
+def _conversion_cycles(p: Processor, bits: str, elems: int, nbytes: float, ops_per_elem: int) -> float:
+    return ops_per_elem * elems / p.vector_ops_per_cycle.get(bits, min(p.vector_ops_per_cycle.values())) \
+        + 2 * nbytes / p.dram_bytes_per_cycle  # fmt: skip
+
+
+def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bits: str,
+                  procs: Mapping[str, Processor], link: Link) -> BoundaryCost:  # fmt: skip
+    """Figures of one boundary tensor (``procs``: the profile's processors by name; ``link``: the
+    link between ``b.src`` and ``b.dst``)."""
+    tensor = t.g.tensors[b.tensor]
+    ps, pd = procs[b.src], procs[b.dst]
+    nbytes = t.nbytes(b.tensor, src_bits)
+    k = 2 if link.via_dram else 1
+    transfer = link.latency_us + k * nbytes / (link.bandwidth_gbps * 1000)
+
+    def converter(where: str) -> Processor:
+        return ps if where == "src" else pd if where == "dst" else procs[soc.host]
+
+    def conv(what, frm, to, cp, cb, ops_per_elem) -> Conversion:
+        on_bits = cb if cb in cp.vector_ops_per_cycle else cp.default_bits
+        cyc = _conversion_cycles(cp, on_bits, tensor.size, nbytes, ops_per_elem)
+        us = cyc / cp.clock_mhz
+        e = (tensor.size * min(cp.energy_pj_per_op.values()) + 2 * nbytes * cp.energy_pj_per_byte) / 1e6 + cp.static_mw * us / 1e3
+        return Conversion(what, frm, to, cp.name, on_bits, cp.clock_mhz, cyc, us, e)
+
+    numeric = tensor.dtype in NUMERIC
+    layout = quant = None
+    if ps.layout != pd.layout and len(tensor.shape) >= 3 and numeric:
+        cp = converter(soc.layout_on)
+        cb = src_bits if cp is ps else dst_bits if cp is pd else cp.default_bits
+        layout = conv("layout", ps.layout, pd.layout, cp, cb, 1)
+    if src_bits != dst_bits and numeric:
+        cp = converter(soc.quantize_on)
+        cb = dst_bits if cp is pd else src_bits
+        quant = conv(qkind(src_bits, dst_bits), src_bits, dst_bits, cp, cb, 2)
+    e_link = nbytes * link.energy_pj_per_byte / 1e6
+    energy = e_link + sum(c.energy_uj for c in (layout, quant) if c)
+    return BoundaryCost(b.tensor, b.src, b.dst, src_bits, dst_bits, nbytes, transfer, layout, quant, link, k, e_link, energy)
+
+
+def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
+    tensor = t.g.tensors[c.tensor]
+    ln = c.link
+    tr = [Trace("bytes", f"elements * bits/8 = {tensor.size:,} * {elem_bits(tensor, c.src_bits):g}/8 = {c.bytes:,.0f} B "
+                         f"({c.src_bits} on {c.src})", (), ("shape",)),
+          Trace("transfer_us", f"latency_us + {c.via_factor} * bytes / (bandwidth_gbps*1000) = {ln.latency_us:g} + "
+                f"{c.via_factor}*{c.bytes:,.0f}/({ln.bandwidth_gbps:g}*1000) = {c.transfer_us:.3f} us"
+                + (" (via shared DRAM: write + read)" if ln.via_dram else ""),
+                ("links.bandwidth_gbps", "links.latency_us", "links.via_dram"), ())]  # fmt: skip
+    if c.layout:
+        cv = c.layout
+        tr.append(Trace("layout_us", f"on {cv.on}: (elements / vector_ops_per_cycle + 2*bytes / dram_bytes_per_cycle) / "
+                        f"clock_mhz = {cv.cycles:,.1f} / {cv.clock_mhz:g} = {cv.us:.3f} us",
+                        ("layout", "vector_ops_per_cycle", "dram_bytes_per_cycle"), ()))  # fmt: skip
+    if c.quantize:
+        cv = c.quantize
+        tr.append(Trace("quantize_us", f"{cv.what} on {cv.on}: (2*elements / vector_ops_per_cycle + 2*bytes / "
+                        f"dram_bytes_per_cycle) / clock_mhz = {cv.cycles:,.1f} / {cv.clock_mhz:g} = {cv.us:.3f} us",
+                        ("default_bits", "vector_ops_per_cycle"), ()))  # fmt: skip
+    e_conv = sum(cv.energy_uj for cv in (c.layout, c.quantize) if cv)
+    tr.append(Trace("energy_uj", f"bytes*link pJ/byte/1e6 + conversions = {c.link_energy_uj:.4f} + {e_conv:.4f} = "
+                    f"{c.energy_uj:.4f} uJ", ("links.energy_pj_per_byte",), ()))  # fmt: skip
+    return tuple(tr)

@@ -1,0 +1,102 @@
+"""Which ops are costed together (kernels) and where each op's tensors live (memory contexts), under
+a plan (no tvm)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from ..graph import OpGraph
+from ..opset import KINDS
+from ..plan import Plan
+from ..soc import SocProfile
+from .tables import Tables
+
+
+class OpContext(NamedTuple):
+    """What an op's cost depends on beyond (op, processor, bits): where its tensors live."""
+
+    fused_in: tuple[bool, ...]  # per input: produced inside the same kernel
+    onchip_in: tuple[bool, ...]  # per input: read from on-chip memory
+    fused_out: bool  # output only read inside the same kernel
+    onchip_out: bool  # output stays on chip (read only inside the partition and fits)
+    overhead: bool  # first op of its kernel, or standalone (its kernel pays op_overhead_cycles)
+    call: bool  # pays call_overhead_cycles (first op of an offloaded partition)
+
+
+def kernels(plan: Plan, g: OpGraph, t: Tables) -> list[tuple[int, ...]]:
+    """The plan's kernels in op order: each composite's op ids; outside composites (the host's ops),
+    a MAC op with the elementwise epilogue chain after it (each link the only reader of the one
+    before, on the same partition, not a model output), as the processor's compiler fuses it (TVM
+    FuseOps, TFLite fused activations); every other op alone."""
+    seen: set[int] = set()
+    out: list[tuple[int, ...]] = []
+    for part in plan.partitions:
+        for _pat, ids in part.patterns:
+            k = tuple(sorted(ids))
+            out.append(k)
+            seen.update(k)
+    ops = g.ops
+    partition = plan.partition
+    for i in range(len(ops)):
+        if i in seen:
+            continue
+        chain = [i]
+        seen.add(i)
+        if KINDS[ops[i].kind].mac:
+            cur = i
+            while True:
+                cons = t.consumers[cur]
+                if len(cons) != 1 or t.graph_out[cur] or len(ops[cur].outputs) != 1:
+                    break
+                nxt = cons[0]
+                if nxt in seen or partition[nxt] != partition[i] or not KINDS[ops[nxt].kind].epilogue:
+                    break
+                chain.append(nxt)
+                seen.add(nxt)
+                cur = nxt
+        out.append(tuple(chain))
+    out.sort(key=lambda k: k[0])
+    return out
+
+
+def contexts(g: OpGraph, plan: Plan, soc: SocProfile, t: Tables, bits_of: Callable[[int], str],
+             kernel_list: list[tuple[int, ...]]) -> list[OpContext]:  # fmt: skip
+    """Each op's memory context under ``plan``: tensors inside one kernel move nothing."""
+    comp_of: dict[int, int] = {}
+    for c, ids in enumerate(kernel_list):
+        if len(ids) > 1:
+            for i in ids:
+                comp_of[i] = c
+    first_of_part = {part.ops[0] for part in plan.partitions if part.processor != soc.host and part.ops}
+    tensors = g.tensors
+    partition = plan.partition
+    half_of = {p.name: p.onchip_bytes / 2 for p in soc.processors}
+    nb = t.nbytes
+    out = []
+    for op in g.ops:
+        i = op.op_id
+        half = half_of[plan.processor[i]]
+        c = comp_of.get(i)
+        part_i = partition[i]
+        fused_in, onchip_in = [], []
+        for tid in op.inputs:
+            tt = tensors[tid]
+            if tt.kind != "act":
+                fused_in.append(False)
+                onchip_in.append(False)
+                continue
+            p = tt.producer
+            same_comp = c is not None and comp_of.get(p) == c
+            fused_in.append(same_comp)
+            onchip_in.append(not same_comp and half > 0 and partition[p] == part_i and nb(tid, bits_of(p)) <= half)
+        consumers = t.consumers[i]
+        is_graph_out = t.graph_out[i]
+        fused_out = bool(consumers) and not is_graph_out and c is not None and all(comp_of.get(cc) == c for cc in consumers)
+        onchip_out = False
+        if not fused_out and consumers and not is_graph_out and half > 0:
+            out_bytes = sum(nb(o, bits_of(i)) for o in op.outputs)
+            onchip_out = all(partition[cc] == part_i for cc in consumers) and out_bytes <= half
+        overhead = c is None or kernel_list[c][0] == i
+        out.append(OpContext(tuple(fused_in), tuple(onchip_in), fused_out, onchip_out, overhead, i in first_of_part))
+    return out

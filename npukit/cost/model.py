@@ -1,0 +1,131 @@
+"""The cost model over a plan: per-op rows and per-boundary figures, with a bounded memo of kernels
+(only kernels whose inputs to the formula changed -- members, processor, bits, memory contexts --
+are recomputed after an edit)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+
+from ..graph import Tensor
+from ..plan import Plan
+from ..soc import SocProfile
+from .boundary import BoundaryCost, boundary_cost, boundary_trace
+from .grouping import contexts, kernels
+from .kernel import KernelCost, UtilMemo, kernel_cost
+from .tables import Tables
+from .trace import Trace, kernel_trace, member_trace
+
+
+class OpCost:
+    """One op's row: the kernel's figures on its anchor op, zeros (and the anchor's id) on the
+    other members.  ``compute``, ``memory`` and ``overhead`` cycles add up as the formula says:
+    ``cycles = max(compute_cycles, memory_cycles) + overhead_cycles``."""
+
+    __slots__ = ("op_id", "processor", "bits", "kernel", "role", "k", "_t", "_anchor")
+
+    def __init__(self, op_id: int, k: KernelCost, t: Tables, role: str):
+        self.op_id = op_id
+        self.processor = k.p.name
+        self.bits = k.bits[k.ids.index(op_id)]
+        self.kernel = k.anchor  # op_id of the anchor of the kernel this op was costed in
+        self.role = role
+        self.k = k
+        self._t = t
+        self._anchor = op_id == k.anchor
+
+    def _f(self, name: str):
+        return getattr(self.k, name) if self._anchor else 0
+
+    macs = property(lambda s: s._f("macs"))
+    vector_ops = property(lambda s: s._f("vector_ops"))
+    bytes = property(lambda s: s.k.bytes if s._anchor else 0.0)
+    dram_bytes = property(lambda s: s.k.act_dram + s.k.weights if s._anchor else 0.0)
+    onchip_bytes = property(lambda s: s._f("onchip"))
+    weight_bytes = property(lambda s: s._f("weights"))
+    compute_cycles = property(lambda s: s._f("compute_cycles"))
+    memory_cycles = property(lambda s: s._f("memory_cycles"))
+    overhead_cycles = property(lambda s: s._f("overhead_cycles"))
+    cycles = property(lambda s: s._f("cycles"))
+    latency_us = property(lambda s: s._f("latency_us"))
+    energy_uj = property(lambda s: s._f("energy_uj"))
+
+    @property
+    def trace(self) -> tuple[Trace, ...]:
+        return kernel_trace(self.k, self._t) if self._anchor else member_trace(self.k, self.op_id, self._t)
+
+    def __repr__(self) -> str:
+        return (f"OpCost(op {self.op_id} on {self.processor} at {self.bits}: {self.cycles:,.1f} cycles, "
+                f"{self.latency_us:.3f} us, kernel {self.kernel})")  # fmt: skip
+
+
+def input_bits(t: Tensor) -> str:
+    """Bit-width of a model input / output as stored by the host program (its own dtype)."""
+    return {"float16": "fp16", "int8": "int8", "uint8": "int8", "int16": "int16"}.get(t.dtype, "fp32")
+
+
+class CostModel:
+    """Per-kernel and per-boundary costs of one (graph, profile) with bounded memos."""
+
+    MEMO = 8192
+
+    def __init__(self, tables: Tables, soc: SocProfile):
+        self.t = tables
+        self.g = tables.g
+        self.soc = soc
+        self._kernels: OrderedDict[tuple, list[OpCost]] = OrderedDict()
+        self._bounds: OrderedDict[tuple, BoundaryCost] = OrderedDict()
+        self._procs = {p.name: p for p in soc.processors}
+        self._links: dict[tuple[str, str], object] = {}
+        self._util = UtilMemo()
+        self.recomputed = 0  # ops recomputed by the last evaluate()
+
+    def evaluate(self, plan: Plan, bits: Mapping[int, str] | Sequence[str]) -> tuple[list[OpCost], list[BoundaryCost]]:
+        g, t = self.g, self.t
+        bits_l = [bits[i] for i in range(len(g.ops))]
+        klist = kernels(plan, g, t)
+        ctxs = contexts(g, plan, self.soc, t, bits_l.__getitem__, klist)
+        out: list[OpCost | None] = [None] * len(g.ops)
+        memo = self._kernels
+        n = 0
+        for ids in klist:
+            proc = plan.processor[ids[0]]
+            if len(ids) == 1:
+                i = ids[0]
+                key = (ids, proc, bits_l[i], ctxs[i])
+            else:
+                key = (ids, proc, tuple(bits_l[i] for i in ids), tuple(ctxs[i] for i in ids))
+            cs = memo.get(key)
+            if cs is None:
+                k = kernel_cost(ids, t, self._procs[proc], bits_l, ctxs, self._util)
+                cs = [OpCost(i, k, t, r) for i, r in zip(k.ids, k.roles)]
+                memo[key] = cs
+                if len(memo) > self.MEMO:
+                    memo.popitem(last=False)
+                n += len(ids)
+            for c in cs:
+                out[c.op_id] = c
+        self.recomputed = n
+        bout = []
+        for b in plan.boundaries:
+            tt = g.tensors[b.tensor]
+            sb = bits_l[tt.producer] if tt.kind == "act" else input_bits(tt)
+            db = bits_l[b.consumers[0]] if b.consumers else input_bits(tt)
+            key = (b, sb, db)
+            c = self._bounds.get(key)
+            if c is None:
+                c = boundary_cost(b, t, self.soc, sb, db, self._procs, self.link(b.src, b.dst))
+                self._bounds[key] = c
+                if len(self._bounds) > self.MEMO:
+                    self._bounds.popitem(last=False)
+            bout.append(c)
+        return out, bout  # type: ignore[return-value]
+
+    def link(self, a: str, b: str):
+        ln = self._links.get((a, b))
+        if ln is None:
+            ln = self._links[(a, b)] = self.soc.link(a, b)
+        return ln
+
+    def boundary_trace(self, c: BoundaryCost) -> tuple[Trace, ...]:
+        return boundary_trace(c, self.t)

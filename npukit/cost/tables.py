@@ -1,0 +1,144 @@
+"""What the cost model reads from the graph alone (no profile, no plan), built once per OpGraph:
+each op's work, each tensor's size, consumers and model outputs, MAC geometry, kernel classes, and
+memos of tensor bytes per bit-width and MAC-array utilisation per processor.  All of it is a pure
+function of the immutable graph (and, for the utilisation memo, of the processor); the pipeline
+keeps one ``Tables`` per model."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from ..graph import OpGraph, Tensor, dtype_bits
+from ..opset import geometry, work
+from ..soc import BIT_WIDTH, Processor
+
+NUMERIC = frozenset({"float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "uint16"})
+
+
+def fill(n: int, p: int) -> float:
+    """Fraction of ``p`` parallel lanes ``n`` items keep busy: n / (ceil(n / p) * p)."""
+    if p <= 1 or n <= 0:
+        return 1.0
+    return n / (math.ceil(n / p) * p)
+
+
+def elem_bits(t: Tensor, bits: str) -> float:
+    """Bits per element of tensor ``t`` when its op runs at ``bits``."""
+    if t.dtype not in NUMERIC:
+        return dtype_bits(t.dtype)  # indices, masks, int32 accumulators keep their width
+    b = BIT_WIDTH[bits]
+    if t.kind == "const" and bits.startswith("int") and t.size > 1 and sum(d > 1 for d in t.shape) <= 1:
+        return 32  # bias vectors (shape (C,) or (1, C, 1, 1)) stay int32 in integer kernels
+    if "int" in t.dtype:  # an integer tensor of the model keeps its width unless narrowed further
+        return min(b, dtype_bits(t.dtype))
+    return b
+
+
+def tensor_bytes(t: Tensor, bits: str) -> float:
+    return t.size * elem_bits(t, bits) / 8
+
+
+class Util(NamedTuple):
+    """MAC-array utilisation of one op on one processor, with the factors it came from."""
+
+    value: float
+    # (label, n, lanes) per factor; ``alt`` = the part-kernel (kernel_taps) alternative, when it applies
+    factors: tuple[tuple[str, int, int], ...]
+    alt: tuple[tuple[str, int, int], ...] = ()
+    alt_used: bool = False
+
+
+NO_GEOMETRY = Util(1.0, ())
+
+
+def kernel_class_of(kind: str, attrs, geo: tuple) -> str:
+    """The op's finest ``efficiency`` key: ``KIND.depthwise`` (a conv with groups > 1 and one input
+    channel per group), ``KIND.pointwise`` (a conv with a 1-tap kernel, groups 1), ``matmul.gemv``
+    (a matmul with one output row: M x batch = 1), else the op kind."""
+    if not geo:
+        return kind
+    if geo[0] == "conv":
+        if "transpose" in kind:
+            return kind
+        groups = int(attrs.get("groups", 1) or 1)
+        if groups > 1 and geo[1] == 1:
+            return kind + ".depthwise"
+        if groups == 1 and geo[4] == 1:
+            return kind + ".pointwise"
+        return kind
+    return kind + ".gemv" if geo[3] == 1 else kind
+
+
+class Tables:
+    """Static per-graph tables for the cost model (see the module docstring)."""
+
+    def __init__(self, g: OpGraph):
+        self.g = g
+        self.work = [work(op, g) for op in g.ops]
+        self.size = {tid: t.size for tid, t in g.tensors.items()}
+        outs = set(g.outputs)
+        self.consumers = [tuple(c for t in op.outputs for c in g.consumers(t)) for op in g.ops]
+        self.graph_out = [any(t in outs for t in op.outputs) for op in g.ops]
+        self.out_elems = [sum(self.size[t] for t in op.outputs) for op in g.ops]
+        self.act_inputs = [tuple(t for t in op.inputs if g.tensors[t].kind != "const") for op in g.ops]
+        self.inner = [(g.tensors[op.outputs[0]].shape[-1] if g.tensors[op.outputs[0]].shape else 1) if op.outputs else 1
+                      for op in g.ops]  # fmt: skip
+        self._bytes: dict[tuple[str, str], float] = {}
+        self._geo: dict[int, tuple] = {}
+        self._cls: dict[int, str] = {}
+
+    def geometry(self, i: int) -> tuple:
+        geo = self._geo.get(i)
+        if geo is None:
+            geo = self._geo[i] = geometry(self.g.ops[i], self.g)
+        return geo
+
+    def kernel_class(self, i: int) -> str:
+        c = self._cls.get(i)
+        if c is None:
+            op = self.g.ops[i]
+            c = self._cls[i] = kernel_class_of(op.kind, op.attrs, self.geometry(i))
+        return c
+
+    def reduction_length(self, i: int) -> int:
+        """Products accumulated into one output of a conv / matmul (IC/groups*KH*KW, or K); 0 otherwise."""
+        geo = self.geometry(i)
+        if not geo:
+            return 0
+        return geo[1] * geo[4] if geo[0] == "conv" else geo[1]
+
+    def nbytes(self, tid: str, bits: str) -> float:
+        k = (tid, bits)
+        b = self._bytes.get(k)
+        if b is None:
+            b = self._bytes[k] = tensor_bytes(self.g.tensors[tid], bits)
+        return b
+
+
+
+def util_mac(geo: tuple, p: Processor) -> Util:
+    """MAC-array utilisation of an op of geometry ``geo`` on ``p`` (see the cost model's statement)."""
+    arr = p.mac_array
+    ci, co, px, kt = arr["channels_in"], arr["channels_out"], arr["pixels"], arr.get("kernel_taps", 1)
+    if ci == co == px == 1:
+        return NO_GEOMETRY
+    if geo and geo[0] == "conv":
+        _, icg, oc, pixels, taps = geo
+        u_in = fill(icg, ci)
+        rest = (("OC", oc, co), ("pixels", pixels, px))
+        alt: tuple = ()
+        used = False
+        if kt > 1:
+            alt = (("IC/groups", icg, ci // kt), ("KH*KW", taps, kt))
+            u_part = fill(icg, ci // kt) * fill(taps, kt)
+            if u_part > u_in:
+                u_in = u_part
+                used = True
+        u = u_in * fill(oc, co) * fill(pixels, px)
+        return Util(u, (("IC/groups", icg, ci), *rest), alt, used)
+    if geo:
+        _, k, n, m = geo
+        u = fill(k, ci) * fill(n, co) * fill(m, px)
+        return Util(u, (("K", k, ci), ("N", n, co), ("M", m, px)))
+    return NO_GEOMETRY

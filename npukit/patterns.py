@@ -1,0 +1,174 @@
+"""The pure half of BYOC partitioning (no tvm): which fusable chains occur in a graph, the pattern
+table per accelerator as plain data (``PatternSpec``), its priority order, and the verdict edits the
+partitioner makes before and after running TVM (pruning offloads of view ops alone).
+
+``npukit.tvm.partition`` turns the table into TVM ``FusionPattern`` objects and runs
+``FuseOpsByPattern`` + ``MergeCompositeFunctions``; everything decided here is testable without TVM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .graph import OpGraph
+from .opset import ACTIVATIONS, is_mac, is_view
+from .rules import Verdict, pruned
+from .soc import SocProfile
+
+Verdicts = Mapping[tuple[int, str], Verdict]
+
+
+@dataclass(frozen=True)
+class PatternSpec:
+    """A pattern as plain data: processor, chain of op kinds, index of the root in the chain."""
+
+    processor: str
+    chain: tuple[str, ...]  # e.g. ("dequantize", "conv2d", "add", "quantize", "clip")
+    root: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.processor}.{'_'.join(self.chain)}"
+
+
+# the epilogue grammar after a root op: [add] [activation] [quantize] [clip]
+TAIL_SLOTS = (("add",), ACTIVATIONS, ("quantize",), ("clip",))
+
+
+def chain_shapes(g: OpGraph) -> frozenset[tuple[tuple[str, ...], int]]:
+    """The fusable chains that occur in the graph: ((kinds...), index of the root).
+
+    A chain is an optional ``dequantize`` feeding a root op (a MAC op: conv, matmul, ...), then the
+    root's single-consumer epilogue in the order bias ``add``, activation, ``quantize``, ``clip``.
+    """
+    shapes = set()
+    for op in g.ops:
+        if not is_mac(op.kind) or not op.inputs:
+            continue
+        chain = [op.kind]
+        root = 0
+        first = g.tensors[op.inputs[0]]
+        if first.kind == "act" and g.ops[first.producer].kind == "dequantize":
+            chain.insert(0, "dequantize")
+            root = 1
+        cur = op
+        slot = 0
+        while slot < len(TAIL_SLOTS) and len(cur.outputs) == 1:
+            cons = g.consumers(cur.outputs[0])
+            if len(cons) != 1:
+                break
+            nxt = g.ops[cons[0]]
+            while slot < len(TAIL_SLOTS) and nxt.kind not in TAIL_SLOTS[slot]:
+                slot += 1
+            if slot == len(TAIL_SLOTS):
+                break
+            chain.append(nxt.kind)
+            cur = nxt
+            slot += 1
+        shapes.add((tuple(chain), root))
+    return frozenset(shapes)
+
+
+def accepted_kinds(g: OpGraph, vs: Verdicts) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Per accelerator: the op kinds with at least one accepted op, and those accepted alone
+    (not only fused after a conv / matmul)."""
+    accepted: dict[str, set[str]] = {}
+    singles: dict[str, set[str]] = {}
+    for (i, proc), v in vs.items():
+        if v.ok and not v.host:
+            kind = g.ops[i].kind
+            accepted.setdefault(proc, set()).add(kind)
+            if not v.fused_only:
+                singles.setdefault(proc, set()).add(kind)
+    return accepted, singles
+
+
+def pattern_specs(g: OpGraph, soc: SocProfile, accepted: Mapping[str, set[str]],
+                  shapes: frozenset[tuple[tuple[str, ...], int]] | None = None,
+                  singles: Mapping[str, set[str]] | None = None) -> list[PatternSpec]:  # fmt: skip
+    """The pattern table, highest priority first.
+
+    Per accelerator: every contiguous sub-chain (holding the root) of the fusable chains that
+    occur in the graph, longest first, then one single-op pattern per supported op kind.
+    ``accepted[proc]`` holds the op kinds with at least one op that processor currently accepts;
+    patterns that could never match are left out, which keeps FuseOpsByPattern fast.  Across
+    processors the order follows the profile's preference for the root op.
+    """
+    shapes = chain_shapes(g) if shapes is None else shapes
+    present = {op.kind for op in g.ops}
+    specs: dict[PatternSpec, tuple] = {}
+    for proc in soc.accelerators:
+        ok = accepted.get(proc, set()) & present
+        for chain, root in shapes:
+            if chain[root] not in ok:
+                continue
+            rank = soc.preference(chain[root]).index(proc)
+            for lo in range(root + 1):
+                for hi in range(root + 1, len(chain) + 1):
+                    sub = chain[lo:hi]
+                    if len(sub) > 1 and all(k in ok for k in sub):
+                        spec = PatternSpec(proc, sub, root - lo)
+                        specs[spec] = (rank, -len(sub), sub[root - lo], proc, sub)
+        for kind in ok if singles is None else singles.get(proc, set()) & present:
+            spec = PatternSpec(proc, (kind,), 0)
+            specs[spec] = (soc.preference(kind).index(proc), -1, kind, proc, (kind,))
+    return sorted(specs, key=specs.__getitem__)
+
+
+def table(g: OpGraph, soc: SocProfile, vs: Verdicts, shapes=None) -> list[PatternSpec]:
+    """The pattern table for verdicts ``vs``."""
+    accepted, singles = accepted_kinds(g, vs)
+    return pattern_specs(g, soc, accepted, shapes, singles)
+
+
+def is_pinned(vs: Verdicts, i: int, host: str) -> bool:
+    """Only a user's pin makes the host refuse an op; a pin beats the pruning of view ops."""
+    v = vs.get((i, host))
+    return v is not None and v.failed("pinned")
+
+
+def prune_lone_views(g: OpGraph, soc: SocProfile, vs: Verdicts) -> Verdicts:
+    """Refuse up front the view ops no neighbour could join on the same processor (the common case
+    of ``prune_view_partitions``), which saves a second partition run."""
+    out = None
+    for op in g.ops:
+        if not is_view(op.kind) or is_pinned(vs, op.op_id, soc.host):
+            continue
+        nbrs = list(g.producers(op)) + [c for t in op.outputs for c in g.consumers(t)]
+        for proc in soc.accelerators:
+            v = vs.get((op.op_id, proc))
+            if v is None or not v.ok or any(vs[(n, proc)].ok for n in nbrs):
+                continue
+            if out is None:
+                out = dict(vs)
+            out[(op.op_id, proc)] = pruned(proc, op.kind)
+    return vs if out is None else out
+
+
+def prune_view_partitions(g: OpGraph, soc: SocProfile, vs: Verdicts, partitions) -> dict[tuple[int, str], Verdict]:
+    """Refusals for the ops of offloaded partitions that hold only view ops: such a partition does no
+    work but costs a call and two transfers, so it is pruned the way TVM's TensorRT integration
+    prunes subgraphs without compute.  Empty when there is nothing to prune."""
+    out: dict[tuple[int, str], Verdict] = {}
+    for part in partitions:
+        kinds = {g.ops[i].kind for i in part.ops}
+        if part.processor != soc.host and all(is_view(k) for k in kinds):
+            for i in part.ops:
+                if not is_pinned(vs, i, soc.host):
+                    out[(i, part.processor)] = pruned(part.processor, ", ".join(sorted(kinds)))
+    return out
+
+
+def internal_outputs_escape(g: OpGraph, ids: list[int]) -> bool:
+    """Does any op of a fused match but its last have an output read outside the match (or a model
+    output)?  Such a match cannot be one composite."""
+    idset = set(ids)
+    last = max(ids)
+    for i in ids:
+        if i == last:
+            continue
+        for t in g.ops[i].outputs:
+            if t in g.outputs or any(c not in idset for c in g.consumers(t)):
+                return True
+    return False

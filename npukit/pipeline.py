@@ -1,0 +1,436 @@
+"""The pure steps of a study, composed (the Study and sweeps call these; nothing here keeps state but
+bounded caches keyed by exactly what each step depends on):
+
+    load(model, input_shapes)            -> Model     (import: OpGraph + tagged Relax module)
+    verdicts(model, soc, config)         -> every processor's verdict on every op under the edits
+    partition(model, soc, config)        -> Partitioned (the real TVM BYOC partition, read back as a Plan)
+    estimate(model, soc, config)         -> Result    (per-op figures, boundaries, timeline, totals)
+    error(result, data)                  -> ErrorResult (the numeric error of the bit-widths)
+
+``evaluate(model, soc, config)`` composes them.  A ``Model``, a ``SocProfile`` and a ``Config`` all
+pickle, so ``evaluate`` runs the same in a worker process (the worker's caches fill on first use).
+A bit-width edit never re-partitions: the partition is keyed by the support edits and pins only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import Config
+from .cost import BoundaryCost, CostModel, OpCost, Tables, kernels
+from .errors import ConfigError, closest
+from .graph import OpGraph
+from .plan import Plan
+from .rules import Verdict, capabilities
+from .rules import verdicts as _verdicts
+from .soc import BITS, SocProfile
+from .timeline import Schedule, schedule
+
+
+class LRU:
+    """A small bounded cache (most recent last)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.d: OrderedDict = OrderedDict()
+
+    def get(self, key):
+        v = self.d.get(key)
+        if v is not None:
+            self.d.move_to_end(key)
+        return v
+
+    def put(self, key, value):
+        self.d[key] = value
+        self.d.move_to_end(key)
+        while len(self.d) > self.size:
+            self.d.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self.d.clear()
+
+
+# one cache per step
+IMPORTS = LRU(8)  # (path, mtime, size, shapes) -> Model
+TABLES = LRU(8)  # model key -> cost Tables
+CAPS = LRU(16)  # (model, soc) -> capability verdicts
+PREP = LRU(8)  # model key -> (chain shapes, op arities): partition work that no edit changes
+PARTS = LRU(64)  # (model, soc, support edits, pins) -> Partitioned
+COSTS = LRU(8)  # (model, soc) -> CostModel (it memoizes kernels and boundaries itself)
+RESULTS = LRU(64)  # (model, soc, config) -> Result
+SIMS = LRU(4)  # model key -> compiled Simulator
+ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
+
+
+def clear_caches() -> None:
+    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, COSTS, RESULTS, SIMS, ERRORS):
+        c.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# the model
+
+
+class Model:
+    """An imported model: the OpGraph, the tagged Relax module it was read from, and a content key.
+    Pickles as the graph plus the module's JSON (``tvm.ir.save_json``)."""
+
+    __slots__ = ("graph", "_module", "_json", "key")
+
+    def __init__(self, graph: OpGraph, module, key: str):
+        self.graph = graph
+        self._module = module
+        self._json = None
+        self.key = key
+
+    @property
+    def module(self):
+        if self._module is None:
+            from .tvm import load as load_tvm  # noqa: PLC0415
+
+            self._module = load_tvm().ir.load_json(self._json)
+        return self._module
+
+    def __reduce__(self):
+        if self._json is None:
+            from .tvm import load as load_tvm  # noqa: PLC0415
+
+            self._json = load_tvm().ir.save_json(self._module)
+        return (_model, (self.graph, self._json, self.key))
+
+    def __repr__(self) -> str:
+        return f"<npukit Model {Path(str(self.graph.path)).name}: {len(self.graph.ops)} ops, key {self.key}>"
+
+
+def _model(graph, js, key) -> Model:
+    m = Model(graph, None, key)
+    m._json = js
+    return m
+
+
+def _graph_digest(g: OpGraph) -> str:
+    h = hashlib.sha256()
+    for op in g.ops:
+        h.update(repr((op.op, sorted(op.attrs.items()), op.inputs, op.outputs, op.name, op.source)).encode())
+    for tid in sorted(g.tensors):
+        t = g.tensors[tid]
+        h.update(repr((tid, t.shape, t.dtype, t.kind, t.name)).encode())
+    for tid in sorted(g.consts):
+        a = np.ascontiguousarray(g.consts[tid])
+        h.update(f"{tid}{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    h.update(repr((g.inputs, g.outputs, g.source_format)).encode())
+    return h.hexdigest()[:24]
+
+
+def load(model, input_shapes: Mapping[str, tuple] | None = None) -> Model:
+    """Import a model (a path, an onnx.ModelProto, an ExportedProgram, a Relax IRModule, or a Model),
+    once per (file, mtime, size, input shapes)."""
+    if isinstance(model, Model):
+        return model
+    from .tvm.importers import import_model  # noqa: PLC0415 - keeps `import npukit` free of tvm
+
+    key = None
+    if isinstance(model, (str, os.PathLike)):
+        p = Path(model)
+        try:
+            st = p.stat()
+            key = (str(p.resolve()), st.st_mtime_ns, st.st_size, _shape_key(input_shapes))
+        except OSError:
+            key = None
+        if key is not None and (hit := IMPORTS.get(key)) is not None:
+            return hit
+    imp = import_model(model, input_shapes)
+    m = Model(imp.graph, imp.mod, _graph_digest(imp.graph))
+    if key is not None:
+        IMPORTS.put(key, m)
+    return m
+
+
+def _shape_key(shapes) -> tuple:
+    if not shapes:
+        return ()
+    return tuple(sorted((k, tuple(v)) for k, v in shapes.items()))
+
+
+def tables(model: Model) -> Tables:
+    t = TABLES.get(model.key)
+    if t is None or t.g is not model.graph:
+        t = TABLES.put(model.key, Tables(model.graph))
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+# names and edits
+
+
+def resolve(g: OpGraph, node) -> tuple[int, ...]:
+    """op ids of a node reference (model node name, op name, op id), or a ConfigError naming the
+    closest valid names."""
+    ids = g.resolve(node)
+    if not ids:
+        names = set(g.names()) | {op.source for op in g.ops}
+        raise ConfigError(f"unknown node {node!r}; {closest(str(node), names)}")
+    return ids
+
+
+def pins_of(g: OpGraph, cfg: Config) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for node, proc in cfg.pins:
+        for i in resolve(g, node):
+            out[i] = proc
+    return out
+
+
+def capabilities_of(model: Model, soc: SocProfile) -> Mapping[tuple[int, str], Verdict]:
+    key = (model.key, soc.digest)
+    caps = CAPS.get(key)
+    if caps is None:
+        caps = CAPS.put(key, capabilities(model.graph, soc))
+    return caps
+
+
+def verdicts(model: Model, soc: SocProfile, cfg: Config) -> dict[tuple[int, str], Verdict]:
+    """Every processor's verdict on every op under the config's support edits and pins."""
+    return _verdicts(model.graph, soc, cfg.disabled, cfg.enabled, pins_of(model.graph, cfg), capabilities_of(model, soc))
+
+
+def check(model: Model, soc: SocProfile, cfg: Config) -> None:
+    """Validate every name in ``cfg`` and every pin against the profile's rules (ConfigError)."""
+    from .opset import canonical  # noqa: PLC0415
+
+    g = model.graph
+
+    def proc(name):
+        soc.processor(name)  # raises the closest-names error
+
+    for p, op in (*cfg.disabled, *cfg.enabled):
+        proc(p)
+        canonical(op, "op")
+    for p, b in cfg.bits:
+        proc(p)
+        check_bits(soc, p, b)
+    for node, b in cfg.layer_bits:
+        resolve(g, node)
+        if b not in BITS:
+            raise ConfigError(f"layer {node!r}: unknown bit-width {b!r}; one of {', '.join(BITS)}")
+    pins = pins_of(g, cfg)
+    for _node, p in cfg.pins:
+        proc(p)
+    vs = verdicts(model, soc, cfg)
+    for i, p in sorted(pins.items()):
+        v = vs[(i, p)]
+        if not v.ok:
+            op = g.ops[i]
+            raise ConfigError(f"cannot pin {op.name!r} ({op.kind}) to {p}: {p}: {v.text}")
+
+
+def check_bits(soc: SocProfile, proc: str, b: str) -> None:
+    if b not in BITS:
+        raise ConfigError(f"unknown bit-width {b!r}; one of {', '.join(BITS)}")
+    p = soc.processor(proc)
+    if b not in p.macs_per_cycle:
+        raise ConfigError(f"{proc} cannot run {b}: processors.{proc}.macs_per_cycle lists {', '.join(p.bits)}")
+
+
+def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None:
+    """After partitioning: every pin holds, and every layer bit-width runs where its layer landed."""
+    g = model.graph
+    for node, b in cfg.layer_bits:
+        for i in resolve(g, node):
+            p = soc.processor(plan.processor[i])
+            if b not in p.macs_per_cycle:
+                raise ConfigError(f"layer {node!r} would run on {p.name}, which cannot run its bit-width {b} "
+                                  f"(processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}); "
+                                  f"change it first with set_bits(..., layer={node!r})")  # fmt: skip
+    part = partition(model, soc, cfg)
+    for i, p in sorted(pins_of(g, cfg).items()):
+        if plan.processor[i] != p:
+            op = g.ops[i]
+            why = part.verdicts[(i, p)].text
+            raise ConfigError(f"cannot pin {op.name!r} to {p}: the partition placed it on {plan.processor[i]} "
+                              f"({p}: {why})")  # fmt: skip
+
+
+def op_bits(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> tuple[str, ...]:
+    """Effective bit-width of every op: layer override, else its processor's setting, else the
+    processor's default."""
+    pb = dict(cfg.bits)
+    lb: dict[int, str] = {}
+    for node, b in cfg.layer_bits:
+        for i in resolve(model.graph, node):
+            lb[i] = b
+    procs = {p.name: p for p in soc.processors}
+    return tuple(lb.get(i) or pb.get(p) or procs[p].default_bits for i, p in enumerate(plan.processor))
+
+
+# ---------------------------------------------------------------------------------------------
+# the steps
+
+
+def partition(model: Model, soc: SocProfile, cfg: Config):
+    """The BYOC partition under the config's support edits and pins (TVM's FuseOpsByPattern +
+    MergeCompositeFunctions, read back as a Plan)."""
+    key = (model.key, soc.digest, cfg.partition_key)
+    hit = PARTS.get(key)
+    if hit is not None:
+        return hit
+    from .patterns import chain_shapes  # noqa: PLC0415
+    from .tvm.partition import arities  # noqa: PLC0415
+    from .tvm.partition import partition as byoc  # noqa: PLC0415
+
+    prep = PREP.get(model.key)
+    if prep is None:
+        prep = PREP.put(model.key, (chain_shapes(model.graph), arities(model.module)))
+    shapes, ar = prep
+    return PARTS.put(key, byoc(model.module, model.graph, soc, verdicts(model, soc, cfg), shapes=shapes, ar=ar))
+
+
+def byoc_steps(model: Model, soc: SocProfile, cfg: Config) -> dict:
+    """The partition step by step (pattern table, fused module, merged module), for teaching."""
+    from .tvm.partition import steps  # noqa: PLC0415
+
+    return steps(model.module, model.graph, soc, verdicts(model, soc, cfg))
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    """Everything derived from one (model, profile, config)."""
+
+    model: Model
+    soc: SocProfile
+    config: Config
+    partitioned: Any  # npukit.tvm.partition.Partitioned
+    pins: Mapping[int, str]
+    bits: tuple[str, ...]
+    ops: tuple[OpCost, ...]
+    bounds: tuple[BoundaryCost, ...]
+    schedule: Schedule
+    totals: Mapping[str, Any]
+
+    @property
+    def plan(self) -> Plan:
+        return self.partitioned.plan
+
+    @property
+    def verdicts(self) -> Mapping[tuple[int, str], Verdict]:
+        return self.partitioned.verdicts
+
+    @property
+    def graph(self) -> OpGraph:
+        return self.model.graph
+
+    @property
+    def tables(self) -> Tables:
+        return tables(self.model)
+
+
+def cost_model(model: Model, soc: SocProfile) -> CostModel:
+    key = (model.key, soc.digest)
+    cm = COSTS.get(key)
+    if cm is None:
+        cm = COSTS.put(key, CostModel(tables(model), soc))
+    return cm
+
+
+def evaluate(model: Model, soc: SocProfile, cfg: Config) -> Result:
+    """Partition, cost, schedule and total one configuration (cached by (model, profile, config))."""
+    key = (model.key, soc.digest, cfg)
+    hit = RESULTS.get(key)
+    if hit is not None:
+        return hit
+    part = partition(model, soc, cfg)
+    plan = part.plan
+    bits = op_bits(model, soc, cfg, plan)
+    t = tables(model)
+    ops, bounds = cost_model(model, soc).evaluate(plan, bits)
+    sched = schedule(t, plan, soc, ops, bounds)
+    res = Result(model, soc, cfg, part, pins_of(model.graph, cfg), bits, tuple(ops), tuple(bounds), sched,
+                 totals(soc, plan, ops, bounds, sched))  # fmt: skip
+    return RESULTS.put(key, res)
+
+
+def totals(soc: SocProfile, plan: Plan, ops, bounds, sched: Schedule) -> dict[str, Any]:
+    """The study's totals: latency (the schedule's makespan), energy, per-processor busy time,
+    utilisation and energy, transfers, conversions, MACs, op and partition counts."""
+    busy = {p: 0.0 for p in soc.names}
+    energy_by = {p: 0.0 for p in soc.names}
+    for c in ops:
+        busy[c.processor] += c.latency_us
+        energy_by[c.processor] += c.energy_uj
+    conv_busy = {p: 0.0 for p in soc.names}
+    for it in sched.items:
+        if it.kind in ("layout", "quantize"):
+            conv_busy[it.lane] += it.end_us - it.start_us
+    lat = sched.makespan_us
+    ops_e = sum(c.energy_uj for c in ops)
+    b_e = sum(b.energy_uj for b in bounds)
+    return {
+        "latency_us": lat,
+        "energy_uj": ops_e + b_e,
+        "ops_energy_uj": ops_e,
+        "boundary_energy_uj": b_e,
+        "busy_us": {p: busy[p] + conv_busy[p] for p in soc.names},
+        "utilisation": {p: ((busy[p] + conv_busy[p]) / lat if lat else 0.0) for p in soc.names},
+        "energy_by_processor_uj": energy_by,
+        "transfer_us": sum(b.transfer_us for b in bounds),
+        "layout_us": sum(b.layout_us for b in bounds),
+        "quantize_us": sum(b.quantize_us for b in bounds),
+        "lanes_sum_us": sum(sched.busy_us.values()),
+        "macs": sum(c.macs for c in ops),
+        "ops": {p: sum(1 for c in ops if c.processor == p) for p in soc.names},
+        "partitions": len(plan.partitions),
+        "boundaries": len(bounds),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# numeric error
+
+
+def default_data(model: Model):
+    """The model's own data sidecar (``<stem>.npz``), else seeded random inputs."""
+    from . import quant  # noqa: PLC0415
+
+    g = model.graph
+    side = quant.sidecar(g.path) if g.path and not g.path.startswith("<") else None
+    return quant.load_npz(g, side) if side else quant.random_data(g)
+
+
+def simulator(model: Model):
+    sim = SIMS.get(model.key)
+    if sim is None:
+        from .tvm.simulate import Simulator, default_cache_dir  # noqa: PLC0415
+
+        sim = SIMS.put(model.key, Simulator(model.module, model.graph, default_cache_dir()))
+    return sim
+
+
+def error_model(model: Model, data):
+    from .quant import ErrorModel  # noqa: PLC0415
+
+    key = (model.key, data.key)
+    em = ERRORS.get(key)
+    if em is None:
+        em = ERRORS.put(key, ErrorModel(model.graph, simulator(model), data))
+    return em
+
+
+def error(result: Result, data=None):
+    """The numeric error of ``result``'s bit-widths on ``data`` (default: the model's own data)."""
+    from .quant import rounded_ops  # noqa: PLC0415
+
+    model = result.model
+    data = default_data(model) if data is None else data
+    g = model.graph
+    rounded = rounded_ops(g, kernels(result.plan, g, tables(model)), result.bits)
+    return error_model(model, data).evaluate(result.bits, rounded)

@@ -1,0 +1,231 @@
+"""Data for the error figures: the model's inputs (and labels), validated against the model, from
+arrays, an .npz file, the model's sidecar, or seeded random inputs (numpy only, no tvm)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError
+from ..graph import OpGraph, Tensor
+
+DEFAULT_RANDOM_SAMPLES = 16
+CALIB_SAMPLES = 32
+
+@dataclass(frozen=True, eq=False)
+class Data:
+    """Inputs (one list of arrays per sample, model dtype), optional labels, provenance; ``key`` is a
+    digest of the arrays, so results measured on other data are never taken for these."""
+
+    samples: tuple[tuple[np.ndarray, ...], ...]
+    labels: np.ndarray | None
+    calib: tuple[tuple[np.ndarray, ...], ...]
+    source: str
+    key: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            h = hashlib.sha256()
+            for part in (self.samples, self.calib):
+                h.update(b"|")
+                for row in part:
+                    for a in row:
+                        a = np.ascontiguousarray(a)
+                        h.update(f"{a.dtype}{a.shape}".encode())
+                        h.update(a.tobytes())
+            if self.labels is not None:
+                h.update(np.ascontiguousarray(self.labels).tobytes())
+            object.__setattr__(self, "key", h.hexdigest()[:24])
+
+
+def _input_quant(g: OpGraph, tid: str) -> tuple[float, int] | None:
+    """(scale, zero point) of an integer model input, read from the dequantize that consumes it."""
+    for c in g.consumers(tid):
+        op = g.ops[c]
+        if op.kind == "dequantize" and len(op.inputs) >= 3:
+            s, z = g.consts.get(op.inputs[1]), g.consts.get(op.inputs[2])
+            if s is not None and z is not None and np.size(s) == 1 and np.size(z) == 1:
+                return float(np.ravel(s)[0]), int(np.ravel(z)[0])
+    return None
+
+
+def index_limit(g: OpGraph, tid: str) -> int | None:
+    """If integer tensor ``tid`` ends up indexing another tensor (``take``, through the index
+    arithmetic frontends emit for negative indices), the size of the axis it indexes."""
+    seen, frontier, limit = {tid}, [tid], None
+    for _ in range(8):
+        nxt = []
+        for t in frontier:
+            for c in g.consumers(t):
+                op = g.ops[c]
+                if op.kind in ("take", "gather_elements", "gather_nd") and len(op.inputs) > 1 and op.inputs[1] == t:
+                    data = g.tensors[op.inputs[0]]
+                    axis = int(op.attrs.get("axis", 0) or 0) if op.kind == "take" else 0
+                    n = int(data.shape[axis]) if data.shape else 1
+                    limit = n if limit is None else min(limit, n)
+                elif op.kind != "take":
+                    for o in op.outputs:
+                        if "int" in g.tensors[o].dtype and o not in seen:
+                            seen.add(o)
+                            nxt.append(o)
+        frontier = nxt
+    return limit
+
+
+def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
+    """Rows of ``arr`` as model inputs of tensor ``t``: [N, *shape] or [N, *shape[1:]] when batch 1."""
+    arr = np.asarray(arr)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise DataError(f"{name}: dtype {arr.dtype} is not numeric; input {t.name!r} takes {t.dtype}")
+    if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
+        raise DataError(f"{name}: holds NaN or infinite values; the error figures need finite inputs")
+    shape = tuple(t.shape)
+    if arr.ndim == len(shape) + 1 and tuple(arr.shape[1:]) == shape:
+        rows = arr
+    elif shape and shape[0] == 1 and arr.ndim == len(shape) and tuple(arr.shape[1:]) == shape[1:]:
+        rows = arr[:, None]
+    else:
+        raise DataError(
+            f"{name}: shape {list(arr.shape)} does not fit input {t.name!r} of shape {list(shape)}; "
+            f"expected [N, {', '.join(map(str, shape))}]" + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else "")
+        )
+    if t.dtype.startswith("float"):
+        if not np.issubdtype(rows.dtype, np.floating) and not np.issubdtype(rows.dtype, np.integer):
+            raise DataError(f"{name}: dtype {rows.dtype} cannot feed float input {t.name!r}")
+        return rows.astype(t.dtype)
+    if "int" in t.dtype:
+        if np.issubdtype(rows.dtype, np.floating):
+            qp = _input_quant(g, t.tid)
+            if qp is None:
+                raise DataError(f"{name}: float data for integer input {t.name!r} ({t.dtype}) and no input "
+                                "quantization in the model to convert it; pass data of that dtype")  # fmt: skip
+            s, z = qp
+            info = np.iinfo(t.dtype)
+            return np.clip(np.round(rows / s) + z, info.min, info.max).astype(t.dtype)
+        limit = index_limit(g, t.tid)
+        if limit is not None and rows.size and (rows.min() < -limit or rows.max() >= limit):
+            raise DataError(f"{name}: values {rows.min()}..{rows.max()} out of range for input {t.name!r}, which "
+                            f"indexes an axis of size {limit} (valid: -{limit}..{limit - 1})")  # fmt: skip
+        return rows.astype(t.dtype)
+    return rows.astype(t.dtype)
+
+
+def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> Data:
+    """Validate user data against the model's inputs.  ``x``: array (single input), a sequence of
+    arrays (one per input) or a mapping input name -> array."""
+    ins = [g.tensors[t] for t in g.inputs]
+    if isinstance(x, Mapping):
+        missing = [t.name for t in ins if t.name not in x]
+        if missing:
+            raise DataError(f"x: no array for input(s) {missing}; the model's inputs are {[t.name for t in ins]}")
+        arrays = [x[t.name] for t in ins]
+    elif isinstance(x, (list, tuple)) and len(ins) > 1:
+        if len(x) != len(ins):
+            raise DataError(f"x: {len(x)} arrays for {len(ins)} model inputs {[t.name for t in ins]}")
+        arrays = list(x)
+    else:
+        if len(ins) != 1:
+            raise DataError(f"x: the model has {len(ins)} inputs {[t.name for t in ins]}; pass a dict name -> array")
+        arrays = [x]
+    rows = [_fit(g, t, a, f"x[{t.name!r}]" if len(ins) > 1 else "x") for t, a in zip(ins, arrays)]
+    n = len(rows[0])
+    if n == 0:
+        raise DataError("x: no samples")
+    if any(len(r) != n for r in rows):
+        raise DataError(f"x: inputs have different sample counts {[len(r) for r in rows]}")
+    labels = None
+    if y is not None:
+        labels = np.asarray(y)
+        if not np.issubdtype(labels.dtype, np.number):
+            raise DataError(f"y: class labels must be integers, got dtype {labels.dtype}")
+        if labels.ndim != 1 or len(labels) != n:
+            raise DataError(f"y: expected {n} class labels (shape [{n}]), got shape {list(labels.shape)}")
+        if not np.issubdtype(labels.dtype, np.integer):
+            if np.all(np.mod(labels, 1) == 0):
+                labels = labels.astype(np.int64)
+            else:
+                raise DataError(f"y: class labels must be integers, got dtype {labels.dtype}")
+        out = g.tensors[g.outputs[0]]
+        classes = out.shape[-1] if out.shape else 1
+        if labels.min() < 0 or labels.max() >= classes:
+            raise DataError(f"y: labels span {int(labels.min())}..{int(labels.max())} but output "
+                            f"{out.name or out.tid!r} has {classes} classes (shape {list(out.shape)})")  # fmt: skip
+    samples = tuple(tuple(r[i] for r in rows) for i in range(n))
+    if calib is not None:
+        crow = [_fit(g, ins[0], calib, "calib")] if len(ins) == 1 else [_fit(g, t, c, f"calib[{t.name!r}]") for t, c in zip(ins, calib)]
+        cal = tuple(tuple(r[i] for r in crow) for i in range(len(crow[0])))
+    else:
+        cal = samples[: min(CALIB_SAMPLES, n)]
+    return Data(samples, labels, cal, source)
+
+
+def load_npz(g: OpGraph, path: str | Path) -> Data:
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"{p}: no such data file")
+    try:
+        z = np.load(p, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001
+        raise DataError(f"{p}: not a readable .npz file ({e})") from None
+    if not hasattr(z, "files"):
+        raise DataError(f"{p}: a single array (.npy); give an .npz holding 'x' (and optionally 'y', 'calib')")
+    keys = set(z.files)
+    names = [g.tensors[t].name for t in g.inputs]
+    if "x" in keys:
+        x = _npz_get(z, "x", p)
+    elif all(n in keys for n in names):
+        x = {n: _npz_get(z, n, p) for n in names}
+    else:
+        raise DataError(f"{p}: no array 'x' (or one per input {names}); it holds {sorted(keys)}")
+    y = _npz_get(z, "y", p) if "y" in keys else None
+    calib = _npz_get(z, "calib", p) if "calib" in keys else None
+    try:
+        d = make_data(g, x, y, calib)
+    except DataError as e:
+        raise DataError(f"{p}: {e}") from None
+    n = len(d.samples)
+    return Data(d.samples, d.labels, d.calib, f"{p.name} ({n} samples{', labelled' if d.labels is not None else ''})")
+
+
+def _npz_get(z, key: str, p: Path) -> np.ndarray:
+    try:
+        return z[key]
+    except ValueError as e:  # object arrays need pickle, which we never load
+        raise DataError(f"{p}: array {key!r} cannot be read without pickle ({e}); save plain numeric arrays") from None
+
+
+def random_data(g: OpGraph, n: int = DEFAULT_RANDOM_SAMPLES, seed: int = 0) -> Data:
+    """Seeded random inputs: uniform [0, 1) for float inputs; the full range for quantized integer
+    inputs (read by a dequantize); [0, axis size) for integer inputs that index a tensor; else {0, 1}."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for tid in g.inputs:
+        t = g.tensors[tid]
+        if t.dtype == "bool":
+            rows.append(rng.integers(0, 2, size=(n, *t.shape)).astype(bool))
+        elif "int" in t.dtype:
+            info = np.iinfo(t.dtype)
+            if _input_quant(g, tid) is not None:
+                lo, hi = info.min, info.max + 1
+            else:
+                lo, hi = 0, index_limit(g, tid) or 2
+            rows.append(rng.integers(lo, hi, size=(n, *t.shape), dtype=np.int64).astype(t.dtype))
+        else:
+            rows.append(rng.random((n, *t.shape), dtype=np.float64).astype(t.dtype))
+    samples = tuple(tuple(r[i] for r in rows) for i in range(n))
+    return Data(samples, None, samples[: min(CALIB_SAMPLES, n)],
+                f"seeded random inputs ({n} samples, seed {seed}): no data shipped with the model; use study.set_data()")  # fmt: skip
+
+
+def sidecar(model_path: str) -> Path | None:
+    """The data sidecar of a model file: ``<stem>.npz`` beside it."""
+    try:
+        p = Path(model_path)
+    except TypeError:
+        return None
+    side = p.with_suffix(".npz")
+    return side if side.exists() and side != p else None

@@ -1,0 +1,159 @@
+"""Numeric-error figures of bit-width choices, measured by running the compiled simulation (numpy
+only here; the simulation itself is ``npukit.tvm.simulate``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import OpGraph
+from ..opset import weight_axis
+from .data import Data
+from .scheme import act_params, quantize_weight
+
+PER_OP_SAMPLES = 64
+
+# ---------------------------------------------------------------------------------------------
+# metrics
+
+
+def snr_db(ref: np.ndarray, q: np.ndarray) -> float:
+    ref = np.asarray(ref, dtype=np.float64)
+    noise = float(np.sum((np.asarray(q, dtype=np.float64) - ref) ** 2))
+    sig = float(np.sum(ref**2))
+    if noise == 0:
+        return math.inf
+    if sig == 0:
+        return -math.inf
+    return 10 * math.log10(sig / noise)
+
+
+def max_abs(ref, q) -> float:
+    return float(np.max(np.abs(np.asarray(q, dtype=np.float64) - np.asarray(ref, dtype=np.float64)))) if np.size(ref) else 0.0
+
+
+def is_class_output(shape: Sequence[int]) -> bool:
+    """[1, C] or [C] scores with C > 1: top-1 agreement makes sense."""
+    s = [d for d in shape if d != 1]
+    return len(s) == 1 and s[0] > 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the error model: reference run once, then one run per bit-width configuration
+
+
+@dataclass(frozen=True)
+class ErrorResult:
+    per_op: tuple[tuple[int, float, float], ...]  # (op_id, snr_db, max_abs) for every rounded op output
+    outputs: tuple[dict, ...]  # per model output: name, snr_db, max_abs, top1_agreement
+    accuracy: float | None
+    accuracy_fp32: float | None
+    samples: int
+    per_op_samples: int
+    source: str
+
+
+class ErrorModel:
+    """Numeric error of bit-width choices, measured by running the compiled simulation.
+
+    ``sim`` is a ``npukit.tvm.simulate.Simulator`` (anything with ``layout``, ``tensors`` and
+    ``run``).  The fp32 reference and the calibration ranges are computed once per data set.
+    """
+
+    def __init__(self, g: OpGraph, sim, data: Data):
+        self.g, self.sim, self.data = g, sim, data
+        lay = sim.layout
+        self._w_arrays = [g.consts[t] for t in lay.weight_tids]
+        self._w_axis = [weight_axis(g, t) for t in lay.weight_tids]
+        self._w_owner = [g.consumers(t)[0] for t in lay.weight_tids]
+        self._w_cache: dict[tuple[int, str], object] = {}
+        self._q_cache: dict[tuple[int, str], object] = {}
+        self._inputs = [sim.tensors(list(s)) for s in data.samples]
+        fp32 = [sim.tensors([act_params(0, 0, "fp32")])[0]] * len(lay.fq_ops)
+        w32 = sim.tensors(self._w_arrays)
+        self._fp32_q = fp32
+        # calibration: activation ranges over the calibration inputs
+        lo = np.full(len(lay.fq_ops), np.inf)
+        hi = np.full(len(lay.fq_ops), -np.inf)
+        for s in data.calib:
+            outs = sim.run(sim.tensors(list(s)), w32, fp32, True)[lay.n_outputs:]
+            for k, o in enumerate(outs):
+                if o.size:
+                    lo[k] = min(lo[k], float(o.min()))
+                    hi[k] = max(hi[k], float(o.max()))
+        self._lo, self._hi = np.where(np.isfinite(lo), lo, 0), np.where(np.isfinite(hi), hi, 0)
+        self.k = min(PER_OP_SAMPLES, len(self._inputs))
+        self._ref = self._run(w32, fp32)
+        self._results: dict[tuple[str, ...], ErrorResult] = {}
+
+    def _run(self, weights, qparams) -> tuple[list, list]:
+        """(model outputs per sample, all outputs of the first k samples)."""
+        outs, full = [], []
+        for i, x in enumerate(self._inputs):
+            r = self.sim.run(x, weights, qparams, i < self.k)
+            outs.append(r[: self.sim.layout.n_outputs])
+            if i < self.k:
+                full.append(r[self.sim.layout.n_outputs:])
+        return outs, full
+
+    def evaluate(self, op_bits: Sequence[str], rounded: frozenset[int] | None = None) -> ErrorResult:
+        """Error of ``op_bits``; only the outputs of ops in ``rounded`` are rounded (all if None)."""
+        lay = self.sim.layout
+        kept = tuple(i in rounded for i in lay.fq_ops) if rounded is not None else ()
+        key = tuple(op_bits[i] for i in lay.fq_ops) + tuple(op_bits[o] for o in self._w_owner) + kept
+        hit = self._results.get(key)
+        if hit is not None:
+            return hit
+        weights = []
+        for j, (arr, axis, owner) in enumerate(zip(self._w_arrays, self._w_axis, self._w_owner)):
+            b = op_bits[owner]
+            t = self._w_cache.get((j, b))
+            if t is None:
+                t = self._w_cache[(j, b)] = self.sim.tensors([quantize_weight(arr, b, axis).astype(arr.dtype)])[0]
+            weights.append(t)
+        qparams = []
+        for k, i in enumerate(lay.fq_ops):
+            b = op_bits[i] if rounded is None or i in rounded else "fp32"
+            t = self._q_cache.get((k, b))
+            if t is None:
+                t = self._q_cache[(k, b)] = self.sim.tensors([act_params(self._lo[k], self._hi[k], b)])[0]
+            qparams.append(t)
+        outs, full = self._run(weights, qparams)
+        ref_outs, ref_full = self._ref
+        per_op = []
+        for k, i in enumerate(lay.fq_ops):
+            same = [(a[k], b[k]) for a, b in zip(ref_full, full) if a[k].shape == b[k].shape]
+            r = np.concatenate([a.ravel() for a, _ in same]) if same else np.zeros(0)
+            q = np.concatenate([b.ravel() for _, b in same]) if same else np.zeros(0)
+            per_op.append((i, snr_db(r, q), max_abs(r, q)))
+        res_outs = []
+        acc = acc32 = None
+        for j, tid in enumerate(self.g.outputs[: lay.n_outputs]):
+            t = self.g.tensors[tid]
+            pairs = [(a[j], b[j]) for a, b in zip(ref_outs, outs)]
+            same = [(a, b) for a, b in pairs if a.shape == b.shape]
+            if len(same) == len(pairs) and len({a.shape for a, _ in pairs}) == 1:
+                r = np.stack([a for a, _ in pairs])
+                q = np.stack([b for _, b in pairs])
+            else:  # a data-dependent output shape (e.g. the boxes NMS keeps): compare where the shapes agree
+                r = np.concatenate([a.ravel() for a, _ in same]) if same else np.zeros(0)
+                q = np.concatenate([b.ravel() for _, b in same]) if same else np.zeros(0)
+            d = {"name": t.name or tid, "snr_db": snr_db(r, q), "max_abs": max_abs(r, q), "top1_agreement": None}
+            if len(same) != len(pairs):
+                d["shape_mismatches"] = len(pairs) - len(same)
+            if is_class_output(t.shape) and r.ndim > 1:
+                ra = r.reshape(len(r), -1).argmax(1)
+                qa = q.reshape(len(q), -1).argmax(1)
+                d["top1_agreement"] = float(np.mean(ra == qa))
+                if j == 0 and self.data.labels is not None:
+                    acc = float(np.mean(qa == self.data.labels))
+                    acc32 = float(np.mean(ra == self.data.labels))
+            res_outs.append(d)
+        res = ErrorResult(tuple(per_op), tuple(res_outs), acc, acc32, len(self._inputs), self.k, self.data.source)
+        if len(self._results) > 32:
+            self._results.pop(next(iter(self._results)))
+        self._results[key] = res
+        return res

@@ -1,0 +1,76 @@
+"""The quantization scheme (numpy only, no tvm).
+
+The scheme (docs/quantization.md says the same):
+
+* weights of conv / matmul ops: per output channel, symmetric:
+  scale_c = max|w_c| / (2^(b-1) - 1), w_q = clip(round(w / scale_c), -(2^(b-1) - 1), 2^(b-1) - 1) * scale_c
+  (int2 is ternary: {-1, 0, 1} * scale); biases and other constants stay in fp32 (int32 in hardware);
+* activations: per tensor, affine, range [min, max] over the calibration inputs (widened to
+  contain 0): scale = (max - min) / (2^b - 1), zero = round(-min / scale); rounded where a
+  deployment stores them: at the outputs of kernels (a fused composite, or a host op with the
+  epilogue its compiler fuses into it), not between the ops inside one kernel (accumulators and
+  epilogues stay wide), and not after a dequantize of an integer tensor into an integer width at
+  least as wide (exact);
+* fp16: round to IEEE half and back at the same places; fp32: untouched.
+
+Error figures compare every op output and every model output with the fp32 run on the same inputs:
+SNR dB = 10 log10(sum(ref^2) / sum((q - ref)^2)) (inf when identical), max abs error, top-1
+agreement of class outputs, and accuracy when labels are given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..graph import OpGraph, dtype_bits
+
+INT_BITS = {"int2": 2, "int4": 4, "int8": 8, "int16": 16}
+
+def quantize_weight(w: np.ndarray, bits: str, axis: int) -> np.ndarray:
+    """``w`` rounded the way a ``bits`` kernel would store it (see module docstring)."""
+    w = np.asarray(w, dtype=np.float32)
+    if bits == "fp32":
+        return w
+    if bits == "fp16":
+        return w.astype(np.float16).astype(np.float32)
+    n = INT_BITS[bits]
+    qmax = 2 ** (n - 1) - 1
+    red = tuple(i for i in range(w.ndim) if i != axis)
+    amax = np.max(np.abs(w), axis=red, keepdims=True) if red else np.abs(w)
+    scale = np.where(amax > 0, amax / qmax, 1.0).astype(np.float32)
+    return (np.clip(np.round(w / scale), -qmax, qmax) * scale).astype(np.float32)
+
+
+def act_params(lo: float, hi: float, bits: str) -> np.ndarray:
+    """The 6 fake-quantize parameters (scale, zero, qmin, qmax, a, b) of one op output."""
+    if bits == "fp32":
+        return np.array([1, 0, 0, 0, 0, 0], np.float32)
+    if bits == "fp16":
+        return np.array([1, 0, 0, 0, 0, 1], np.float32)
+    n = INT_BITS[bits]
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    levels = 2**n - 1
+    scale = (hi - lo) / levels if hi > lo else 1.0
+    zero = round(-lo / scale)
+    return np.array([scale, zero, 0, levels, 1, 0], np.float32)
+
+
+def rounded_ops(g: OpGraph, kernels: Sequence[Sequence[int]], bits: Sequence[str]) -> frozenset[int]:
+    """The ops whose outputs a deployment stores at the op's bit-width (see the module docstring)."""
+    out: set[int] = set()
+    for k in kernels:
+        ks = set(k)
+        for i in k:
+            op = g.ops[i]
+            leaves = any(t in g.outputs or any(c not in ks for c in g.consumers(t)) for t in op.outputs)
+            if not leaves:
+                continue
+            if op.kind == "dequantize" and op.inputs:
+                src_bits = dtype_bits(g.tensors[op.inputs[0]].dtype)
+                b = bits[i]
+                if b == "fp32" or (b in INT_BITS and INT_BITS[b] >= src_bits):
+                    continue
+            out.add(i)
+    return frozenset(out)

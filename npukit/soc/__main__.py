@@ -1,0 +1,3 @@
+from .schema import reference_markdown
+
+print(reference_markdown())

@@ -1,0 +1,214 @@
+"""Validated SoC profiles as plain frozen values (no tvm): ``OpRule``, ``Processor``, ``Link`` and
+``SocProfile``.  A profile is hashable by the digest of its document and pickles as that document,
+so a worker process rebuilds it exactly."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import ProfileError
+from .schema import BITS
+
+# ---------------------------------------------------------------------------------------------
+# the validated profile
+
+
+@dataclass(frozen=True)
+class OpRule:
+    op: str
+    kernel_max: tuple[int, int] | None = None
+    strides: tuple[int, ...] | None = None
+    dilations: tuple[int, ...] | None = None
+    depthwise: bool = True
+    grouped: bool = True
+    max_channels: int | None = None
+    max_elements: int | None = None
+    ranks: tuple[int, ...] | None = None
+    dtypes: tuple[str, ...] | None = None
+    axis: str = "any"
+    max_k: int | None = None
+    max_boxes: int | None = None
+    fused_only: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Processor:
+    name: str
+    kind: str
+    host: bool
+    clock_mhz: float
+    macs_per_cycle: Mapping[str, float]
+    vector_ops_per_cycle: Mapping[str, float]
+    default_bits: str
+    mac_array: Mapping[str, int]
+    vector_lanes: int
+    efficiency: Mapping[str, float]
+    onchip_bytes: int
+    dram_bytes_per_cycle: float
+    onchip_bytes_per_cycle: float
+    layout: str
+    op_overhead_cycles: int
+    call_overhead_cycles: int
+    energy_pj_per_mac: Mapping[str, float]
+    energy_pj_per_op: Mapping[str, float]
+    energy_pj_per_byte: float
+    energy_pj_per_onchip_byte: float
+    static_mw: float
+    max_tensor_bytes: int | None
+    dtypes: tuple[str, ...] | None
+    kernel_library: str
+    ops: Mapping[str, OpRule]
+    description: str = ""
+    weight_bytes_per_cycle: float = 0.0  # 0 in a hand-built Processor: use dram_bytes_per_cycle
+    weight_port: str = "shared"
+    output_elems_per_cycle: float = 0.0
+    reduction: Mapping[str, float] | None = None  # {unroll, serial, exponent}; None: util_red = 1
+
+    @property
+    def bits(self) -> tuple[str, ...]:
+        """Supported bit-widths, narrowest first."""
+        return tuple(b for b in BITS if b in self.macs_per_cycle)
+
+    def eff_key(self, cls: str) -> str:
+        """The efficiency key used for kernel class (or op kind) ``cls``: the class, else its kind,
+        else ``"*"``."""
+        eff = self.efficiency
+        if cls in eff:
+            return cls
+        kind = cls.split(".", 1)[0]
+        return kind if kind in eff else "*"
+
+    def eff(self, cls: str) -> float:
+        """Efficiency of kernel class (or op kind) ``cls``: ``efficiency[class]``, else
+        ``efficiency[kind]``, else ``efficiency["*"]`` (1 when absent)."""
+        return self.efficiency.get(self.eff_key(cls), 1.0)
+
+    def util_red(self, k: int) -> float:
+        """Reduction utilisation of a conv / matmul whose outputs each accumulate ``k`` products
+        (``reduction`` field): 1 up to ``unroll``, else serial * (unroll / k) ** exponent."""
+        r = self.reduction
+        if not r or k <= r["unroll"]:
+            return 1.0
+        return r["serial"] * (r["unroll"] / k) ** r["exponent"]
+
+
+@dataclass(frozen=True)
+class Link:
+    between: tuple[str, str]
+    bandwidth_gbps: float
+    latency_us: float
+    via_dram: bool
+    energy_pj_per_byte: float
+
+
+@dataclass(frozen=True)
+class SocProfile:
+    name: str
+    description: str
+    sources: tuple[str, ...]
+    processors: tuple[Processor, ...]
+    host: str
+    order: tuple[str, ...]  # accelerators in preference order
+    prefer: Mapping[str, tuple[str, ...]]
+    links: tuple[Link, ...]
+    layout_on: str
+    quantize_on: str
+    path: str
+    raw: Mapping[str, Any]  # the validated document, for round trips and what-if edits
+
+    def __reduce__(self):
+        """Pickles as its validated document: a worker process re-validates it into an equal profile."""
+        from .load import parse_profile  # noqa: PLC0415
+
+        return (parse_profile, (_thaw(self.raw), self.path))
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SocProfile) and other.digest == self.digest
+
+    @property
+    def digest(self) -> str:
+        d = self.__dict__.get("_digest")
+        if d is None:
+            d = hashlib.sha256(json.dumps(_thaw(self.raw), sort_keys=True).encode()).hexdigest()[:16]
+            object.__setattr__(self, "_digest", d)
+        return d
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.processors)
+
+    def processor(self, name: str) -> Processor:
+        for p in self.processors:
+            if p.name == name:
+                return p
+        from ..errors import unknown  # noqa: PLC0415
+
+        raise unknown("processor", name, self.names)
+
+    @property
+    def accelerators(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.processors if not p.host)
+
+    def preference(self, op: str) -> tuple[str, ...]:
+        """Accelerators in the order they should get ``op`` (short name)."""
+        first = self.prefer.get(op, ())
+        return tuple(first) + tuple(n for n in self.order if n not in first)
+
+    def link(self, a: str, b: str) -> Link:
+        best, score = None, -1
+        for ln in self.links:
+            x, y = ln.between
+            for p, q in ((x, y), (y, x)):
+                if p in (a, "*") and q in (b, "*"):
+                    s = (p != "*") + (q != "*")
+                    if s > score:
+                        best, score = ln, s
+        if best is None:  # validated on load; kept for safety
+            raise ProfileError(f"{self.path}: links: no link between {a} and {b}")
+        return best
+
+    def with_changes(self, changes: Mapping[str, Any]) -> SocProfile:
+        """A new validated profile with dotted fields replaced: ``{"processors.dla.clock_mhz": 800}``."""
+        doc = _thaw(self.raw)
+        for dotted, value in changes.items():
+            cur = doc
+            parts = dotted.split(".")
+            for p in parts[:-1]:
+                cur = cur.setdefault(p, {})
+                if not isinstance(cur, dict):
+                    raise ProfileError(f"{self.path}: {dotted}: {p} is not a table")
+            cur[parts[-1]] = value
+        from .load import parse_profile  # noqa: PLC0415 - the loader builds profiles; this edits one
+
+        return parse_profile(doc, f"{self.path} (edited)")
+
+    def to_toml(self) -> str:
+        import tomli_w  # noqa: PLC0415
+
+        return tomli_w.dumps(_thaw(self.raw))
+
+
+def _thaw(x):
+    if isinstance(x, Mapping):
+        return {k: _thaw(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_thaw(v) for v in x]
+    return x
+
+
+def _freeze(x):
+    if isinstance(x, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in x.items()})
+    if isinstance(x, list):
+        return tuple(_freeze(v) for v in x)
+    return x
+

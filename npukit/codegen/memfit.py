@@ -90,6 +90,7 @@ def section_sizes(elf_path: str | Path, size_tool: str = "size") -> dict:
     ``{"text", "rodata", "data", "bss", "heap", "stack": bytes, "sections": {name: bytes}}`` where
     ``sections`` holds every allocated section in file order (e.g. ``.rodata.npk_weights`` and
     ``.bss.npk_arena`` on bare metal, where the linker script keeps them apart)."""
+    elf = elf_sections(elf_path)
     try:
         proc = subprocess.run([size_tool, "-A", "-d", str(elf_path)], capture_output=True, text=True,
                               timeout=60, check=False)
@@ -99,7 +100,7 @@ def section_sizes(elf_path: str | Path, size_tool: str = "size") -> dict:
         raise BuildError(f"{size_tool} -A {elf_path}: {proc.stderr.strip() or 'failed'}")
     rows = parse_size_sysv(proc.stdout)
     flags_by_name: dict[str, list[tuple[int, int]]] = {}
-    for name, typ, flags, _size in elf_sections(elf_path):
+    for name, typ, flags, _size in elf:
         flags_by_name.setdefault(name, []).append((typ, flags))
     out = {"text": 0, "rodata": 0, "data": 0, "bss": 0, "heap": 0, "stack": 0}
     sections: dict[str, int] = {}

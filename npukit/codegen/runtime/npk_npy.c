@@ -106,7 +106,8 @@ static const char *descr_name(const char *descr) {
 typedef struct {
   const char *s;
   size_t n, i;
-  const char *why; /* what went wrong, for the message */
+  const char *why;    /* what went wrong, for the message */
+  const char *detail; /* the key it went wrong at, or "" */
 } npk_cursor;
 
 typedef struct {
@@ -114,6 +115,7 @@ typedef struct {
   int fortran_order;
   int ndim;
   size_t shape[NPK_NPY_MAX_DIMS];
+  char key[32]; /* the key being parsed */
 } npk_header;
 
 static void skip_ws(npk_cursor *c) {
@@ -219,12 +221,15 @@ static int parse_shape(npk_cursor *c, npk_header *h) {
 
 static int parse_header(npk_cursor *c, npk_header *h) {
   int seen_descr = 0, seen_fortran = 0, seen_shape = 0;
-  char key[32];
+  char *key = h->key;
   if (!expect(c, '{', "header must be a dict")) return 0;
   for (;;) {
     skip_ws(c);
     if (peek(c) == '}') break;
-    if (!parse_string(c, key, sizeof key)) return 0;
+    skip_ws(c);
+    size_t key_at = c->i;
+    if (!parse_string(c, key, sizeof h->key)) return 0;
+    c->detail = key;
     if (!expect(c, ':', "expected ':' after a key")) return 0;
     if (strcmp(key, "descr") == 0 && !seen_descr) {
       seen_descr = 1;
@@ -241,6 +246,7 @@ static int parse_header(npk_cursor *c, npk_header *h) {
       seen_shape = 1;
       if (!parse_shape(c, h)) return 0;
     } else {
+      c->i = key_at;
       c->why = "unknown or repeated key";
       return 0;
     }
@@ -256,6 +262,7 @@ static int parse_header(npk_cursor *c, npk_header *h) {
   }
   c->i++;
   if (!(seen_descr && seen_fortran && seen_shape)) {
+    c->detail = "";
     c->why = "the keys 'descr', 'fortran_order' and 'shape' are required";
     return 0;
   }
@@ -299,11 +306,11 @@ static int read_header(FILE *f, const char *path, npk_header *h, char *err, size
   }
   if (fread(text, 1, hlen, f) != hlen) goto truncated;
   text[hlen] = '\0';
-  npk_cursor c = {text, hlen, 0, ""};
+  npk_cursor c = {text, hlen, 0, "", ""};
   memset(h, 0, sizeof *h);
   if (!parse_header(&c, h)) {
-    return fail(err, errlen, NPK_NPY_EFORMAT, "%s: malformed .npy header at byte %lu: %s", path,
-                (unsigned long)c.i, c.why);
+    return fail(err, errlen, NPK_NPY_EFORMAT, "%s: malformed .npy header at byte %lu%s%s%s: %s", path,
+                (unsigned long)c.i, *c.detail ? " (key '" : "", c.detail, *c.detail ? "')" : "", c.why);
   }
   return NPK_NPY_OK;
 truncated:

@@ -363,14 +363,16 @@ def test_npy_read_errors(npycopy, tmp_path):
     buf = io.BytesIO()
     np.save(buf, arr)
     good = buf.getvalue()
-    assert case(good, shape=(3, 2)) == (13, "a.npy: expected float32 '<f4' shape (3, 2), found float32 '<f4' shape (2, 3)")
-    assert case(good, "int8", (2, 3)) == (13, "a.npy: expected int8 '|i1' shape (2, 3), found float32 '<f4' shape (2, 3)")
+    found = "found float32 '<f4' shape (2, 3)"
+    assert case(good, shape=(3, 2)) == (13, "a.npy: expected float32 '<f4' shape (3, 2), " + found)
+    assert case(good, "int8", (2, 3)) == (13, "a.npy: expected int8 '|i1' shape (2, 3), " + found)
     assert case(good, shape=(6,)) == (13, "a.npy: expected float32 '<f4' shape (6,), found float32 '<f4' shape (2, 3)")
     assert case(good[:-1]) == (12, "a.npy: truncated: expected 24 data bytes, found 23")
     assert case(good + b"\0") == (12, "a.npy: unexpected bytes after the 24 data bytes")
     assert case(good[:50]) == (12, "a.npy: truncated .npy header")
     assert case(b"PK\3\4" + good) == (12, "a.npy: not a .npy file (no \\x93NUMPY magic)")
-    assert case(good[:6] + b"\4\0" + good[8:]) == (12, "a.npy: .npy format version 4.0 is not supported (1.0, 2.0, 3.0 are)")
+    assert case(good[:6] + b"\4\0" + good[8:]) == (
+        12, "a.npy: .npy format version 4.0 is not supported (1.0, 2.0, 3.0 are)")
     buf = io.BytesIO()
     np.save(buf, np.asfortranarray(arr))
     assert case(buf.getvalue()) == (
@@ -381,7 +383,8 @@ def test_npy_read_errors(npycopy, tmp_path):
     buf = io.BytesIO()
     np.save(buf, np.zeros(2, dtype=[("a", "<f4")]))
     assert case(buf.getvalue(), shape=(2,)) == (
-        12, "a.npy: malformed .npy header at byte 10 (key 'descr'): only simple dtypes are supported, not structured ones")
+        12, "a.npy: malformed .npy header at byte 10 (key 'descr'): only simple dtypes are supported, "
+            "not structured ones")
     assert case(good.replace(b"'shape'", b"'shapf'")) == (12, "a.npy: malformed .npy header at byte 41 "
                                                                "(key 'shapf'): unknown or repeated key")
     assert case(good.replace(b"(2, 3)", b"(2; 3)")) == (12, "a.npy: malformed .npy header at byte 52 "
@@ -484,7 +487,8 @@ def test_fit_report_flags_over_budget():
                   "weights_bytes": 2048, "arena_bytes": 4096, "over_budget": False}
     over = fit_report(sizes, 4100, 6000, reserve_bytes=1)
     assert (over["sram_over"], over["sram_free"], over["flash_over"], over["over_budget"]) == (True, -1, False, True)
-    assert fit_text(over) == "flash       4100 / 4100 bytes (100.0%)\nsram        6001 / 6000 bytes (100.0%)  OVER by 1 bytes"
+    assert fit_text(over) == ("flash       4100 / 4100 bytes (100.0%)\n"
+                              "sram        6001 / 6000 bytes (100.0%)  OVER by 1 bytes")
     with pytest.raises(ValueError):
         fit_report(sizes, -1, 10)
 

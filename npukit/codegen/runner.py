@@ -148,19 +148,15 @@ def runner_c(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *,
     lines += ["", "static void npk_usage(const char *prog) {",
               f'  fprintf(stderr, "usage: %s {"".join(f"IN{i}.npy " for i in range(n_in))}OUTDIR\\n", prog);']
     for i, s in enumerate(inputs):
-        lines.append(f"  fputs({c_string(f'  IN{i}.npy  input {i} {s.describe()}')}, stderr);")
-        lines.append('  fputs("\\n", stderr);')
+        lines.append(f'  fprintf(stderr, "%s\\n", {c_string(f"  IN{i}.npy  input {i} {s.describe()}")});')
     outs = ", ".join(f"{i}.npy ({s.describe()})" for i, s in enumerate(outputs))
     lines += [
-        f"  fputs({c_string('  OUTDIR  an existing directory; receives ' + outs)}, stderr);",
-        '  fputs("\\n", stderr);',
+        f'  fprintf(stderr, "%s\\n", {c_string("  OUTDIR   a directory; receives " + outs)});',
         "}",
         "",
         "/* Print \"prog: what: message\" as one line. */",
         "static void npk_fail(const char *prog, const char *what, const char *message) {",
-        '  fprintf(stderr, "%s: ", prog);',
-        "  fputs(what, stderr);",
-        '  fprintf(stderr, ": %s\\n", message);',
+        '  fprintf(stderr, "%s: %s: %s\\n", prog, what, message);',
         "}",
         "",
         "int main(int argc, char **argv) {",

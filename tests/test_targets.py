@@ -500,3 +500,13 @@ def test_section_sizes_rejects_non_elf(tmp_path):
     f.write_text("#!/bin/sh\n")
     with pytest.raises(BuildError, match="not an ELF file"):
         section_sizes(f, "size")
+
+
+def test_targets_page_lists_every_target_and_package():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "targets.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in page.splitlines() if line.startswith("| `")}
+    for name in tg.target_names():
+        t = tg.get_target(name)
+        assert name in rows, name
+        assert t.program_name() in rows[name] and t.cc in rows[name]
+        assert all(p in rows[name] for p in t.packages), name

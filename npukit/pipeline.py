@@ -26,7 +26,7 @@ import numpy as np
 
 from .config import Config
 from .cost import BoundaryCost, CostModel, OpCost, Tables, kernels
-from .errors import ConfigError, closest
+from .errors import ConfigError, ModelError, closest
 from .graph import OpGraph
 from .plan import Plan
 from .rules import Verdict, capabilities
@@ -82,39 +82,87 @@ def clear_caches() -> None:
 
 class Model:
     """An imported model: the OpGraph, the tagged Relax module it was read from, and a content key.
-    Pickles as the graph plus the module's JSON (``tvm.ir.save_json``)."""
 
-    __slots__ = ("graph", "_module", "_json", "key")
+    It pickles as its graph, its key and a recipe to import it again (the file's path, or the bytes
+    of an in-memory ONNX model / ExportedProgram): TVM's JSON serializer crashes in apache-tvm 0.27
+    (``tvm.ir.save_json`` segfaults even on a one-op module), so a worker process re-imports the
+    model once -- its own import cache keeps it -- and checks that it gets the same key."""
 
-    def __init__(self, graph: OpGraph, module, key: str):
+    __slots__ = ("graph", "_module", "key", "recipe")
+
+    def __init__(self, graph: OpGraph, module, key: str, recipe=None):
         self.graph = graph
         self._module = module
-        self._json = None
         self.key = key
+        self.recipe = recipe  # ("path" | "object" | "onnx" bytes | "pt2" bytes, source, shapes)
 
     @property
     def module(self):
         if self._module is None:
-            from .tvm import load as load_tvm  # noqa: PLC0415
-
-            self._module = load_tvm().ir.load_json(self._json)
+            again = _reimport(self.recipe)
+            if again.key != self.key:
+                raise ModelError(f"{self.graph.path}: the model changed since it was loaded (re-imported in this "
+                                 "process, it is not the same graph); load it again")  # fmt: skip
+            self._module = again.module
         return self._module
 
     def __reduce__(self):
-        if self._json is None:
-            from .tvm import load as load_tvm  # noqa: PLC0415
-
-            self._json = load_tvm().ir.save_json(self._module)
-        return (_model, (self.graph, self._json, self.key))
+        recipe = _portable(self.recipe)
+        if recipe is None:
+            raise ModelError(f"{self.graph.path}: a study of an in-memory Relax IRModule cannot be sent to another "
+                             "process (TVM 0.27 cannot serialize modules); save the model to a file, or run it locally")  # fmt: skip
+        return (_model, (self.graph, self.key, recipe))
 
     def __repr__(self) -> str:
         return f"<npukit Model {Path(str(self.graph.path)).name}: {len(self.graph.ops)} ops, key {self.key}>"
 
 
-def _model(graph, js, key) -> Model:
-    m = Model(graph, None, key)
-    m._json = js
-    return m
+def _model(graph, key, recipe) -> Model:
+    return Model(graph, None, key, recipe)
+
+
+def _reimport(recipe) -> Model:
+    kind, src, shapes = recipe
+    shapes = dict(shapes) or None
+    if kind in ("path", "object"):
+        return load(src, shapes)
+    import io  # noqa: PLC0415
+
+    if kind == "onnx":
+        import onnx  # noqa: PLC0415
+
+        return load(onnx.load_from_string(src), shapes)
+    import torch  # noqa: PLC0415
+
+    return load(torch.export.load(io.BytesIO(src)), shapes)
+
+
+def _recipe(model, shapes):
+    """How a worker process imports ``model`` again (see ``Model``); in-memory models are turned into
+    bytes only when the Model is pickled."""
+    sk = _shape_key(shapes)
+    if isinstance(model, (str, os.PathLike)):
+        return ("path", str(Path(model).resolve()), sk)
+    return ("object", model, sk)
+
+
+def _portable(recipe):
+    """The recipe with an in-memory model as bytes (ONNX / ExportedProgram), or None."""
+    if recipe is None or recipe[0] != "object":
+        return recipe
+    _, model, sk = recipe
+    tname = type(model).__module__ + "." + type(model).__name__
+    if tname.startswith("onnx") and hasattr(model, "SerializeToString"):
+        return ("onnx", model.SerializeToString(), sk)
+    if hasattr(model, "graph_signature") and hasattr(model, "graph_module"):
+        import io  # noqa: PLC0415
+
+        import torch  # noqa: PLC0415
+
+        buf = io.BytesIO()
+        torch.export.save(model, buf)
+        return ("pt2", buf.getvalue(), sk)
+    return None
 
 
 def _graph_digest(g: OpGraph) -> str:
@@ -150,7 +198,7 @@ def load(model, input_shapes: Mapping[str, tuple] | None = None) -> Model:
         if key is not None and (hit := IMPORTS.get(key)) is not None:
             return hit
     imp = import_model(model, input_shapes)
-    m = Model(imp.graph, imp.mod, _graph_digest(imp.graph))
+    m = Model(imp.graph, imp.mod, _graph_digest(imp.graph), _recipe(model, input_shapes))
     if key is not None:
         IMPORTS.put(key, m)
     return m

@@ -135,3 +135,25 @@ def study_of():
 @pytest.fixture
 def digits(study_of):
     return study_of(DIGITS_ONNX, "arm-dsp-dla")
+
+
+# ---------------------------------------------------------------------------------------------
+# tiers: `python -m pytest -m "not slow"` is the contributors' fast tier (< 60 s on 2 cores);
+# notebooks (nbmake) and browser tests are always in the slow tier.
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = str(getattr(item, "path", "") or item.fspath)
+        if path.endswith(".ipynb") or "/tests/browser/" in path or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+
+
+REQUIRE_TOOLCHAINS = bool(os.environ.get("NPUKIT_REQUIRE_TOOLCHAINS"))  # set by .ci/run
+
+
+def missing_tool(why: str):
+    """Skip a test whose compiler / emulator is not installed; in CI (NPUKIT_REQUIRE_TOOLCHAINS) fail."""
+    if REQUIRE_TOOLCHAINS:
+        pytest.fail(why)
+    pytest.skip(why)

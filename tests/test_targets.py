@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import missing_tool
 
 from npukit.codegen import targets as tg
 from npukit.codegen.makefile import makefile
@@ -92,7 +93,7 @@ def write_project(root: Path, target: str) -> Path:
 def need(target: str):
     ok, why = tg.available(target)
     if not ok:
-        pytest.skip(why)
+        missing_tool(why)
 
 
 def make(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -173,7 +174,7 @@ def test_host_runner_errors(host_project, data):
 @pytest.mark.slow
 def test_host_build_is_valgrind_clean(host_project, data):
     if shutil.which("valgrind") is None:
-        pytest.skip("valgrind not installed (Debian package valgrind)")
+        missing_tool("valgrind not installed (Debian package valgrind)")
     d, out = data["dir"], data["dir"] / "out_valgrind"
     out.mkdir()
     for args, status in (([d / "x.npy", d / "q.npy", out], 0), ([d / "bad.npy", d / "q.npy", out], 2)):
@@ -470,7 +471,7 @@ def test_runner_text_and_escapes(tmp_path):
         TensorSpec("x", "x", "float64", (1,))
     nasty = 'q"\\??/ é\n%s\t7'
     if shutil.which("cc") is None:
-        pytest.skip("cc not installed")
+        missing_tool("cc not installed")
     (tmp_path / "s.c").write_text('#include <stdio.h>\nint main(void) { fputs(' + c_string(nasty) +
                                   ', stdout); return 0; }\n')
     assert subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", "s", "s.c"],

@@ -476,9 +476,10 @@ def error_model(model: Model, data):
 def error(result: Result, data=None):
     """The numeric error of ``result``'s bit-widths on ``data`` (default: the model's own data)."""
     from .quant import rounded_ops  # noqa: PLC0415
+    from .quant.boundary import edge_bits  # noqa: PLC0415
 
     model = result.model
     data = default_data(model) if data is None else data
     g = model.graph
     rounded = rounded_ops(g, kernels(result.plan, g, tables(model)), result.bits)
-    return error_model(model, data).evaluate(result.bits, rounded)
+    return error_model(model, data).evaluate(result.bits, rounded, edge_bits(g, result.plan, result.bits))

@@ -4,7 +4,7 @@ only here; the simulation itself is ``npukit.tvm.simulate``)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,7 +72,8 @@ class ErrorModel:
         self._w_cache: dict[tuple[int, str], object] = {}
         self._q_cache: dict[tuple[int, str], object] = {}
         self._inputs = [sim.tensors(list(s)) for s in data.samples]
-        fp32 = [sim.tensors([act_params(0, 0, "fp32")])[0]] * len(lay.fq_ops)
+        edges = getattr(lay, "edges", ())
+        fp32 = [sim.tensors([act_params(0, 0, "fp32")])[0]] * (len(lay.fq_ops) + len(edges))
         w32 = sim.tensors(self._w_arrays)
         self._fp32_q = fp32
         # calibration: activation ranges over the calibration inputs
@@ -85,9 +86,24 @@ class ErrorModel:
                     lo[k] = min(lo[k], float(o.min()))
                     hi[k] = max(hi[k], float(o.max()))
         self._lo, self._hi = np.where(np.isfinite(lo), lo, 0), np.where(np.isfinite(hi), hi, 0)
+        self.ranges = self._tensor_ranges(lay)
         self.k = min(PER_OP_SAMPLES, len(self._inputs))
         self._ref = self._run(w32, fp32)
         self._results: dict[tuple[str, ...], ErrorResult] = {}
+
+    def _tensor_ranges(self, lay) -> dict[str, tuple[float, float]]:
+        """Calibrated [min, max] of every float tensor an op reads or writes: op outputs from the
+        simulation, model inputs from the calibration data, a relabel's output from its input."""
+        g = self.g
+        out = {t: (float(a), float(b)) for t, a, b in zip(lay.fq_out, self._lo, self._hi)}
+        for j, tid in enumerate(g.inputs):
+            col = [np.asarray(s[j], dtype=np.float64) for s in self.data.calib]
+            if col and "float" in g.tensors[tid].dtype:
+                out[tid] = (float(min(c.min() for c in col)), float(max(c.max() for c in col)))
+        for op in g.ops:  # relabels (reshape, ...) keep their input's values
+            if len(op.outputs) == 1 and op.outputs[0] not in out and op.inputs and op.inputs[0] in out:
+                out[op.outputs[0]] = out[op.inputs[0]]
+        return out
 
     def _run(self, weights, qparams) -> tuple[list, list]:
         """(model outputs per sample, all outputs of the first k samples)."""
@@ -99,11 +115,16 @@ class ErrorModel:
                 full.append(r[self.sim.layout.n_outputs:])
         return outs, full
 
-    def evaluate(self, op_bits: Sequence[str], rounded: frozenset[int] | None = None) -> ErrorResult:
-        """Error of ``op_bits``; only the outputs of ops in ``rounded`` are rounded (all if None)."""
+    def evaluate(self, op_bits: Sequence[str], rounded: frozenset[int] | None = None,
+                 edge_bits: Mapping[tuple[int, str], str] | None = None) -> ErrorResult:  # fmt: skip
+        """Error of ``op_bits``; only the outputs of ops in ``rounded`` are rounded (all if None);
+        ``edge_bits``: (consumer op, tensor) -> the bit-width that input is converted to on its way
+        to the consumer's processor (a boundary quantize; absent: read as it is)."""
         lay = self.sim.layout
+        edges = getattr(lay, "edges", ())
+        eb = tuple((edge_bits or {}).get(e, "fp32") for e in edges)
         kept = tuple(i in rounded for i in lay.fq_ops) if rounded is not None else ()
-        key = tuple(op_bits[i] for i in lay.fq_ops) + tuple(op_bits[o] for o in self._w_owner) + kept
+        key = tuple(op_bits[i] for i in lay.fq_ops) + tuple(op_bits[o] for o in self._w_owner) + kept + eb
         hit = self._results.get(key)
         if hit is not None:
             return hit
@@ -120,6 +141,12 @@ class ErrorModel:
             t = self._q_cache.get((k, b))
             if t is None:
                 t = self._q_cache[(k, b)] = self.sim.tensors([act_params(self._lo[k], self._hi[k], b)])[0]
+            qparams.append(t)
+        for e, b in zip(edges, eb):
+            t = self._q_cache.get((e, b))
+            if t is None:
+                lo, hi = self.ranges.get(e[1], (0.0, 0.0))
+                t = self._q_cache[(e, b)] = self.sim.tensors([act_params(lo, hi, b)])[0]
             qparams.append(t)
         outs, full = self._run(weights, qparams)
         ref_outs, ref_full = self._ref

@@ -8,6 +8,9 @@ The tagged module is rebuilt into a *simulation* module:
   parameter vector of its own (scale, zero point, qmin, qmax, a, b):
   ``y = x + a * (dequant(quant(x)) - x) + b * (fp16(x) - x)`` so fp32 is a = b = 0, fp16 is b = 1
   and an integer width is a = 1 with its calibrated affine range;
+* before every op, each floating-point input it reads gets a fake-quantize kernel too (identity
+  unless the input arrives from another processor converted to a narrower format: the boundary
+  quantize the cost model charges and the generated code performs);
 * the function returns the model outputs followed by every fake-quantized op output.
 
 A bit-width edit therefore changes only the arrays passed in; the compiled VM is reused.  The
@@ -38,6 +41,7 @@ class SimLayout:
     fq_ops: tuple[int, ...]  # op ids with a fake-quantize kernel, in output order
     fq_out: tuple[str, ...]  # the tensor id each fq kernel rounds
     n_outputs: int  # model outputs first in the result tuple
+    edges: tuple[tuple[int, str], ...] = ()  # (consumer op id, tensor id): a fake-quantize on that input
 
 
 def weight_tensors(g: OpGraph) -> list[str]:
@@ -87,6 +91,12 @@ class Simulator:
         wvars = {t: relax.Var(f"w_{t}", relax.TensorType(g.tensors[t].shape, g.tensors[t].dtype)) for t in wt}
         fq_ops, fq_out, outs, pvars = [], [], [], []
         mapping = {p.name: q for p, q in zip(f.params, params, strict=True)}
+        # tensor ids of the variables a call can read: model inputs and single-output ops
+        tid_of = {p.name: tid for p, tid in zip(f.params, g.inputs, strict=False)}
+        for op in g.ops:
+            if len(op.outputs) == 1:
+                tid_of[op.var] = op.outputs[0]
+        edges, evars = [], {}
         op_by_id = g.ops
         m = remapper(mapping)
         body = [b for blk in f.body.blocks for b in blk.bindings]
@@ -103,8 +113,13 @@ class Simulator:
                     fq_ops.append(i)
                     fq_out.append(op.outputs[0])
                     pvars.append(relax.Var(f"q{i}", relax.TensorType((6,), "float32")))
+                for a in v.args:  # an input that may arrive converted from another processor
+                    t = tid_of.get(a.name) if isinstance(a, relax.Var) else None
+                    if t is not None and "float" in g.tensors[t].dtype and (i, t) not in evars:
+                        edges.append((i, t))
+                        evars[(i, t)] = relax.Var(f"e{i}_{len(edges)}", relax.TensorType((6,), "float32"))
         pvar_of = dict(zip(fq_ops, pvars, strict=True))
-        with bb.function("main", params + [wvars[t] for t in wt] + pvars):
+        with bb.function("main", params + [wvars[t] for t in wt] + pvars + [evars[e] for e in edges]):
             with bb.dataflow():
                 for b in body:
                     v, name = b.value, b.var.name
@@ -120,7 +135,11 @@ class Simulator:
                                 if t is not None:
                                     args.append(wvars[t])
                                     continue
-                            args.append(m(a))
+                            x = m(a)
+                            t = tid_of.get(a.name) if isinstance(a, relax.Var) else None
+                            if i is not None and (i, t) in evars:
+                                x = bb.emit_te(fq, x, evars[(i, t)])
+                            args.append(x)
                         nv = bb.emit(relax.Call(v.op, args, v.attrs, v.ty_args))
                         if i is not None and i in pvar_of:
                             nv = bb.emit_te(fq, nv, pvar_of[i])
@@ -140,7 +159,7 @@ class Simulator:
                 gv = bb.emit_output(relax.Tuple(model_outs + outs))
             bb.emit_func_output(gv)
         self.mod = bb.get()
-        self.layout = SimLayout(tuple(wt), tuple(fq_ops), tuple(fq_out), len(model_outs))
+        self.layout = SimLayout(tuple(wt), tuple(fq_ops), tuple(fq_out), len(model_outs), tuple(edges))
 
     def _compile(self, cache_dir) -> None:
         tvm = _load_tvm()

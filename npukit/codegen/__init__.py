@@ -1,0 +1,1 @@
+"""Code generation for exported projects; ``kernels`` holds the reference C kernel libraries."""

@@ -173,8 +173,9 @@ int32_t npk_divide(const npk_tensor *a, const npk_tensor *b, const npk_tensor *o
 
 /* Unary ops (same logical shape in and out), computed in float on real values:
  *   relu max(x, 0); clip min(max(x, lo), hi); leaky_relu x >= 0 ? x : alpha * x;
- *   sigmoid 1 / (1 + exp(-x)); tanh; gelu x/2 (1 + erf(x / sqrt 2));
- *   gelu_tanh x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); exp; silu x * sigmoid(x);
+ *   sigmoid 1 / (1 + exp(-x)); tanh; gelu x/2 (1 + erf(x / sqrt 2)) (computed as x/2 erfc(-x / sqrt 2));
+ *   gelu_tanh x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (computed as x sigmoid(2 sqrt(2/pi) (...)));
+ *   exp; silu x * sigmoid(x);
  *   hardswish x * min(max(x + 3, 0), 6) / 6; negative -x; abs; sqrt; rsqrt 1 / sqrt(x). */
 enum {
     NPK_RELU = 0, NPK_CLIP = 1, NPK_LEAKY_RELU = 2, NPK_SIGMOID = 3, NPK_TANH = 4, NPK_GELU = 5,

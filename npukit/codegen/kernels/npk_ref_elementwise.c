@@ -83,8 +83,9 @@ static float npk__unop(const npk_unary_params *p, float x)
     case NPK_LEAKY_RELU: return x >= 0.0f ? x : p->alpha * x;
     case NPK_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case NPK_TANH: return tanhf(x);
-    case NPK_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case NPK_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    /* erfc / the logistic form keep full relative precision where 1 + erf / 1 + tanh cancel */
+    case NPK_GELU: return 0.5f * x * erfcf(-x * 0.70710678118654752f);
+    case NPK_GELU_TANH: return x / (1.0f + expf(-1.5957691216057308f * (x + 0.044715f * x * x * x)));
     case NPK_EXP: return expf(x);
     case NPK_SILU: return x / (1.0f + expf(-x));
     case NPK_HARDSWISH: {

@@ -165,6 +165,7 @@ class T:
             self.desc.shape[i] = s
         self.desc.layout, self.desc.block = LAYOUT[layout], self.block
         self.desc.scale, self.desc.zero = self.scale, self.zero
+        self.desc.owner = self  # a temporary T(...).p must keep its buffer alive during the call
 
     def physical_shape(self):
         if self.layout == "nchw":

@@ -149,3 +149,10 @@ def test_cross_target_runs_like_native(tmp_path, cc, qemu):
     native = run_smoke(tmp_path, "gcc", [])
     assert not any(ln.startswith("error") for ln in native.splitlines()) and native.count("\n") == 12
     compare_smoke(native, run_smoke(tmp_path, cc, [qemu]))
+
+
+def test_docs_describe_every_function_and_type():
+    doc = (ROOT / "docs" / "kernel-library.md").read_text()
+    consts, types, funcs = api()
+    missing = [name for _, name, _ in funcs if name not in doc] + [t for t in types if t not in doc]
+    assert not missing, f"docs/kernel-library.md does not mention {missing}"

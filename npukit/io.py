@@ -81,3 +81,69 @@ def atomic_write_files(directory: str | os.PathLike, files: Mapping[str, bytes])
         for _name, tmp in temps:
             tmp.unlink(missing_ok=True)
     return d
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directories (Linux renameat2 RENAME_EXCHANGE); False when unsupported."""
+    import ctypes  # noqa: PLC0415
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | str]) -> Path:
+    """Replace ``directory`` with exactly ``files`` (relative path -> content), atomically: the tree is
+    written into a temporary sibling, then swapped into place in one step (renameat2 exchange; a
+    plain rename where the directory does not exist yet).  A path that is absolute or climbs out of
+    the directory (``..``) is refused before anything is written.  Killed at any point, the
+    directory is either as it was or complete; two exports at once leave one complete result."""
+    d = Path(directory)
+    for rel in files:
+        p = Path(rel)
+        if p.is_absolute() or ".." in p.parts or not p.parts:
+            raise NpukitError(f"{d}: refusing to write {rel!r}: outside the export directory")
+    if d.exists() and not d.is_dir():
+        raise NpukitError(f"{d}: is a file; give a directory to export into")
+    parent = d.resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.", suffix=".tmp", dir=parent))
+    except OSError as e:
+        raise NpukitError(f"{d}: cannot create a directory there: {e.strerror or e}") from None
+    import shutil  # noqa: PLC0415
+
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        mode = 0o666 & ~_umask()
+        for rel, data in sorted(files.items()):
+            p = tmp / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+            os.chmod(p, mode)
+        target = parent / d.name
+        if target.exists():
+            if not _exchange(tmp, target):
+                old = Path(tempfile.mkdtemp(prefix=f".{d.name}.", suffix=".old", dir=parent))
+                os.rmdir(old)
+                os.rename(target, old)
+                os.rename(tmp, target)
+                tmp = old
+        else:
+            try:
+                os.rename(tmp, target)
+                tmp = None
+            except OSError:  # another export created it meanwhile: swap with theirs
+                if not _exchange(tmp, target):
+                    raise
+    except OSError as e:
+        raise NpukitError(f"{d}: cannot write the export: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return d

@@ -35,12 +35,19 @@ def quantize_weight(w: np.ndarray, bits: str, axis: int) -> np.ndarray:
         return w
     if bits == "fp16":
         return w.astype(np.float16).astype(np.float32)
-    n = INT_BITS[bits]
-    qmax = 2 ** (n - 1) - 1
+    q, scale = integer_weight(w, bits, axis)
+    return (q * scale).astype(np.float32)
+
+
+def integer_weight(w: np.ndarray, bits: str, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """The integers and per-output-channel scales (float32, broadcastable to ``w``) of an integer
+    ``bits`` weight: w ~= q * scale (the generated code stores q; the simulation uses q * scale)."""
+    w = np.asarray(w, dtype=np.float32)
+    qmax = 2 ** (INT_BITS[bits] - 1) - 1
     red = tuple(i for i in range(w.ndim) if i != axis)
     amax = np.max(np.abs(w), axis=red, keepdims=True) if red else np.abs(w)
     scale = np.where(amax > 0, amax / qmax, 1.0).astype(np.float32)
-    return (np.clip(np.round(w / scale), -qmax, qmax) * scale).astype(np.float32)
+    return np.clip(np.round(w / scale), -qmax, qmax), scale
 
 
 def act_params(lo: float, hi: float, bits: str) -> np.ndarray:

@@ -1,0 +1,366 @@
+"""Lowering one kernel (a fused composite, or one op) to calls into a kernel library (no tvm).
+
+A conv2d / matmul composite of the form ``[dequantize] root [add bias] [activation] [quantize]
+[clip]`` becomes ONE fused call: integer storage on both sides takes the integer path (weights
+quantized per output channel at the kernel's bit-width, int32 / int64 bias, per-channel fixed-point
+multipliers computed here, at export time); float storage takes the float path.  Any other kernel
+becomes one call per op, its intermediates in float scratch (nothing is rounded inside a kernel,
+as in the simulation), its outputs stored in their kernel format.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import NpukitError
+from ..graph import Op
+from ..opset import KINDS
+from ..quant.scheme import integer_weight, quantize_weight
+from .kernels import pack_weights, quantize_multipliers
+from .storage import GRID, INTEGER, NPK
+
+BINARY = {"add": "ADD", "subtract": "SUBTRACT", "multiply": "MULTIPLY", "maximum": "MAXIMUM", "minimum": "MINIMUM",
+          "divide": "DIVIDE"}  # fmt: skip
+UNARY = {"relu": "RELU", "sigmoid": "SIGMOID", "tanh": "TANH", "gelu": "GELU", "gelu_tanh": "GELU_TANH", "exp": "EXP",
+         "silu": "SILU", "negative": "NEGATIVE", "abs": "ABS", "sqrt": "SQRT", "rsqrt": "RSQRT"}  # fmt: skip
+ACTS = ("relu", "clip")
+
+
+def _f(x: float) -> str:
+    if math.isinf(x):
+        return "INFINITY" if x > 0 else "-INFINITY"
+    return f"{float(np.float32(x))!r}f"
+
+
+class Unsupported(NpukitError):
+    pass
+
+
+def _axis(a, rank: int) -> int:
+    a = int(a)
+    return a + rank if a < 0 else a
+
+
+class KernelLowering:
+    """Lowers kernels inside one generated function ``fn`` (see ``program.Fn``)."""
+
+    def __init__(self, fn, prog):
+        self.fn = fn
+        self.p = prog
+        self.g = prog.g
+
+    # -- helpers -----------------------------------------------------------------------------
+    def const(self, tid: str, role: str = "c"):
+        """A const tensor as an F32 descriptor over a weights array."""
+        t = self.g.tensors[tid]
+        arr = np.asarray(self.g.consts[tid])
+        if "float" in str(arr.dtype):
+            sym = self.p.weights.add(role, t.name or tid, "float", arr.astype(np.float32), f"{t.name or tid} {list(t.shape)}")
+            return self.fn.const_desc(sym, "F32", t.shape)
+        ctype, dt = {"int8": ("int8_t", "S8"), "uint8": ("uint8_t", "U8"), "int16": ("int16_t", "S16"),
+                     "int32": ("int32_t", "S32"), "int64": ("int64_t", "S64"), "bool": ("uint8_t", "BOOL")}[str(arr.dtype)]  # fmt: skip
+        sym = self.p.weights.add(role, t.name or tid, ctype, arr, f"{t.name or tid} {list(t.shape)}")
+        return self.fn.const_desc(sym, dt, t.shape)
+
+    def scalar(self, tid: str) -> float:
+        return float(np.ravel(self.g.consts[tid])[0])
+
+    def operand(self, tid: str, view: str):
+        t = self.g.tensors[tid]
+        return self.const(tid) if t.kind == "const" else self.fn.desc(tid, view)
+
+    # -- a kernel ----------------------------------------------------------------------------
+    def kernel(self, ids: tuple[int, ...]) -> None:
+        fused = self._fused(ids)
+        if fused is not None:
+            self._mac(*fused)
+            return
+        for i in ids:
+            self.op(self.g.ops[i])
+
+    def _fused(self, ids):
+        """(root op, input tensor, weight tensor, bias tensor, act (lo, hi), output tensor) of a
+        fused conv / matmul kernel, or None."""
+        ops = [self.g.ops[i] for i in ids]
+        roots = [op for op in ops if KINDS[op.kind].mac]
+        if len(roots) != 1 or roots[0].kind not in ("conv2d", "matmul") or len(roots[0].inputs) < 2:
+            return None
+        root = roots[0]
+        k = ops.index(root)
+        x = root.inputs[0]
+        if k == 1:
+            if ops[0].kind != "dequantize" or ops[0].outputs[0] != x:
+                return None
+            x = ops[0].inputs[0]
+        elif k != 0:
+            return None
+        w = root.inputs[1]
+        wt = self.g.tensors[w]
+        if wt.kind != "const":
+            wp = wt.producer
+            if wp is None or self.g.ops[wp].kind != "dequantize" or self.g.tensors[self.g.ops[wp].inputs[0]].kind != "const":
+                return None
+        cur = root.outputs[0]
+        bias, lo, hi = None, -math.inf, math.inf
+        out_q = None
+        for op in ops[k + 1 :]:
+            if op.inputs[0] != cur and not (op.kind == "add" and len(op.inputs) == 2 and op.inputs[1] == cur):
+                return None
+            other = [t for t in op.inputs if t != cur]
+            if op.kind == "add" and bias is None and out_q is None and lo == -math.inf and len(other) == 1 \
+                    and self.g.tensors[other[0]].kind == "const" and self._is_bias(root, other[0]):  # fmt: skip
+                bias = other[0]
+            elif op.kind == "relu":
+                lo = max(lo, 0.0)
+            elif op.kind == "clip" and out_q is None:
+                lo, hi = max(lo, float(op.attrs.get("min", -math.inf))), min(hi, float(op.attrs.get("max", math.inf)))
+            elif op.kind == "quantize" and out_q is None:
+                out_q = op
+            elif op.kind == "clip" and out_q is not None:  # a clamp on the quantized values
+                s, z = self.p.storage.host(out_q.outputs[0]).scale, self.p.storage.host(out_q.outputs[0]).zero
+                lo = max(lo, (float(op.attrs.get("min", -math.inf)) - z) * s)
+                hi = min(hi, (float(op.attrs.get("max", math.inf)) - z) * s)
+            else:
+                return None
+            cur = op.outputs[0]
+        return root, x, w, bias, (lo, hi), cur
+
+    def _is_bias(self, root: Op, tid: str) -> bool:
+        c = self.g.tensors[tid]
+        n = self.g.tensors[root.outputs[0]]
+        oc = self._out_channels(root)
+        return c.size == oc and (len(c.shape) <= 1 or sum(d > 1 for d in c.shape) <= 1) and len(c.shape) <= len(n.shape)
+
+    def _out_channels(self, root: Op) -> int:
+        if root.kind == "conv2d":
+            return self.p.fmt(root.outputs[0], self.fn.where).shape[1]
+        return self.g.tensors[root.outputs[0]].shape[-1]
+
+    def _weights_real(self, root: Op, w: str):
+        """(float weights, model integer weights and their per-channel scales or None)."""
+        g = self.g
+        t = g.tensors[w]
+        if t.kind == "const":
+            return np.asarray(g.consts[w], np.float32), None
+        dq = g.ops[t.producer]
+        q = np.asarray(g.consts[dq.inputs[0]])
+        s = np.asarray(g.consts[dq.inputs[1]], np.float64)
+        z = np.asarray(g.consts[dq.inputs[2]], np.int64) if len(dq.inputs) > 2 else np.zeros(1, np.int64)
+        axis = int(dq.attrs.get("axis", 0) or 0)
+        shape = [1] * q.ndim
+        if s.size > 1:
+            shape[axis] = s.size
+        real = ((q.astype(np.int64) - z.reshape(shape if z.size > 1 else [1] * q.ndim)) * s.reshape(shape)).astype(np.float32)
+        return real, (q, s, z, axis)
+
+    def _mac(self, root: Op, x: str, w: str, bias, act, out: str) -> None:
+        fn, p, g = self.fn, self.p, self.g
+        bits = p.bits[root.op_id]
+        xin = fn.desc(x, "spatial" if root.kind == "conv2d" else "model")
+        yout = fn.desc(out, "spatial" if root.kind == "conv2d" else "model")
+        fin, fout = p.fmt(x, fn.where), p.fmt(out, fn.where)
+        integer = fin.dtype in INTEGER and fout.dtype in INTEGER and fin.dtype not in ("S32", "S64")
+        real, model_q = self._weights_real(root, w)
+        label = g.ops[root.op_id].name
+        if root.kind == "conv2d":
+            kl = str(root.attrs.get("kernel_layout", "OIHW"))
+            perm = [kl.index(c) for c in "OHWI"]
+            axis_o = kl.index("O")
+        else:
+            perm = None  # matmul weights stay [K, N]
+            axis_o = real.ndim - 1
+        wdt = NPK.get(bits, "S8") if integer else ("F16" if fin.dtype == "F16" else "F32")
+        if integer and wdt not in GRID:
+            wdt = "S8"
+        if integer:
+            nb = GRID[wdt]
+            if model_q is not None and nb >= 8 and model_q[0].dtype == np.int8 and not np.any(model_q[2]):
+                q, s = model_q[0].astype(np.int64), model_q[1]
+                scales = np.broadcast_to(s.ravel(), (q.shape[model_q[3]],)).astype(np.float64) if s.size > 1 \
+                    else np.full(q.shape[model_q[3]], float(s.ravel()[0]))  # fmt: skip
+                wdt = "S8"
+            else:
+                qf, sc = integer_weight(real, {16: "int16", 8: "int8", 4: "int4", 2: "int2"}[nb], axis_o)
+                q, scales = qf.astype(np.int64), sc.astype(np.float64).ravel()
+            qo = np.transpose(q, perm) if perm else q
+            if wdt in ("S4", "S2"):
+                wsym = p.weights.add("w", label, "uint8_t", np.frombuffer(pack_weights(qo, GRID[wdt]), np.uint8),
+                                     f"{label}: {wdt} weights, packed")  # fmt: skip
+            else:
+                wsym = p.weights.add("w", label, {"S8": "int8_t", "S16": "int16_t"}[wdt], qo, f"{label}: {wdt} weights")
+            eff = fin.scale * scales
+            mult, shift = quantize_multipliers(eff / fout.scale)
+            msym = p.weights.add("mult", label, "int32_t", mult, f"{label}: requantization multipliers")
+            ssym = p.weights.add("shift", label, "int32_t", shift, f"{label}: requantization shifts")
+            bsym = "NULL"
+            if bias is not None:
+                b = np.asarray(g.consts[bias], np.float64).ravel()
+                wide = wdt == "S16" or fin.dtype == "S16"
+                bq = np.round(b / eff)
+                bsym = p.weights.add("bias", label, "int64_t" if wide else "int32_t",
+                                     bq.astype(np.int64 if wide else np.int32), f"{label}: bias at in_scale*w_scale")  # fmt: skip
+        else:
+            wr = real if fin.dtype != "F16" else quantize_weight(real, "fp16", axis_o)
+            qo = np.transpose(wr, perm) if perm else wr
+            wsym = p.weights.add("w", label, "float", np.asarray(qo, np.float32), f"{label}: {wdt} weights")
+            msym = ssym = "NULL"
+            bsym = "NULL" if bias is None else p.weights.add("bias", label, "float", np.asarray(g.consts[bias], np.float32).ravel())
+            if wdt == "F16":
+                wsym = p.weights.add("w", label, "uint16_t", np.asarray(qo, np.float16).view(np.uint16), f"{label}: F16 weights")
+        lo, hi = act
+        L = fn.lib
+        if root.kind == "conv2d":
+            a = root.attrs
+            k = self.g.tensors[root.inputs[1]].shape
+            kl = str(a.get("kernel_layout", "OIHW"))
+            kh, kw = k[kl.index("H")], k[kl.index("W")]
+            st, dl, pad = a.get("strides", (1, 1)), a.get("dilation", (1, 1)), a.get("padding", (0, 0, 0, 0))
+            pad = tuple(pad) if len(pad) == 4 else (pad[0], pad[1], pad[0], pad[1])
+            v = fn.var("conv")
+            fn.line(f"{L}_conv2d_params {v} = {{{st[0]}, {st[1]}, {dl[0]}, {dl[1]}, {pad[0]}, {pad[1]}, {pad[2]}, {pad[3]}, "
+                    f"{int(a.get('groups', 1))}, {kh}, {kw}, {L.upper()}_{wdt}, {wsym}, {bsym}, {msym}, {ssym}, "
+                    f"{_f(lo)}, {_f(hi)}}};")  # fmt: skip
+            fn.call(f"{L}_conv2d", xin, yout, f"&{v}", note=f"{label} (conv2d{', fused ' + ', '.join(self._fusion_desc(root, bias, act)) if bias or act != (-math.inf, math.inf) else ''})")
+        else:
+            bt = fn.const_desc(wsym, wdt if integer else ("F16" if wdt == "F16" else "F32"), g.tensors[root.inputs[1]].shape)
+            v = fn.var("mm")
+            fn.line(f"{L}_matmul_params {v} = {{1, 0, {bsym}, {msym}, {ssym}, {_f(lo)}, {_f(hi)}}};")
+            fn.call(f"{L}_matmul", xin, bt, yout, f"&{v}", note=f"{label} (matmul, constant weights)")
+
+    def _fusion_desc(self, root, bias, act) -> list[str]:
+        out = ["bias"] if bias else []
+        lo, hi = act
+        if (lo, hi) != (-math.inf, math.inf):
+            out.append(f"clamp [{lo:g}, {hi:g}]")
+        return out
+
+    # -- one op ------------------------------------------------------------------------------
+    def op(self, op: Op) -> None:
+        fn, L = self.fn, self.fn.lib
+        k = op.kind
+        a = op.attrs
+        name = op.name
+        if k in BINARY:
+            x, y = (self.operand(t, "model") for t in op.inputs[:2])
+            fn.call(f"{L}_{k}", x, y, fn.desc(op.outputs[0], "model"), note=f"{name} ({k})")
+        elif k in UNARY:
+            fn.call(f"{L}_{k}", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), note=f"{name} ({k})")
+        elif k == "clip":
+            fn.call(f"{L}_clip", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"),
+                    _f(float(a.get("min", -math.inf))), _f(float(a.get("max", math.inf))), note=f"{name} (clip)")  # fmt: skip
+        elif k == "leakyrelu":
+            fn.call(f"{L}_leaky_relu", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"),
+                    _f(float(a.get("alpha", 0.01))), note=f"{name} (leaky_relu)")  # fmt: skip
+        elif k in ("conv2d", "matmul") and self._fused((op.op_id,)) is not None:
+            self._mac(*self._fused((op.op_id,)))
+        elif k == "matmul":
+            v = fn.var("mm")
+            x, y = (self.operand(t, "model") for t in op.inputs[:2])
+            fo, fa, fb = (self.p.fmt(t, fn.where) for t in (op.outputs[0], *op.inputs[:2]))
+            if fo.dtype in INTEGER and fa.dtype in INTEGER and fb.dtype in INTEGER:
+                m, s = quantize_multipliers([fa.scale * fb.scale / fo.scale])
+                msym = self.p.weights.add("mult", name, "int32_t", m)
+                ssym = self.p.weights.add("shift", name, "int32_t", s)
+            else:
+                msym = ssym = "NULL"
+            fn.line(f"{L}_matmul_params {v} = {{0, 0, NULL, {msym}, {ssym}, -INFINITY, INFINITY}};")
+            fn.call(f"{L}_matmul", x, y, fn.desc(op.outputs[0], "model"), f"&{v}", note=f"{name} (matmul)")
+        elif k in ("max_pool2d", "avg_pool2d"):
+            st, dl, pad, ps = a.get("strides", (1, 1)), a.get("dilation", (1, 1)), a.get("padding", (0, 0, 0, 0)), a["pool_size"]
+            pad = tuple(pad) if len(pad) == 4 else (pad[0], pad[1], pad[0], pad[1])
+            v = fn.var("pool")
+            fn.line(f"{L}_pool2d_params {v} = {{{ps[0]}, {ps[1]}, {st[0]}, {st[1]}, {dl[0]}, {dl[1]}, {pad[0]}, {pad[1]}, "
+                    f"{pad[2]}, {pad[3]}, {int(bool(a.get('ceil_mode')))}, {int(bool(a.get('count_include_pad')))}}};")  # fmt: skip
+            fn.call(f"{L}_{k}", fn.desc(op.inputs[0], "spatial"), fn.desc(op.outputs[0], "spatial"), f"&{v}", note=f"{name} ({k})")
+        elif k == "adaptive_avg_pool2d":
+            fn.call(f"{L}_adaptive_avg_pool2d", fn.desc(op.inputs[0], "spatial"), fn.desc(op.outputs[0], "spatial"), note=name)
+        elif k in ("mean", "sum", "max", "min"):
+            rank = len(self.g.tensors[op.inputs[0]].shape)
+            ax = a.get("axis")
+            axes = range(rank) if ax is None else (ax if isinstance(ax, tuple) else (ax,))
+            mask = sum(1 << _axis(x, rank) for x in axes)
+            fn.call(f"{L}_reduce_{k}", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"{mask}u", note=f"{name} ({k})")
+        elif k in ("softmax", "log_softmax"):
+            fn.call(f"{L}_{k}", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), str(int(a.get("axis", -1))),
+                    note=f"{name} ({k})")  # fmt: skip
+        elif k == "layer_norm":
+            rank = len(self.g.tensors[op.inputs[0]].shape)
+            axes = sorted(_axis(x, rank) for x in a.get("axes", (-1,)))
+            if axes != list(range(rank - len(axes), rank)):
+                raise Unsupported(f"{name}: layer_norm over axes {axes} (only the last axes)")
+            gam = self._float_const(op.inputs[1]) if len(op.inputs) > 1 and a.get("scale", True) else "NULL"
+            bet = self._float_const(op.inputs[2]) if len(op.inputs) > 2 and a.get("center", True) else "NULL"
+            v = fn.var("ln")
+            fn.line(f"{L}_layer_norm_params {v} = {{{len(axes)}, {_f(float(a.get('epsilon', 1e-5)))}, {gam}, {bet}}};")
+            fn.call(f"{L}_layer_norm", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=name)
+        elif k in ("reshape", "squeeze", "expand_dims", "flatten"):
+            fn.call(f"{L}_reshape", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), note=f"{name} ({k})")
+        elif k == "permute_dims":
+            rank = len(self.g.tensors[op.inputs[0]].shape)
+            axes = a.get("axes") or tuple(reversed(range(rank)))
+            sym = self.p.weights.add("axes", name, "int32_t", np.array(axes, np.int32))
+            fn.call(f"{L}_permute_dims", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), sym, note=name)
+        elif k == "concat":
+            v = fn.var("cat")
+            ins = [self.operand(t, "model") for t in op.inputs]
+            fn.line(f"const {L}_tensor *{v}[{len(ins)}] = {{{', '.join(ins)}}};")
+            fn.call(f"{L}_concat", v, str(len(ins)), fn.desc(op.outputs[0], "model"), str(int(a.get("axis", 0))), note=name)
+        elif k == "split":
+            v = fn.var("parts")
+            outs = [fn.desc(t, "model") for t in op.outputs]
+            fn.line(f"const {L}_tensor *{v}[{len(outs)}] = {{{', '.join(outs)}}};")
+            fn.call(f"{L}_split", fn.desc(op.inputs[0], "model"), v, str(len(outs)), str(int(a.get("axis", 0))), note=name)
+        elif k == "strided_slice":
+            self._slice(op)
+        elif k in ("quantize", "dequantize", "astype"):
+            fn.call(f"{L}_convert", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), note=f"{name} ({k})")
+        elif k == "topk":
+            v = fn.var("topk")
+            fn.line(f"{L}_topk_params {v} = {{{int(a.get('axis', -1))}, {int(bool(a.get('largest', True)))}}};")
+            vals = fn.desc(op.outputs[0], "model") if len(op.outputs) > 1 else "NULL"
+            idx = fn.desc(op.outputs[-1], "model")
+            fn.call(f"{L}_topk", fn.desc(op.inputs[0], "model"), vals, idx, f"&{v}", note=name)
+        elif k in ("sort", "argsort"):
+            fn.call(f"{L}_{k}", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), str(int(a.get("axis", -1))),
+                    str(int(bool(a.get("descending", False)))), note=name)  # fmt: skip
+        elif k == "all_class_non_max_suppression":
+            self._nms(op)
+        else:
+            raise Unsupported(f"code generation has no kernel call for {op.op} (node {op.name!r}) on {fn.where}; "
+                              f"pin it to the host ({self.p.soc.host})")  # fmt: skip
+
+    def _float_const(self, tid: str) -> str:
+        t = self.g.tensors[tid]
+        return self.p.weights.add("c", t.name or tid, "float", np.asarray(self.g.consts[tid], np.float32).ravel())
+
+    def _slice(self, op: Op) -> None:
+        fn, L, a = self.fn, self.fn.lib, op.attrs
+        vals = [a.get(f"arg{j}") for j in range(1, 5)]
+        axes, begin, end, strides = (v if isinstance(v, tuple) else (v,) for v in vals)
+        if len(strides) == 1 and len(axes) > 1:
+            strides = strides * len(axes)
+        v = fn.var("slc")
+        lst = lambda xs: "{" + ", ".join(map(str, xs)) + "}"  # noqa: E731
+        fn.line(f"{L}_slice_params {v} = {{{len(axes)}, {lst(axes)}, {lst(begin)}, {lst(end)}, {lst(strides)}}};")
+        fn.call(f"{L}_strided_slice", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=op.name)
+
+    def _nms(self, op: Op) -> None:
+        fn, L = self.fn, self.fn.lib
+        boxes, scores = op.inputs[0], op.inputs[1]
+        mx, iou, sc = (self.scalar(t) for t in op.inputs[2:5])
+        v = fn.var("nms")
+        n = self.g.tensors[boxes].shape[-2]
+        ws = fn.workspace(f"{L}_nms_workspace_size({n})", 8 * n + 64)
+        fn.line(f"{L}_nms_params {v} = {{0, {int(mx)}, {_f(iou)}, {_f(sc)}, {ws}}};")
+        cnt = fn.var("count")
+        fn.line(f"int64_t {cnt} = 0;")
+        fn.call(f"{L}_nms", fn.desc(boxes, "model"), fn.desc(scores, "model"), fn.desc(op.outputs[0], "model"), f"&{cnt}",
+                f"&{v}", note=op.name)  # fmt: skip
+        if len(op.outputs) > 1:
+            fn.line(f"*(int64_t *){fn.data(op.outputs[1])} = {cnt};")
+        if self.p.fmt(op.outputs[0], fn.where).dtype == "S64":
+            fn.line(f"for (int64_t r = {cnt}; r < {self.g.tensors[op.outputs[0]].shape[0]}; ++r) "
+                    f"{{ int64_t *row = (int64_t *){fn.data(op.outputs[0])} + 3 * r; row[0] = row[1] = row[2] = -1; }}")  # fmt: skip
+

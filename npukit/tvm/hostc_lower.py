@@ -175,11 +175,13 @@ def lower_function(tvm, func, placeholder: str) -> Lowered:
         f = mod[gv]
         _check_primfunc(tvm, f, gv)
         funcs[tvm.ir.GlobalVar(sym)] = f.with_attr("global_symbol", sym)
+    last = _last_module_instrument(tvm)
     try:
-        with _quiet(), tvm.transform.PassContext(opt_level=3, config=PASS_CONFIG):
+        with _quiet(), tvm.transform.PassContext(opt_level=3, config=PASS_CONFIG, instruments=[last]):
             src = tvm.tirx.build(tvm.IRModule(funcs), target=TARGET).inspect_source()
     except Exception as e:  # noqa: BLE001
         raise Unsupported(f"TVM's C code generator failed: {_first_line(e)}") from None
+    src = exact_float_literals(src, last.mod.script() if last.mod is not None else "")
     for api in _PACKED_API:
         if api in src:
             raise Unsupported(f"TVM's C calls {api}, which needs the TVM runtime")
@@ -189,6 +191,52 @@ def lower_function(tvm, func, placeholder: str) -> Lowered:
     return Lowered(chunk, includes, calls, MappingProxyType(values), results,
                    MappingProxyType({k: v[0] for k, v in ws.items()}), MappingProxyType({k: v[1] for k, v in ws.items()}),
                    tuple(s for s in RUNTIME_SYMBOLS if s in chunk))  # fmt: skip
+
+
+def _last_module_instrument(tvm):
+    """A pass instrument keeping the module after the last pass (the one the C codegen prints)."""
+
+    @tvm.ir.instrument.pass_instrument
+    class _Last:
+        def __init__(self):
+            self.mod = None
+
+        def run_after_pass(self, mod, info):
+            self.mod = mod
+
+    return _Last()
+
+
+_C_FLOAT = re.compile(r"(?<![\w.])(\d\.\d{6}e[+-]\d{2,3})(f?)(?![\w.])")
+_TIR_FLOAT = re.compile(r"T\.float(32|64)\(([-+0-9.eE]+)\)")
+
+
+def exact_float_literals(src: str, tir_script: str) -> str:
+    """TVM 0.27's C codegen prints float constants with 7 significant digits (``6.973948e-02f``),
+    which does not round-trip a float32 (9 digits needed): a quantization scale printed so is not
+    the scale TVM's LLVM build uses.  Every such literal is replaced by the shortest exact form of
+    the one constant of the final TIR (``tir_script``) that prints the same at 7 digits."""
+    import numpy as np  # noqa: PLC0415
+
+    exact: dict[tuple[str, str], set[str]] = {}
+    for bits, text in _TIR_FLOAT.findall(tir_script):
+        v = abs(float(text))
+        if not np.isfinite(v):
+            continue
+        if bits == "32":
+            f32 = np.float32(v)
+            key, lit = (f"{float(f32):.6e}", "f"), np.format_float_scientific(f32, unique=True, exp_digits=2)
+        else:
+            key, lit = (f"{v:.6e}", ""), np.format_float_scientific(np.float64(v), unique=True, exp_digits=2)
+        exact.setdefault(key, set()).add(lit)
+
+    def fix(m):
+        cands = exact.get((m.group(1), m.group(2)))
+        if cands is None or len(cands) != 1:
+            return m.group(0)
+        return next(iter(cands)) + m.group(2)
+
+    return _C_FLOAT.sub(fix, src)
 
 
 def _read_main(tvm, relax, mod):

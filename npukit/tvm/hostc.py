@@ -53,6 +53,7 @@ _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
 _CACHE_MAX = 4096
 _cache: OrderedDict[str, Lowered | str] = OrderedDict()  # key -> lowered group, or a failure reason
 _cache_lock = threading.Lock()
+_stats = {"hits": 0, "misses": 0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,6 +240,7 @@ def _lower_group(tvm, graph, calls, grp):
             hit = _cache.get(key)
             if hit is not None:
                 _cache.move_to_end(key)
+            _stats["hits" if hit is not None else "misses"] += 1
         if hit is None:
             try:
                 hit = lower_function(tvm, func, PLACEHOLDER)
@@ -267,6 +269,50 @@ def cache_clear() -> None:
     """Forget every lowered group (tests and benchmarks measure cold runs with it)."""
     with _cache_lock:
         _cache.clear()
+        _stats.update(hits=0, misses=0)
+
+
+def cache_info() -> dict[str, int]:
+    """Lookups of lowered groups since the last ``cache_clear``: hits, misses (= lowerings), size."""
+    with _cache_lock:
+        return {**_stats, "size": len(_cache)}
+
+
+# kinds that join the group of the op feeding them (a conv2d / matmul epilogue, QDQ wrappers)
+_EPILOGUE = frozenset({"add", "subtract", "multiply", "divide", "relu", "clip", "sigmoid", "tanh", "gelu",
+                       "gelu_tanh", "silu", "leakyrelu", "hardswish", "quantize", "minimum", "maximum"})  # fmt: skip
+_ROOTS = frozenset({"conv1d", "conv2d", "conv3d", "conv2d_transpose", "matmul", "max_pool2d", "avg_pool2d",
+                    "mean", "softmax", "layer_norm"})  # fmt: skip
+
+
+def chain_groups(graph: OpGraph, op_ids: Sequence[int] | None = None) -> list[tuple[int, ...]]:
+    """A default grouping of ``op_ids`` (all ops if None) into host kernels, in topological order:
+    an op joins the group of the op it reads when it is that op's only consumer and an epilogue
+    (bias add, activation, quantize, clip, ...), or when a ``dequantize`` feeds it a root op
+    (conv / matmul / pool / mean / softmax / layer_norm) and the group has no root yet."""
+    ids = sorted(set(range(len(graph.ops)) if op_ids is None else (int(i) for i in op_ids)))
+    chosen = set(ids)
+    outs = set(graph.outputs)
+    groups: list[list[int]] = []
+    has_root: list[bool] = []
+    for i in ids:
+        op = graph.ops[i]
+        last = groups[-1][-1] if groups else None
+        joins = False
+        if last is not None and op.inputs:
+            prev = graph.ops[last]
+            src = op.inputs[0]
+            feeds = (len(prev.outputs) == 1 and src == prev.outputs[0] and src not in outs
+                     and graph.consumers(src) == (i,) and last in chosen)  # fmt: skip
+            if feeds:
+                joins = op.kind in _EPILOGUE or (op.kind in _ROOTS and prev.kind == "dequantize" and not has_root[-1])
+        if joins:
+            groups[-1].append(i)
+            has_root[-1] = has_root[-1] or op.kind in _ROOTS
+        else:
+            groups.append([i])
+            has_root.append(op.kind in _ROOTS)
+    return [tuple(g) for g in groups]
 
 
 def _header_texts(names: Sequence[str]) -> dict[str, str]:
@@ -300,4 +346,4 @@ def _header_texts(names: Sequence[str]) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-__all__ = ["HostC", "HostKernel", "HostParam", "host_kernels", "cache_clear"]
+__all__ = ["HostC", "HostKernel", "HostParam", "cache_clear", "cache_info", "chain_groups", "host_kernels"]

@@ -23,6 +23,9 @@ _PACKED_API = ("TVMFFIEnvModLookupFromImports", "TVMFFIFunctionCall", "TVMBacken
                "TVMBackendParallelBarrier", "TVMFFIEnvGetStream")  # fmt: skip
 # runtime symbols the npukit runtime provides (see hostc_emit.runtime_text)
 RUNTIME_SYMBOLS = ("TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace", "TVMFFIErrorSetRaisedFromCStr")
+# Relax ops that survive legalization only where a shape is computed at run time
+_SHAPE_OPS = frozenset({"relax.tensor_to_shape", "relax.shape_of", "relax.shape_to_tensor", "relax.nonzero",
+                        "relax.unique", "relax.dynamic_strided_slice"})  # fmt: skip
 _WS = re.compile(r"TVMBackendAllocWorkspace\(\d+, [A-Za-z_0-9]+, \(uint64_t\)(\d+)ULL")
 _FUNC_DEF = re.compile(r"^TVM_DLL int32_t (__tvm_ffi_\w+)\(void\* self_handle, void\* args, int32_t num_args, "
                        r"void\* result\) \{$", re.M)  # fmt: skip
@@ -289,6 +292,8 @@ def _read_main(tvm, relax, mod):
                 env[b.var.name] = name_of(v)
             elif isinstance(v, relax.Call):
                 what = v.op.name if isinstance(v.op, tvm.ir.Op) else str(v.op)
+                if what in _SHAPE_OPS:
+                    raise Unsupported(f"its output shape is data-dependent: TVM computes it at run time ({what})")
                 raise Unsupported(f"TVM 0.27 has no lowering of {what} to TIR for a C target")
             else:
                 raise Unsupported(f"the lowered module holds a {type(v).__name__}")

@@ -137,8 +137,10 @@ def host_kernels(mod, graph: OpGraph, groups: Sequence[Sequence[int]], *, prefix
     kernels: list[HostKernel | None] = []
     lowered: list[Lowered | None] = []
     unsupported: dict[int, str] = {}
+    owner: dict[str, int] = {}  # lowered code -> the first group using it (groups share TVM functions)
+    owners: list[int | None] = []
     for k, grp in enumerate(groups):
-        low, params, inlined, reason = _lower_group(tvm, graph, calls, grp)
+        low, params, inlined, reason, key = _lower_group(tvm, graph, calls, grp)
         if low is None:
             culprit = _culprits(tvm, graph, calls, grp) if len(grp) > 1 else {grp[0]: reason}
             for i in grp:
@@ -147,12 +149,15 @@ def host_kernels(mod, graph: OpGraph, groups: Sequence[Sequence[int]], *, prefix
                     "cannot lower to plain C" if culprit else reason)  # fmt: skip
             kernels.append(None)
             lowered.append(None)
+            owners.append(None)
             continue
+        first = owner.setdefault(key, k)
         ws = _kernel_workspace(low)
         kernels.append(HostKernel(k, grp, f"{prefix}_{k}", tuple(HostParam(*p) for p in params), inlined,
-                                  tuple(c.func.replace(PLACEHOLDER, f"{prefix}_{k}") for c in low.calls), ws))  # fmt: skip
+                                  tuple(c.func.replace(PLACEHOLDER, f"{prefix}_{first}") for c in low.calls), ws))  # fmt: skip
         lowered.append(low)
-    fields = assemble(prefix, graph, kernels, lowered, unsupported, PLACEHOLDER, tvm.__version__, _header_texts)
+        owners.append(first)
+    fields = assemble(prefix, graph, kernels, lowered, owners, unsupported, PLACEHOLDER, tvm.__version__, _header_texts)
     return HostC(prefix=prefix, kernels=tuple(kernels), unsupported=MappingProxyType(dict(sorted(unsupported.items()))),
                  **fields)  # fmt: skip
 
@@ -200,7 +205,7 @@ def _culprits(tvm, graph, calls, grp) -> dict[int, str]:
     """For a group that failed: the reason of each of its ops that fails on its own."""
     out = {}
     for i in grp:
-        low, _, _, reason = _lower_group(tvm, graph, calls, (i,))
+        low, _, _, reason, _ = _lower_group(tvm, graph, calls, (i,))
         if low is None:
             out[i] = reason
     return out
@@ -229,12 +234,12 @@ def _nbytes(shape, dtype) -> int:
 
 
 def _lower_group(tvm, graph, calls, grp):
-    """(lowered | None, params, inlined const tids, reason)."""
+    """(lowered | None, params, inlined const tids, reason, cache key)."""
     for lift_all in (False, True):
         try:
             func, params, inlined = build_group_function(tvm, graph, calls, grp, lift_all)
         except Unsupported as e:
-            return None, (), (), str(e)
+            return None, (), (), str(e), ""
         key = _cache_key(tvm, func)
         with _cache_lock:
             hit = _cache.get(key)
@@ -255,8 +260,8 @@ def _lower_group(tvm, graph, calls, grp):
                 while len(_cache) > _CACHE_MAX:
                     _cache.popitem(last=False)
         if isinstance(hit, str):
-            return None, (), (), hit
-        return hit, params, inlined, ""
+            return None, (), (), hit, key
+        return hit, params, inlined, "", key
     raise AssertionError("unreachable")
 
 

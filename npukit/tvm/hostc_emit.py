@@ -51,21 +51,27 @@ def _dims(shape) -> str:
     return "[" + ",".join(str(int(d)) for d in shape) + "]"
 
 
-def assemble(prefix: str, graph, kernels, lowered, unsupported: dict, placeholder: str, tvm_version: str,
+def assemble(prefix: str, graph, kernels, lowered, owners, unsupported, placeholder: str, tvm_version: str,
              header_texts: Callable[[Sequence[str]], dict]) -> dict:
-    """The HostC fields (minus kernels / unsupported / prefix) as a dict."""
+    """The HostC fields (minus kernels / unsupported / prefix) as a dict.  ``owners[k]`` is the
+    first group whose TVM functions group k calls (equal lowered code is emitted once)."""
     guard = prefix.upper()
     includes: list[str] = []
     chunks: list[str] = []
     externs: set[str] = set()
-    for kern, low in zip(kernels, lowered, strict=True):
-        if kern is None:
+    users: dict[int, list[str]] = {}
+    for kern, own in zip(kernels, owners, strict=True):
+        if kern is not None and own != kern.index:
+            users.setdefault(own, []).append(kern.symbol)
+    for kern, low, own in zip(kernels, lowered, owners, strict=True):
+        if kern is None or own != kern.index:
             continue
         for inc in low.includes:
             if inc not in includes:
                 includes.append(inc)
         externs.update(low.externs)
-        chunks.append(f"/* ---- {kern.symbol}: ops {_ops_note(graph, kern.ops)} ---- */\n"
+        also = f" (also called by {', '.join(users[own])})" if own in users else ""
+        chunks.append(f"/* ---- {kern.symbol}: ops {_ops_note(graph, kern.ops)}{also} ---- */\n"
                       + low.chunk.replace(placeholder, kern.symbol))  # fmt: skip
     if not includes:
         includes = ['#include "tvm/ffi/c_api.h"', '#include "tvm/runtime/c_backend_api.h"']
@@ -157,10 +163,14 @@ def _header(prefix, guard, graph, kernels, unsupported, pool) -> str:
 
 def _wrappers(prefix, graph, kernels, lowered) -> str:
     decls, bodies = [], []
+    seen: set[str] = set()
     for kern, low in zip(kernels, lowered, strict=True):
         if kern is None:
             continue
-        for fn in dict.fromkeys(kern.tvm_functions):
+        for fn in kern.tvm_functions:
+            if fn in seen:
+                continue
+            seen.add(fn)
             decls.append(f"int32_t __tvm_ffi_{fn}(void* self_handle, void* args, int32_t num_args, void* result);")
         bodies.append(_wrapper(prefix, graph, kern, low))
     head = [

@@ -108,7 +108,8 @@ def test_digits_riscv_and_valgrind(tmp_path, digits_data):
 # int8 TFLite digits and the detector against TVM's own compiled output
 
 
-def test_digits_int8_bit_exact_with_tvm(tmp_path):
+@pytest.mark.parametrize("inline", [True, False])
+def test_digits_int8_bit_exact_with_tvm(tmp_path, inline):
     imp = imported(DIGITS_INT8)
     g = imp.graph
     x = np.load(SAMPLES / "digits_cnn_int8.npz")["x"][:12]
@@ -116,7 +117,7 @@ def test_digits_int8_bit_exact_with_tvm(tmp_path):
     refs = vm_values(imp.mod, g, [[s] for s in q])
     acts = [t for op in g.ops for t in op.outputs]
     for k, groups in enumerate((singles(g), hostc.chain_groups(g))):
-        hc = hostc.host_kernels(imp.mod, g, groups)
+        hc = hostc.host_kernels(imp.mod, g, groups, inline=inline)
         assert not hc.unsupported
         if k == 1:  # dequantize + conv2d + bias add + quantize + clip
             assert [g.ops[i].kind for i in groups[0]] == ["dequantize", "conv2d", "add", "quantize", "clip"]
@@ -198,9 +199,13 @@ def test_symbols_come_from_prefix_and_index_only():
             assert op.source not in text and op.name not in text
     assert "DLTensor" not in hc.header and "TVMFFIAny" not in hc.header
     assert "int32_t hk_6(const float* in0, float* out0);" in hc.header
-    assert hc.runtime_symbols == ("TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace")
-    assert hc.workspace_bytes == max(k.workspace_bytes for k in hc.kernels) > 0
-    assert f"#define HK_WORKSPACE_BYTES_NEEDED {hc.workspace_bytes}u" in hc.header
+    # inlined (default): conv + bias + relu accumulate in a local, nothing comes from the pool
+    assert hc.runtime_symbols == () and hc.workspace_bytes == 0
+    flat = hostc.host_kernels(imp.mod, g, DIGITS_GROUPED, prefix="hk", inline=False)
+    assert flat.runtime_symbols == ("TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace")
+    # conv2: its padded input 8*10*10*4 = 3200 bytes + its output 16*8*8*4 = 4096 bytes
+    assert flat.workspace_bytes == max(k.workspace_bytes for k in flat.kernels) == 7296
+    assert "#define HK_WORKSPACE_BYTES_NEEDED 7296u" in flat.header
 
 
 @pytest.mark.parametrize("groups, prefix, needle", [

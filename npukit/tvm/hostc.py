@@ -121,8 +121,13 @@ class HostC:
 # generation
 
 
-def host_kernels(mod, graph: OpGraph, groups: Sequence[Sequence[int]], *, prefix: str = "npk_host") -> HostC:
+def host_kernels(mod, graph: OpGraph, groups: Sequence[Sequence[int]], *, prefix: str = "npk_host",
+                 inline: bool = True) -> HostC:
     """Generate host C for ``groups`` (tuples of op ids, each in topological order).
+
+    ``inline``: inline what a TIR schedule can (padding and epilogues into their consumers, a
+    softmax's exp into its sum and division) so a kernel needs little or no workspace; the value
+    of every element is computed by the same operations either way (measured bit-exact).
 
     Raises ``ConfigError`` for a bad prefix or group (unknown op id, an op in two groups, an op
     that reads a value a later op of its group produces); ops TVM cannot lower are reported in
@@ -140,9 +145,9 @@ def host_kernels(mod, graph: OpGraph, groups: Sequence[Sequence[int]], *, prefix
     owner: dict[str, int] = {}  # lowered code -> the first group using it (groups share TVM functions)
     owners: list[int | None] = []
     for k, grp in enumerate(groups):
-        low, params, inlined, reason, key = _lower_group(tvm, graph, calls, grp)
+        low, params, inlined, reason, key = _lower_group(tvm, graph, calls, grp, inline)
         if low is None:
-            culprit = _culprits(tvm, graph, calls, grp) if len(grp) > 1 else {grp[0]: reason}
+            culprit = _culprits(tvm, graph, calls, grp, inline) if len(grp) > 1 else {grp[0]: reason}
             for i in grp:
                 unsupported[i] = culprit.get(i) or (
                     f"in host group {k} with op #{min(culprit)} ({graph.ops[min(culprit)].kind}), which TVM "
@@ -201,11 +206,11 @@ def _tagged_calls(tvm, mod, graph: OpGraph) -> dict[int, object]:
     return out
 
 
-def _culprits(tvm, graph, calls, grp) -> dict[int, str]:
+def _culprits(tvm, graph, calls, grp, inline) -> dict[int, str]:
     """For a group that failed: the reason of each of its ops that fails on its own."""
     out = {}
     for i in grp:
-        low, _, _, reason, _ = _lower_group(tvm, graph, calls, (i,))
+        low, _, _, reason, _ = _lower_group(tvm, graph, calls, (i,), inline)
         if low is None:
             out[i] = reason
     return out
@@ -233,14 +238,14 @@ def _nbytes(shape, dtype) -> int:
 # one group: Relax function -> lowered C
 
 
-def _lower_group(tvm, graph, calls, grp):
+def _lower_group(tvm, graph, calls, grp, inline):
     """(lowered | None, params, inlined const tids, reason, cache key)."""
     for lift_all in (False, True):
         try:
             func, params, inlined = build_group_function(tvm, graph, calls, grp, lift_all)
         except Unsupported as e:
             return None, (), (), str(e), ""
-        key = _cache_key(tvm, func)
+        key = _cache_key(tvm, func, inline)
         with _cache_lock:
             hit = _cache.get(key)
             if hit is not None:
@@ -248,7 +253,7 @@ def _lower_group(tvm, graph, calls, grp):
             _stats["hits" if hit is not None else "misses"] += 1
         if hit is None:
             try:
-                hit = lower_function(tvm, func, PLACEHOLDER)
+                hit = lower_function(tvm, func, PLACEHOLDER, inline)
             except Unsupported as e:
                 hit = str(e)
             except ConstLeft:
@@ -265,9 +270,9 @@ def _lower_group(tvm, graph, calls, grp):
     raise AssertionError("unreachable")
 
 
-def _cache_key(tvm, func) -> str:
+def _cache_key(tvm, func, inline: bool) -> str:
     text = func.script(show_meta=True)
-    return hashlib.sha256(f"{tvm.__version__}\nhostc-v1\n{text}".encode()).hexdigest()
+    return hashlib.sha256(f"{tvm.__version__}\nhostc-v1 inline={inline}\n{text}".encode()).hexdigest()
 
 
 def cache_clear() -> None:

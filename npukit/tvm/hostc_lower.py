@@ -156,7 +156,57 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
 # Relax function -> C
 
 
-def lower_function(tvm, func, placeholder: str) -> Lowered:
+def inline_blocks(tvm, f):
+    """``f`` with every block that can be inlined into its consumers (padding, bias add, quantize,
+    the exp of a softmax) or its elementwise consumers into it, so its intermediate buffers (the
+    workspace) disappear; the arithmetic of each element is unchanged."""
+    from tvm import s_tir  # noqa: PLC0415
+
+    try:
+        sch = s_tir.Schedule(f)
+        root = sch.get_sblock("root")
+        for b in sch.get_child_blocks(root):
+            try:
+                sch.compute_inline(b)
+            except s_tir.ScheduleError:
+                pass
+        for b in reversed(sch.get_child_blocks(root)):
+            try:
+                sch.reverse_compute_inline(b)
+            except s_tir.ScheduleError:
+                pass
+        # a reduction's elementwise consumer moves under the reduction's spatial loops, so the
+        # reduction's output shrinks to one element (a conv2d's accumulator with its epilogue)
+        for b in sch.get_child_blocks(root):
+            consumers = sch.get_consumers(b)
+            kinds = [int(iv.iter_type) for iv in sch.get(b).iter_vars]
+            if len(consumers) != 1 or 2 not in kinds:  # 2: a reduction (CommReduce) iterator
+                continue
+            spatial = kinds.index(2) if 0 in kinds[:kinds.index(2)] else 0
+            loops = sch.get_loops(b)
+            if spatial and spatial <= len(loops):
+                try:
+                    sch.reverse_compute_at(consumers[0], loops[spatial - 1], preserve_unit_loops=True)
+                except s_tir.ScheduleError:
+                    pass
+        # the init of every reduction before its reduction loops (not an if inside them: faster,
+        # and gcc cannot see that such an accumulator is always initialised)
+        for b in sch.get_child_blocks(root):
+            kinds = [int(iv.iter_type) for iv in sch.get(b).iter_vars]
+            if 2 in kinds and sch.get(b).init is not None:
+                first = kinds.index(2)
+                loops = sch.get_loops(b)
+                if first < len(loops) and all(k == 0 for k in kinds[:first]):
+                    try:
+                        sch.decompose_reduction(b, loops[first])
+                    except s_tir.ScheduleError:
+                        pass
+        return sch.mod["main"]
+    except Exception:  # noqa: BLE001 - a function the schedule cannot read is built as it is
+        return f
+
+
+def lower_function(tvm, func, placeholder: str, inline: bool = True) -> Lowered:
     from tvm import relax  # noqa: PLC0415
 
     from .importers import _first_line, _quiet  # noqa: PLC0415
@@ -177,6 +227,8 @@ def lower_function(tvm, func, placeholder: str) -> Lowered:
     for gv, sym in names.items():
         f = mod[gv]
         _check_primfunc(tvm, f, gv)
+        if inline:
+            f = inline_blocks(tvm, f)
         funcs[tvm.ir.GlobalVar(sym)] = f.with_attr("global_symbol", sym)
     last = _last_module_instrument(tvm)
     try:

@@ -33,7 +33,7 @@ def _lit(v, dtype: str) -> str:
 
 def _array(values: np.ndarray, dtype: str) -> str:
     flat = np.asarray(values).reshape(-1)
-    rows = [", ".join(_lit(x, dtype) for x in flat[i:i + 8]) for i in range(0, len(flat), 8)]
+    rows = [", ".join(_lit(x, dtype) for x in flat[i : i + 8]) for i in range(0, len(flat), 8)]
     return "{\n  " + ",\n  ".join(rows) + "\n}" if rows else "{0}"
 
 
@@ -116,7 +116,9 @@ def run(exe: Path, graph, outputs: list[str], runner: tuple[str, ...] = ()) -> d
         tid, *vals = line.split()
         tt = graph.tensors[tid]
         dtype = np.dtype(tt.dtype)
-        got[tid].append(np.array([float(v) if dtype.kind == "f" else int(v) for v in vals]).astype(dtype).reshape(tt.shape))
+        got[tid].append(
+            np.array([float(v) if dtype.kind == "f" else int(v) for v in vals]).astype(dtype).reshape(tt.shape)
+        )
     return {t: np.stack(v) for t, v in got.items()}
 
 

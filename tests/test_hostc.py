@@ -23,7 +23,7 @@ DIGITS_GROUPED = [(0, 1, 2), (3, 4, 5), (6,), (7,), (8, 9, 10), (11, 12), (13,)]
 NON_HOST = ("topk", "all_class_non_max_suppression")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def imported(path):
     return import_model(path)
 
@@ -57,7 +57,7 @@ def digits_data():
 
     x = np.load(SAMPLES / "digits_cnn.npz")["x"][:24]
     sess = ort.InferenceSession(str(DIGITS_ONNX), providers=["CPUExecutionProvider"])
-    ref = np.stack([sess.run(None, {"input": x[i:i + 1]})[0] for i in range(len(x))])
+    ref = np.stack([sess.run(None, {"input": x[i : i + 1]})[0] for i in range(len(x))])
     return x[:, None], ref
 
 

@@ -22,14 +22,30 @@ then its outputs (tensors read outside the group, or model outputs) in op order.
 (a quantize scale, a comparison's zero) is folded into the C by TVM's legalizer and listed in
 ``HostKernel.inlined`` instead.
 
+Lowering, per group: ``DispatchSortScan``, ``LegalizeOps``, ``AnnotateTIROpPattern``,
+``FuseOps``, ``FuseTIR``, ``DeadCodeElimination``; then (``inline=True``, the default) a TIR
+schedule inlines padding and elementwise epilogues, moves a reduction's epilogue under its spatial
+loops and hoists its init, so single-op kernels need no workspace at all; then
+``tvm.tirx.build(..., target={"kind": "c"})`` under ``tirx.disable_assert``.  TVM 0.27 prints
+float constants in C with 7 significant digits, which does not round-trip a float32 (a
+quantization scale would differ from the one TVM's LLVM build uses); every such literal is
+rewritten with the exact value taken from the final TIR, which makes the C bit-exact with
+``tvm.compile`` (measured on the int8 digits CNN and MobileNet).
+
 Ops TVM 0.27 cannot lower to plain C are reported in ``HostC.unsupported`` (op id -> reason)
 instead of raising, so the caller can place them elsewhere: ``topk`` / ``sort`` / ``argsort``
-(TVM's CPU lowering calls the packed runtime function ``tvm.contrib.sort.*``) and
-``all_class_non_max_suppression`` (packed sort and a data-dependent output shape).
+(TVM's CPU lowering calls the packed runtime functions ``tvm.contrib.sort.*``) and
+``all_class_non_max_suppression`` (a data-dependent output shape, and a packed argsort).  A group
+holding such an op is not generated: its culprit op gets the reason, its other ops name it.
 
-Symbols derive only from ``prefix`` and the group index, never from model names.  The lowered
-code of a group is cached in memory by a hash of its Relax function (and the TVM version), so
-regenerating after an edit that leaves a group alone costs only the hash.
+Symbols derive only from ``prefix`` and the group index, never from model names: the wrapper of
+group k is ``<prefix>_<k>``, TVM's functions are ``__tvm_ffi_<prefix>_<j>_f<n>`` where j is the
+first group with the same lowered code (groups of equal shape share TVM's functions: MobileNet's
+146 single-op groups need 72).  The lowered code of a group is cached in memory by a hash of its
+Relax function, the TVM version and ``inline``, so regenerating after an edit that leaves a group
+alone costs only building and hashing its Relax function (``cache_info()``, ``cache_clear()``).
+The generated runtime is not re-entrant (one static pool) and defines the ``TVMBackend*``
+symbols: link one host C export per program.
 """
 
 from __future__ import annotations
@@ -121,8 +137,9 @@ class HostC:
 # generation
 
 
-def host_kernels(mod, graph: OpGraph, groups: Sequence[Sequence[int]], *, prefix: str = "npk_host",
-                 inline: bool = True) -> HostC:
+def host_kernels(
+    mod, graph: OpGraph, groups: Sequence[Sequence[int]], *, prefix: str = "npk_host", inline: bool = True
+) -> HostC:
     """Generate host C for ``groups`` (tuples of op ids, each in topological order).
 
     ``inline``: inline what a TIR schedule can (padding and epilogues into their consumers, a

@@ -52,8 +52,17 @@ def _dims(shape) -> str:
     return "[" + ",".join(str(int(d)) for d in shape) + "]"
 
 
-def assemble(prefix: str, graph, kernels, lowered, owners, unsupported, placeholder: str, tvm_version: str,
-             header_texts: Callable[[Sequence[str]], dict]) -> dict:
+def assemble(
+    prefix: str,
+    graph,
+    kernels,
+    lowered,
+    owners,
+    unsupported,
+    placeholder: str,
+    tvm_version: str,
+    header_texts: Callable[[Sequence[str]], dict],
+) -> dict:
     """The HostC fields (minus kernels / unsupported / prefix) as a dict.  ``owners[k]`` is the
     first group whose TVM functions group k calls (equal lowered code is emitted once)."""
     guard = prefix.upper()

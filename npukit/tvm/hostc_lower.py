@@ -15,20 +15,25 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..graph import OpGraph
+from .hostc_tir import (
+    NonConstantWorkspace,
+    exact_float_literals,
+    inline_blocks,
+    last_module_instrument,
+    split_preamble,
+    workspace,
+)
 
 TARGET = {"kind": "c"}
 PASS_CONFIG = {"tirx.disable_assert": True}  # no argument checks: the wrappers pass exact tensors
 # runtime entry points TVM's C may reference that a plain C program cannot provide
 _PACKED_API = ("TVMFFIEnvModLookupFromImports", "TVMFFIFunctionCall", "TVMBackendParallelLaunch",
                "TVMBackendParallelBarrier", "TVMFFIEnvGetStream")  # fmt: skip
-# runtime symbols the npukit runtime provides (see hostc_emit.runtime_text)
+# runtime symbols the generated runtime provides (hostc_emit._runtime)
 RUNTIME_SYMBOLS = ("TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace", "TVMFFIErrorSetRaisedFromCStr")
 # Relax ops that survive legalization only where a shape is computed at run time
 _SHAPE_OPS = frozenset({"relax.tensor_to_shape", "relax.shape_of", "relax.shape_to_tensor", "relax.nonzero",
                         "relax.unique", "relax.dynamic_strided_slice"})  # fmt: skip
-_WS = re.compile(r"TVMBackendAllocWorkspace\(\d+, [A-Za-z_0-9]+, \(uint64_t\)(\d+)ULL")
-_FUNC_DEF = re.compile(r"^TVM_DLL int32_t (__tvm_ffi_\w+)\(void\* self_handle, void\* args, int32_t num_args, "
-                       r"void\* result\) \{$", re.M)  # fmt: skip
 
 
 class Unsupported(Exception):
@@ -156,56 +161,6 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
 # Relax function -> C
 
 
-def inline_blocks(tvm, f):
-    """``f`` with every block that can be inlined into its consumers (padding, bias add, quantize,
-    the exp of a softmax) or its elementwise consumers into it, so its intermediate buffers (the
-    workspace) disappear; the arithmetic of each element is unchanged."""
-    from tvm import s_tir  # noqa: PLC0415
-
-    try:
-        sch = s_tir.Schedule(f)
-        root = sch.get_sblock("root")
-        for b in sch.get_child_blocks(root):
-            try:
-                sch.compute_inline(b)
-            except s_tir.ScheduleError:
-                pass
-        for b in reversed(sch.get_child_blocks(root)):
-            try:
-                sch.reverse_compute_inline(b)
-            except s_tir.ScheduleError:
-                pass
-        # a reduction's elementwise consumer moves under the reduction's spatial loops, so the
-        # reduction's output shrinks to one element (a conv2d's accumulator with its epilogue)
-        for b in sch.get_child_blocks(root):
-            consumers = sch.get_consumers(b)
-            kinds = [int(iv.iter_type) for iv in sch.get(b).iter_vars]
-            if len(consumers) != 1 or 2 not in kinds:  # 2: a reduction (CommReduce) iterator
-                continue
-            spatial = kinds.index(2) if 0 in kinds[:kinds.index(2)] else 0
-            loops = sch.get_loops(b)
-            if spatial and spatial <= len(loops):
-                try:
-                    sch.reverse_compute_at(consumers[0], loops[spatial - 1], preserve_unit_loops=True)
-                except s_tir.ScheduleError:
-                    pass
-        # the init of every reduction before its reduction loops (not an if inside them: faster,
-        # and gcc cannot see that such an accumulator is always initialised)
-        for b in sch.get_child_blocks(root):
-            kinds = [int(iv.iter_type) for iv in sch.get(b).iter_vars]
-            if 2 in kinds and sch.get(b).init is not None:
-                first = kinds.index(2)
-                loops = sch.get_loops(b)
-                if first < len(loops) and all(k == 0 for k in kinds[:first]):
-                    try:
-                        sch.decompose_reduction(b, loops[first])
-                    except s_tir.ScheduleError:
-                        pass
-        return sch.mod["main"]
-    except Exception:  # noqa: BLE001 - a function the schedule cannot read is built as it is
-        return f
-
-
 def lower_function(tvm, func, placeholder: str, inline: bool = True) -> Lowered:
     from tvm import relax  # noqa: PLC0415
 
@@ -221,7 +176,15 @@ def lower_function(tvm, func, placeholder: str, inline: bool = True) -> Lowered:
             mod = seq(tvm.IRModule.from_expr(func))
     except Exception as e:  # noqa: BLE001 - a TVM failure is this group's reason
         raise Unsupported(f"TVM's Relax lowering failed: {_first_line(e)}") from None
-    calls, values, results, order = _read_main(tvm, relax, mod)
+    try:
+        calls, values, results, order = _read_main(tvm, relax, mod)
+    except Unsupported as e:
+        packed = _packed_calls(tvm, mod)
+        if packed:
+            raise Unsupported(
+                f"{e}; its kernels also call the packed runtime function(s) {', '.join(packed)}"
+            ) from None
+        raise
     names = {gv: f"{placeholder}_f{j}" for j, gv in enumerate(order)}
     funcs = {}
     for gv, sym in names.items():
@@ -230,7 +193,7 @@ def lower_function(tvm, func, placeholder: str, inline: bool = True) -> Lowered:
         if inline:
             f = inline_blocks(tvm, f)
         funcs[tvm.ir.GlobalVar(sym)] = f.with_attr("global_symbol", sym)
-    last = _last_module_instrument(tvm)
+    last = last_module_instrument(tvm)
     try:
         with _quiet(), tvm.transform.PassContext(opt_level=3, config=PASS_CONFIG, instruments=[last]):
             src = tvm.tirx.build(tvm.IRModule(funcs), target=TARGET).inspect_source()
@@ -240,58 +203,15 @@ def lower_function(tvm, func, placeholder: str, inline: bool = True) -> Lowered:
     for api in _PACKED_API:
         if api in src:
             raise Unsupported(f"TVM's C calls {api}, which needs the TVM runtime")
-    chunk, includes = _split_preamble(src)
+    chunk, includes = split_preamble(src)
     calls = tuple(Call(names[gv], args) for gv, args in calls)
-    ws = _workspace(chunk)
+    try:
+        ws = workspace(chunk)
+    except NonConstantWorkspace:
+        raise Unsupported("TVM's C allocates a workspace whose size is not a constant") from None
     return Lowered(chunk, includes, calls, MappingProxyType(values), results,
                    MappingProxyType({k: v[0] for k, v in ws.items()}), MappingProxyType({k: v[1] for k, v in ws.items()}),
                    tuple(s for s in RUNTIME_SYMBOLS if s in chunk))  # fmt: skip
-
-
-def _last_module_instrument(tvm):
-    """A pass instrument keeping the module after the last pass (the one the C codegen prints)."""
-
-    @tvm.ir.instrument.pass_instrument
-    class _Last:
-        def __init__(self):
-            self.mod = None
-
-        def run_after_pass(self, mod, info):
-            self.mod = mod
-
-    return _Last()
-
-
-_C_FLOAT = re.compile(r"(?<![\w.])(\d\.\d{6}e[+-]\d{2,3})(f?)(?![\w.])")
-_TIR_FLOAT = re.compile(r"T\.float(32|64)\(([-+0-9.eE]+)\)")
-
-
-def exact_float_literals(src: str, tir_script: str) -> str:
-    """TVM 0.27's C codegen prints float constants with 7 significant digits (``6.973948e-02f``),
-    which does not round-trip a float32 (9 digits needed): a quantization scale printed so is not
-    the scale TVM's LLVM build uses.  Every such literal is replaced by the shortest exact form of
-    the one constant of the final TIR (``tir_script``) that prints the same at 7 digits."""
-    import numpy as np  # noqa: PLC0415
-
-    exact: dict[tuple[str, str], set[str]] = {}
-    for bits, text in _TIR_FLOAT.findall(tir_script):
-        v = abs(float(text))
-        if not np.isfinite(v):
-            continue
-        if bits == "32":
-            f32 = np.float32(v)
-            key, lit = (f"{float(f32):.6e}", "f"), np.format_float_scientific(f32, unique=True, exp_digits=2)
-        else:
-            key, lit = (f"{v:.6e}", ""), np.format_float_scientific(np.float64(v), unique=True, exp_digits=2)
-        exact.setdefault(key, set()).add(lit)
-
-    def fix(m):
-        cands = exact.get((m.group(1), m.group(2)))
-        if cands is None or len(cands) != 1:
-            return m.group(0)
-        return next(iter(cands)) + m.group(2)
-
-    return _C_FLOAT.sub(fix, src)
 
 
 def _read_main(tvm, relax, mod):
@@ -342,6 +262,8 @@ def _read_main(tvm, relax, mod):
                 env[b.var.name] = name_of(v.tuple_value)[v.index]
             elif isinstance(v, (relax.Tuple, relax.Var)):
                 env[b.var.name] = name_of(v)
+            elif isinstance(v, tvm.ir.GenericConst):
+                raise Unsupported("TVM folds its value to a constant when it lowers it: nothing is left to run")
             elif isinstance(v, relax.Call):
                 what = v.op.name if isinstance(v.op, tvm.ir.Op) else str(v.op)
                 if what in _SHAPE_OPS:
@@ -371,9 +293,17 @@ def _flat(xs):
             yield x
 
 
+_PACKED = re.compile(r'call_packed\("([^"]+)"')
+
+
+def _packed_calls(tvm, mod) -> list[str]:
+    """The packed runtime functions the module's PrimFuncs call (sorted, quoted)."""
+    names = {n for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc) for n in _PACKED.findall(f.script())}
+    return [repr(n) for n in sorted(names)]
+
+
 def _check_primfunc(tvm, f, gv) -> None:
-    text = f.script()
-    m = re.search(r'call_packed\("([^"]+)"', text)
+    m = _PACKED.search(f.script())
     if m:
         raise Unsupported(f"TVM lowers it to a call of the packed runtime function {m.group(1)!r}, "
                           "which a plain C program does not have")  # fmt: skip
@@ -388,40 +318,3 @@ def _check_primfunc(tvm, f, gv) -> None:
             [int(d) for d in shape]
         except (TypeError, ValueError):
             raise Unsupported("its output shape is data-dependent (not known at compile time)") from None
-
-
-def _split_preamble(src: str) -> tuple[str, tuple[str, ...]]:
-    """TVM's C without the lines every build repeats (target comment, TVM_EXPORTS, includes, the
-    library context, the ``__tvm_ffi_main`` alias of a single-function build), and its includes."""
-    keep, includes = [], []
-    skip = False
-    for line in src.splitlines():
-        s = line.strip()
-        if skip:  # CodegenC's entry alias __tvm_ffi_main (one per build: would clash between groups)
-            skip = line != "}"
-            continue
-        if s.startswith("// CodegenC: NOTE: Auto-generated entry function"):
-            skip = True
-        elif s.startswith("#include"):
-            includes.append(s)
-        elif s.startswith("// tvm target:") or s == "#define TVM_EXPORTS" or s == "void* __tvm_ffi__library_ctx = NULL;":
-            continue
-        else:
-            keep.append(line)
-    return "\n".join(keep).strip("\n") + "\n", tuple(includes)
-
-
-def _workspace(chunk: str) -> dict[str, tuple[int, int]]:
-    """(bytes, blocks) each function takes from TVMBackendAllocWorkspace (64-byte aligned blocks,
-    summed: an upper bound of its peak, exact when its blocks are all live together)."""
-    out: dict[str, tuple[int, int]] = {}
-    defs = list(_FUNC_DEF.finditer(chunk))
-    for k, m in enumerate(defs):
-        end = defs[k + 1].start() if k + 1 < len(defs) else len(chunk)
-        body = chunk[m.end():end]
-        sym = m.group(1)[len("__tvm_ffi_"):]
-        sizes = _WS.findall(body)
-        out[sym] = (sum((int(n) + 63) // 64 * 64 for n in sizes), len(sizes))
-    if chunk.count("TVMBackendAllocWorkspace(") != len(_WS.findall(chunk)):
-        raise Unsupported("TVM's C allocates a workspace whose size is not a constant")
-    return out

@@ -158,3 +158,67 @@ def vm_values(mod, graph, samples: list[list[np.ndarray]]) -> dict[str, np.ndarr
             for t, v in zip(ts, vals, strict=True):
                 got.setdefault(t, []).append(v.numpy())
     return {t: np.stack(v) for t, v in got.items()}
+
+
+# Cortex-M7 firmware for qemu-system-arm -M mps2-an500 (code at 0x0, RAM at 0x20000000; newlib's
+# rdimon crt0 zeroes .bss and calls main; printf goes to the host through semihosting)
+_STARTUP = """#include <stdint.h>
+extern uint32_t __StackTop;
+extern void _start(void);
+void Reset_Handler(void);
+static void Default_Handler(void) {
+  for (;;) {
+  }
+}
+__attribute__((section(".vectors"), used)) static void (*const vectors[16])(void) = {
+    (void (*)(void))(&__StackTop), Reset_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, 0, 0, 0, 0, Default_Handler, Default_Handler, 0, Default_Handler,
+    Default_Handler};
+void Reset_Handler(void) {
+  volatile uint32_t* cpacr = (volatile uint32_t*)0xE000ED88u;
+  *cpacr |= (0xFu << 20); /* CP10 / CP11 full access: the FPU, before any hard-float code */
+  __asm volatile("dsb\\n isb");
+  _start();
+}
+"""
+_LDSCRIPT = """MEMORY {
+  FLASH (rx) : ORIGIN = 0x00000000, LENGTH = 4M
+  RAM (rwx)  : ORIGIN = 0x20000000, LENGTH = 4M
+}
+ENTRY(Reset_Handler)
+SECTIONS {
+  .text : {
+    KEEP(*(.vectors))
+    *(.text*)
+    KEEP(*(.init)) KEEP(*(.fini))
+    *(.rodata*)
+    . = ALIGN(4);
+    __preinit_array_start = .; KEEP(*(.preinit_array)) __preinit_array_end = .;
+    __init_array_start = .; KEEP(*(SORT(.init_array.*))) KEEP(*(.init_array)) __init_array_end = .;
+    __fini_array_start = .; KEEP(*(SORT(.fini_array.*))) KEEP(*(.fini_array)) __fini_array_end = .;
+  } > FLASH
+  .ARM.exidx : { *(.ARM.exidx* .gnu.linkonce.armexidx.*) } > FLASH
+  .data : { *(.data*) } > RAM
+  .bss (NOLOAD) : { __bss_start__ = .; *(.bss*) *(COMMON) . = ALIGN(4); __bss_end__ = .; } > RAM
+  . = ALIGN(8);
+  end = .; __end__ = .;
+  __StackTop = ORIGIN(RAM) + LENGTH(RAM);
+  __stack = __StackTop;
+}
+"""
+
+
+def build_m7_firmware(hc, out: Path) -> Path:
+    """The export + main.c as Cortex-M7 firmware (hard float, semihosting printf)."""
+    (out / "startup.c").write_text(_STARTUP)
+    (out / "fw.ld").write_text(_LDSCRIPT)
+    srcs = [str(out / f) for f in hc.c_files] + [str(out / "main.c"), str(out / "startup.c")]
+    exe = out / "fw.elf"
+    cmd = ["arm-none-eabi-gcc", *FLAGS, *M7, "--specs=rdimon.specs", *(f"-I{out / d}" for d in hc.include_dirs),
+           f"-I{out}", "-T", str(out / "fw.ld"), *srcs, "-o", str(exe), "-lm"]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, f"{' '.join(cmd)}\n{p.stderr[-4000:]}"
+    return exe
+
+
+QEMU_M7 = ("qemu-system-arm", "-M", "mps2-an500", "-nographic", "-semihosting", "-kernel")

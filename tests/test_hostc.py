@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import DETECTOR, DIGITS_INT8, DIGITS_ONNX, MOBILENET, ROOT, SAMPLES
-from hostc_harness import M7, build, compile_only, have, run, vm_values, write_project
+from hostc_harness import M7, QEMU_M7, build, build_m7_firmware, compile_only, have, run, vm_values, write_project
 
 from npukit.errors import ConfigError, NpukitError
 from npukit.tvm import hostc
@@ -169,6 +169,27 @@ def test_detector_unsupported_ops_are_reported_not_raised():
     assert hc2.kernels[0] is not None and hc2.kernels[1] is None
     assert "tvm.contrib.sort.topk" in hc2.unsupported[topk]
     assert f"op #{topk} (topk)" in hc2.unsupported[31]
+
+
+def test_int8_digits_firmware_runs_on_cortex_m7_under_qemu(tmp_path):
+    """Bare metal, hard float: the kernels, the static pool and TVM's C on qemu's mps2-an500."""
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        if not have(tool):
+            pytest.fail(f"{tool} is not installed")
+    imp = imported(DIGITS_INT8)
+    g = imp.graph
+    x = np.load(SAMPLES / "digits_cnn_int8.npz")["x"][:4]
+    q = np.clip(np.round(x * 255.0) - 128, -128, 127).astype(np.int8)[:, None]
+    hc = hostc.host_kernels(imp.mod, g, hostc.chain_groups(g), inline=False)  # exercise the pool too
+    assert hc.workspace_bytes > 0
+    shown = [p.tid for k in hc.kernels for p in k.params if p.role == "output"]
+    write_project(hc, g, tmp_path, {"in0": q}, shown)
+    native = run(build(hc, tmp_path), g, shown)
+    fw = run(build_m7_firmware(hc, tmp_path), g, shown, QEMU_M7)
+    refs = vm_values(imp.mod, g, [[s] for s in q])
+    for t in shown:
+        np.testing.assert_array_equal(fw[t], native[t], err_msg=t)
+        np.testing.assert_array_equal(fw[t], refs[t], err_msg=t)
 
 
 def test_all_files_compile_for_cortex_m7_and_riscv(tmp_path):

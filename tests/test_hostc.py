@@ -192,6 +192,40 @@ def test_int8_digits_firmware_runs_on_cortex_m7_under_qemu(tmp_path):
         np.testing.assert_array_equal(fw[t], refs[t], err_msg=t)
 
 
+def test_group_whose_output_is_also_read_inside_it(tmp_path):
+    """Two results, one of them feeding the next TVM function of the same kernel (FuseOps names
+    both bindings ``lv``: values are told apart by identity, not by name)."""
+    import tvm  # noqa: F401
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2, 3), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.multiply(x, relax.const(np.float32(2.0))))
+            b = bb.emit(relax.op.reshape(a, (3, 2)))
+            c = bb.emit(relax.op.add(b, relax.const(np.arange(6, dtype=np.float32).reshape(3, 2))))
+            o = bb.emit_output(relax.Tuple([a, c]))
+        bb.emit_func_output(o)
+    imp = import_model(bb.get())
+    g = imp.graph
+    hc = hostc.host_kernels(imp.mod, g, [(0, 1, 2)])
+    k = hc.kernels[0]
+    assert k.signature == "int32_t npk_host_0(const float* in0, const float* w0, float* out0, float* out1)"
+    assert [(p.role, p.tid) for p in k.params] == [
+        ("input", "in0"),
+        ("const", "c1"),
+        ("output", "t0"),
+        ("output", "t2"),
+    ]
+    assert k.inlined == ("c0",) and len(k.tvm_functions) == 2
+    xs = np.arange(12, dtype=np.float32).reshape(2, 2, 3) - 5  # two samples
+    write_project(hc, g, tmp_path, {"in0": xs}, ["t0", "t2"])
+    got = run(build(hc, tmp_path), g, ["t0", "t2"])
+    np.testing.assert_array_equal(got["t0"], xs * 2)
+    np.testing.assert_array_equal(got["t2"], (xs * 2).reshape(2, 3, 2) + np.arange(6, dtype=np.float32).reshape(3, 2))
+
+
 def test_all_files_compile_for_cortex_m7_and_riscv(tmp_path):
     if not have("arm-none-eabi-gcc"):
         pytest.fail("arm-none-eabi-gcc is not installed")

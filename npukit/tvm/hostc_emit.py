@@ -234,7 +234,7 @@ def _wrapper(prefix, graph, kern, low) -> str:
         meta[f"r{j}"] = (p.shape, p.dtype, f"(void*){p.name}")
     for name, (shape, dtype) in low.values.items():
         meta[name] = (tuple(shape), dtype, name)
-    used = sorted({a for c in low.calls for a in c.args} | set(low.results),
+    used = sorted({a for c in low.calls for a in c.args} | set(low.results) | {f"r{j}" for j in range(len(outs))},
                   key=lambda v: (v[0] != "p", v[0] != "r", v[0], int(v[1:])))  # fmt: skip
     idx = {v: k for k, v in enumerate(used)}
     nargs = max((len(c.args) for c in low.calls), default=1)

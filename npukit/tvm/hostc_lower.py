@@ -218,14 +218,14 @@ def _read_main(tvm, relax, mod):
     """main as [(callee gv, arg value names)], intermediates, result value names, callee order."""
     call_tir = tvm.ir.Op.get("relax.call_tir")
     f = mod["main"]
-    env: dict[str, object] = {p.name: f"p{i}" for i, p in enumerate(f.params)}
+    env: dict = {p: f"p{i}" for i, p in enumerate(f.params)}  # keyed by the Var itself: names repeat
     values: dict[str, tuple] = {}
     calls: list = []
     order: list = []
 
     def name_of(x):
         if isinstance(x, relax.Var):
-            return env[x.name]
+            return env[x]
         if isinstance(x, relax.Tuple):
             return tuple(name_of(y) for y in x.fields)
         if isinstance(x, tvm.ir.GenericConst):
@@ -254,14 +254,14 @@ def _read_main(tvm, relax, mod):
                 args = tuple(_flat(name_of(a) for a in v.args[1].fields))
                 ty = b.var.ty
                 outs = tuple(new_value(t) for t in ty.fields) if isinstance(ty, relax.TupleType) else new_value(ty)
-                env[b.var.name] = outs
+                env[b.var] = outs
                 if gv not in order:
                     order.append(gv)
                 calls.append((gv, args + tuple(_flat([outs]))))
             elif isinstance(v, relax.TupleGetItem):
-                env[b.var.name] = name_of(v.tuple_value)[v.index]
+                env[b.var] = name_of(v.tuple_value)[v.index]
             elif isinstance(v, (relax.Tuple, relax.Var)):
-                env[b.var.name] = name_of(v)
+                env[b.var] = name_of(v)
             elif isinstance(v, tvm.ir.GenericConst):
                 raise Unsupported("TVM folds its value to a constant when it lowers it: nothing is left to run")
             elif isinstance(v, relax.Call):

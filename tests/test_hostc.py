@@ -352,3 +352,21 @@ def test_mobilenet_all_host_bit_exact_with_tvm(tmp_path):
     got = run(build(hc, tmp_path), g, out)
     np.testing.assert_array_equal(got[out[0]], refs[out[0]])
     assert np.abs(got[out[0]].astype(int) - data["tflite_out"][:2].astype(int)).max() <= 1
+
+
+@pytest.mark.slow
+def test_every_sample_op_kind_lowers_except_topk_and_nms(tmp_path):
+    """One group per op for every sample model: only topk and NMS are refused, and everything
+    generated compiles warning-free with gcc."""
+    seen: set[str] = set()
+    for name in ("digits_cnn.onnx", "digits_cnn_float.tflite", "digits_cnn_int8.tflite", "tiny_detector.onnx",
+                 "mobilenet_v1_025_int8.tflite", "transformer_encoder.onnx"):  # fmt: skip
+        imp = imported(SAMPLES / name)
+        g = imp.graph
+        hc = hostc.host_kernels(imp.mod, g, singles(g))
+        assert {g.ops[i].kind for i in hc.unsupported} <= set(NON_HOST), name
+        seen |= {op.kind for op in g.ops}
+        d = tmp_path / name.replace(".", "_")
+        write_project(hc, g, d, {"in0": np.zeros((1, *g.tensors["in0"].shape), g.tensors["in0"].dtype)}, [])
+        compile_only(hc, d, "gcc")
+    assert len(seen) == 25  # the 25 kinds listed in sample_models/README.md

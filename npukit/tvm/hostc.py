@@ -22,15 +22,17 @@ then its outputs (tensors read outside the group, or model outputs) in op order.
 (a quantize scale, a comparison's zero) is folded into the C by TVM's legalizer and listed in
 ``HostKernel.inlined`` instead.
 
-Lowering, per group: ``DispatchSortScan``, ``LegalizeOps``, ``AnnotateTIROpPattern``,
-``FuseOps``, ``FuseTIR``, ``DeadCodeElimination``; then (``inline=True``, the default) a TIR
-schedule inlines padding and elementwise epilogues, moves a reduction's epilogue under its spatial
-loops and hoists its init, so single-op kernels need no workspace at all; then
-``tvm.tirx.build(..., target={"kind": "c"})`` under ``tirx.disable_assert``.  TVM 0.27 prints
-float constants in C with 7 significant digits, which does not round-trip a float32 (a
-quantization scale would differ from the one TVM's LLVM build uses); every such literal is
-rewritten with the exact value taken from the final TIR, which makes the C bit-exact with
-``tvm.compile`` (measured on the int8 digits CNN and MobileNet).
+Lowering, per group: ``DispatchSortScan``, ``LegalizeOps``, ``AnnotateTIROpPattern``; then
+(``fuse_group=True``, the default) the group's ``call_tir`` chain becomes one primitive function
+that ``FuseTIR`` merges into one PrimFunc (else ``FuseOps`` + ``FuseTIR`` by TVM's own rules,
+several PrimFuncs per group, intermediates in the workspace pool); then (``inline=True``, the
+default) a TIR schedule inlines padding, dequantize and elementwise epilogues, moves a reduction's
+epilogue under its spatial loops and hoists its init, so the sample models' kernels need no
+workspace at all; then ``tvm.tirx.build(..., target={"kind": "c"})`` under
+``tirx.disable_assert``.  TVM 0.27 prints float constants in C with 7 significant digits, which
+does not round-trip a float32 (a quantization scale would differ from the one TVM's LLVM build
+uses); every such literal is rewritten with the exact value taken from the final TIR, which makes
+the C bit-exact with ``tvm.compile`` (measured on the int8 digits CNN and MobileNet).
 
 Ops TVM 0.27 cannot lower to plain C are reported in ``HostC.unsupported`` (op id -> reason)
 instead of raising, so the caller can place them elsewhere: ``topk`` / ``sort`` / ``argsort``
@@ -42,7 +44,7 @@ Symbols derive only from ``prefix`` and the group index, never from model names:
 group k is ``<prefix>_<k>``, TVM's functions are ``__tvm_ffi_<prefix>_<j>_f<n>`` where j is the
 first group with the same lowered code (groups of equal shape share TVM's functions: MobileNet's
 146 single-op groups need 72).  The lowered code of a group is cached in memory by a hash of its
-Relax function, the TVM version and ``inline``, so regenerating after an edit that leaves a group
+Relax function, the TVM version and the two options, so regenerating after an edit that leaves a group
 alone costs only building and hashing its Relax function (``cache_info()``, ``cache_clear()``).
 The generated runtime is not re-entrant (one static pool) and defines the ``TVMBackend*``
 symbols: link one host C export per program.
@@ -138,10 +140,19 @@ class HostC:
 
 
 def host_kernels(
-    mod, graph: OpGraph, groups: Sequence[Sequence[int]], *, prefix: str = "npk_host", inline: bool = True
+    mod,
+    graph: OpGraph,
+    groups: Sequence[Sequence[int]],
+    *,
+    prefix: str = "npk_host",
+    inline: bool = True,
+    fuse_group: bool = True,
 ) -> HostC:
     """Generate host C for ``groups`` (tuples of op ids, each in topological order).
 
+    ``fuse_group``: one PrimFunc per group (FuseTIR over the whole group) where TVM can; else, or
+    with False, FuseOps' own rules decide and the wrapper passes intermediates between TVM's
+    functions through the workspace pool.
     ``inline``: inline what a TIR schedule can (padding and epilogues into their consumers, a
     softmax's exp into its sum and division) so a kernel needs little or no workspace; the value
     of every element is computed by the same operations either way (measured bit-exact).
@@ -162,9 +173,9 @@ def host_kernels(
     owner: dict[str, int] = {}  # lowered code -> the first group using it (groups share TVM functions)
     owners: list[int | None] = []
     for k, grp in enumerate(groups):
-        low, params, inlined, reason, key = _lower_group(tvm, graph, calls, grp, inline)
+        low, params, inlined, reason, key = _lower_group(tvm, graph, calls, grp, (inline, fuse_group))
         if low is None:
-            culprit = _culprits(tvm, graph, calls, grp, inline) if len(grp) > 1 else {grp[0]: reason}
+            culprit = _culprits(tvm, graph, calls, grp, (inline, fuse_group)) if len(grp) > 1 else {grp[0]: reason}
             for i in grp:
                 unsupported[i] = culprit.get(i) or (
                     f"in host group {k} with op #{min(culprit)} ({graph.ops[min(culprit)].kind}), which TVM "
@@ -223,11 +234,11 @@ def _tagged_calls(tvm, mod, graph: OpGraph) -> dict[int, object]:
     return out
 
 
-def _culprits(tvm, graph, calls, grp, inline) -> dict[int, str]:
+def _culprits(tvm, graph, calls, grp, opts) -> dict[int, str]:
     """For a group that failed: the reason of each of its ops that fails on its own."""
     out = {}
     for i in grp:
-        low, _, _, reason, _ = _lower_group(tvm, graph, calls, (i,), inline)
+        low, _, _, reason, _ = _lower_group(tvm, graph, calls, (i,), opts)
         if low is None:
             out[i] = reason
     return out
@@ -255,14 +266,14 @@ def _nbytes(shape, dtype) -> int:
 # one group: Relax function -> lowered C
 
 
-def _lower_group(tvm, graph, calls, grp, inline):
+def _lower_group(tvm, graph, calls, grp, opts):
     """(lowered | None, params, inlined const tids, reason, cache key)."""
     for lift_all in (False, True):
         try:
             func, params, inlined = build_group_function(tvm, graph, calls, grp, lift_all)
         except Unsupported as e:
             return None, (), (), str(e), ""
-        key = _cache_key(tvm, func, inline)
+        key = _cache_key(tvm, func, opts)
         with _cache_lock:
             hit = _cache.get(key)
             if hit is not None:
@@ -270,7 +281,7 @@ def _lower_group(tvm, graph, calls, grp, inline):
             _stats["hits" if hit is not None else "misses"] += 1
         if hit is None:
             try:
-                hit = lower_function(tvm, func, PLACEHOLDER, inline)
+                hit = lower_function(tvm, func, PLACEHOLDER, *opts)
             except Unsupported as e:
                 hit = str(e)
             except ConstLeft:
@@ -287,9 +298,9 @@ def _lower_group(tvm, graph, calls, grp, inline):
     raise AssertionError("unreachable")
 
 
-def _cache_key(tvm, func, inline: bool) -> str:
+def _cache_key(tvm, func, opts: tuple[bool, bool]) -> str:
     text = func.script(show_meta=True)
-    return hashlib.sha256(f"{tvm.__version__}\nhostc-v1 inline={inline}\n{text}".encode()).hexdigest()
+    return hashlib.sha256(f"{tvm.__version__}\nhostc-v1 inline, fuse_group={opts}\n{text}".encode()).hexdigest()
 
 
 def cache_clear() -> None:

@@ -161,19 +161,22 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
 # Relax function -> C
 
 
-def lower_function(tvm, func, placeholder: str, inline: bool = True) -> Lowered:
+def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group: bool = True) -> Lowered:
     from tvm import relax  # noqa: PLC0415
 
     from .importers import _first_line, _quiet  # noqa: PLC0415
 
     target = tvm.target.Target(TARGET)
-    seq = tvm.transform.Sequential([
+    legalize = tvm.transform.Sequential([
         relax.backend.DispatchSortScan(), relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+    ])  # fmt: skip
+    fuse = tvm.transform.Sequential([
         relax.transform.FuseOps(), relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
     ])  # fmt: skip
     try:
         with _quiet(), target:
-            mod = seq(tvm.IRModule.from_expr(func))
+            legal = legalize(tvm.IRModule.from_expr(func))
+            mod = (_fuse_whole_group(tvm, relax, legal) if fuse_group else None) or fuse(legal)
     except Exception as e:  # noqa: BLE001 - a TVM failure is this group's reason
         raise Unsupported(f"TVM's Relax lowering failed: {_first_line(e)}") from None
     try:
@@ -212,6 +215,41 @@ def lower_function(tvm, func, placeholder: str, inline: bool = True) -> Lowered:
     return Lowered(chunk, includes, calls, MappingProxyType(values), results,
                    MappingProxyType({k: v[0] for k, v in ws.items()}), MappingProxyType({k: v[1] for k, v in ws.items()}),
                    tuple(s for s in RUNTIME_SYMBOLS if s in chunk))  # fmt: skip
+
+
+def _fuse_whole_group(tvm, relax, mod):
+    """One PrimFunc for the whole group: main's call_tir bindings become one primitive function
+    that FuseTIR merges (its intermediates become the PrimFunc's own buffers, which the inline
+    schedule can then remove: a dequantize inlined into the padding of the conv2d it feeds).
+    None where main is not a plain chain of call_tir (FuseOps then fuses what its rules allow)."""
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    f = mod["main"]
+    blocks = f.body.blocks
+    if len(blocks) != 1 or not isinstance(blocks[0], relax.DataflowBlock):
+        return None
+    ncalls = 0
+    for b in blocks[0].bindings:
+        v = b.value
+        if isinstance(v, relax.Call) and v.op.same_as(call_tir) and len(v.args) == 2:
+            ncalls += 1
+        elif not isinstance(v, (relax.TupleGetItem, relax.Tuple, relax.Var)):
+            return None
+    if ncalls < 2:
+        return None
+    try:
+        inner = relax.Function(f.params, f.body, f.ret_ty).with_attr("Primitive", True)
+        bb = relax.BlockBuilder(tvm.IRModule({gv: fn for gv, fn in mod.functions.items() if gv.name_hint != "main"}))
+        gv = bb.add_func(inner, "fused_group")
+        params = [relax.Var(p.name, p.ty) for p in f.params]
+        with bb.function("main", params):
+            with bb.dataflow():
+                out = bb.emit_output(relax.Call(gv, params))
+            bb.emit_func_output(out)
+        fused = relax.transform.DeadCodeElimination()(relax.transform.FuseTIR()(bb.get()))
+    except Exception:  # noqa: BLE001 - FuseTIR refused: fall back to FuseOps' grouping
+        return None
+    prims = [fn for fn in fused.functions.values() if isinstance(fn, tvm.tirx.PrimFunc)]
+    return fused if len(prims) == 1 else None
 
 
 def _read_main(tvm, relax, mod):

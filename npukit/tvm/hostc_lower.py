@@ -1,0 +1,358 @@
+"""Host C, the TVM side: a group of tagged ops -> a Relax function -> TVM's C for its PrimFuncs.
+
+``build_group_function`` cuts the group out of the tagged module (``host_kernels`` documents the
+parameter order); ``lower_function`` runs ``DispatchSortScan`` / ``LegalizeOps`` /
+``AnnotateTIROpPattern`` / ``FuseOps`` / ``FuseTIR`` / ``DeadCodeElimination``, reads the
+resulting ``main`` back as a list of ``call_tir`` calls on named values, and builds the PrimFuncs
+with the ``c`` target.  Anything that is not plain C (an op left unlegalized, a packed runtime
+call, a symbolic shape) raises ``Unsupported`` with a reason a user can read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ..graph import OpGraph
+from .hostc_tir import (
+    NonConstantWorkspace,
+    exact_float_literals,
+    inline_blocks,
+    last_module_instrument,
+    split_preamble,
+    workspace,
+)
+
+TARGET = {"kind": "c"}
+PASS_CONFIG = {"tirx.disable_assert": True}  # no argument checks: the wrappers pass exact tensors
+# runtime entry points TVM's C may reference that a plain C program cannot provide
+_PACKED_API = ("TVMFFIEnvModLookupFromImports", "TVMFFIFunctionCall", "TVMBackendParallelLaunch",
+               "TVMBackendParallelBarrier", "TVMFFIEnvGetStream")  # fmt: skip
+# runtime symbols the generated runtime provides (hostc_emit._runtime)
+RUNTIME_SYMBOLS = ("TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace", "TVMFFIErrorSetRaisedFromCStr")
+# Relax ops that survive legalization only where a shape is computed at run time
+_SHAPE_OPS = frozenset({"relax.tensor_to_shape", "relax.shape_of", "relax.shape_to_tensor", "relax.nonzero",
+                        "relax.unique", "relax.dynamic_strided_slice"})  # fmt: skip
+
+
+class Unsupported(Exception):
+    """TVM cannot lower this to plain C; the message says why (one line)."""
+
+
+class ConstLeft(Exception):
+    """A constant survived lowering as a call_tir argument: lift every constant and retry."""
+
+
+@dataclass(frozen=True)
+class Call:
+    func: str  # the PrimFunc's global symbol (with the placeholder)
+    args: tuple[str, ...]  # value names: "p<i>" parameter, "r<j>" result, "v<n>" intermediate
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A group lowered to C, with symbols spelled with the placeholder (prefix-free, cacheable)."""
+
+    chunk: str  # TVM's C for the group without its preamble
+    includes: tuple[str, ...]  # the preamble's #include lines, in TVM's order
+    calls: tuple[Call, ...]
+    values: MappingProxyType  # intermediate name -> (shape, dtype)
+    results: tuple[str, ...]  # value holding each result; "r<j>" when written in place
+    workspace: MappingProxyType  # PrimFunc symbol -> bytes it takes from the pool (64-aligned)
+    ws_blocks: MappingProxyType  # PrimFunc symbol -> number of blocks it allocates
+    externs: tuple[str, ...]  # runtime symbols the chunk calls
+
+
+# ---------------------------------------------------------------------------------------------
+# the group's Relax function
+
+
+def group_signature(graph: OpGraph, grp: tuple[int, ...], lift_all: bool):
+    """(inputs, consts, inlined, results) as tensor-id tuples, in the documented order."""
+    produced: set[str] = set()
+    inputs: list[str] = []
+    consts: list[str] = []
+    inlined: list[str] = []
+    for i in grp:
+        op = graph.ops[i]
+        for t in op.inputs:
+            if t in produced:
+                continue
+            tt = graph.tensors[t]
+            if tt.kind == "const":
+                lst = inlined if (not lift_all and len(tt.shape) == 0) else consts
+                if t not in lst:
+                    lst.append(t)
+            elif t not in inputs:
+                inputs.append(t)
+        produced.update(op.outputs)
+    members = set(grp)
+    outs = set(graph.outputs)
+    results = [t for i in grp for t in graph.ops[i].outputs
+               if t in outs or any(c not in members for c in graph.consumers(t))]  # fmt: skip
+    if not results:  # nothing is read outside: the group still computes its last op
+        results = list(graph.ops[grp[-1]].outputs)
+    return tuple(inputs), tuple(consts), tuple(inlined), tuple(results)
+
+
+def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...], lift_all: bool):
+    """(relax.Function, params, inlined): params are (role, tid, shape, dtype, name) tuples."""
+    from tvm import relax  # noqa: PLC0415
+
+    inputs, consts, inlined, results = group_signature(graph, grp, lift_all)
+    params = []
+    env: dict[str, object] = {}  # tid -> relax expr in the new function
+    for role, tids, stem in (("input", inputs, "in"), ("const", consts, "w")):
+        for j, t in enumerate(tids):
+            tt = graph.tensors[t]
+            env[t] = relax.Var(f"{stem}{j}", relax.TensorType(tt.shape, tt.dtype))
+            params.append((role, t, tt.shape, tt.dtype, f"{stem}{j}"))
+    for j, t in enumerate(results):
+        tt = graph.tensors[t]
+        params.append(("output", t, tt.shape, tt.dtype, f"out{j}"))
+    fparams = [env[t] for t in inputs + consts]
+
+    bb = relax.BlockBuilder()
+    with bb.function("main", fparams):
+        with bb.dataflow():
+            for i in grp:
+                op = graph.ops[i]
+                call = calls.get(i)
+                if call is None:
+                    raise Unsupported(f"op #{i} is not a call in the tagged module")
+                it = iter(op.inputs)
+
+                def leaf(arg, it=it):
+                    t = next(it)
+                    return arg if t in inlined else env[t]
+
+                def rebuild(arg, leaf=leaf):
+                    if isinstance(arg, relax.Var):
+                        if isinstance(arg.ty, relax.TupleType):
+                            return relax.Tuple([leaf(None) for _ in arg.ty.fields])
+                        return leaf(arg)
+                    if isinstance(arg, tvm.ir.GenericConst) and isinstance(arg.ty, relax.TensorType):
+                        return leaf(arg)
+                    if isinstance(arg, relax.Tuple):
+                        return relax.Tuple([rebuild(f) for f in arg.fields])
+                    return arg
+
+                try:
+                    args = [rebuild(a) for a in call.args]
+                    left = next(it, None)
+                except StopIteration:
+                    left = "?"
+                if left is not None:
+                    raise Unsupported(f"op #{i}: its arguments do not match the graph's inputs {op.inputs}")
+                out = bb.emit(relax.Call(call.op, args, call.attrs, call.ty_args))
+                if len(op.outputs) == 1 and not isinstance(out.ty, relax.TupleType):
+                    env[op.outputs[0]] = out
+                else:
+                    for k, t in enumerate(op.outputs):
+                        env[t] = bb.emit(relax.TupleGetItem(out, k))
+            res = env[results[0]] if len(results) == 1 else relax.Tuple([env[t] for t in results])
+            gv = bb.emit_output(res)
+        bb.emit_func_output(gv)
+    return bb.get()["main"], tuple(params), inlined
+
+
+# ---------------------------------------------------------------------------------------------
+# Relax function -> C
+
+
+def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group: bool = True) -> Lowered:
+    from tvm import relax  # noqa: PLC0415
+
+    from .importers import _first_line, _quiet  # noqa: PLC0415
+
+    target = tvm.target.Target(TARGET)
+    legalize = tvm.transform.Sequential([
+        relax.backend.DispatchSortScan(), relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+    ])  # fmt: skip
+    fuse = tvm.transform.Sequential([
+        relax.transform.FuseOps(), relax.transform.FuseTIR(), relax.transform.DeadCodeElimination(),
+    ])  # fmt: skip
+    try:
+        with _quiet(), target:
+            legal = legalize(tvm.IRModule.from_expr(func))
+            mod = (_fuse_whole_group(tvm, relax, legal) if fuse_group else None) or fuse(legal)
+    except Exception as e:  # noqa: BLE001 - a TVM failure is this group's reason
+        raise Unsupported(f"TVM's Relax lowering failed: {_first_line(e)}") from None
+    try:
+        calls, values, results, order = _read_main(tvm, relax, mod)
+    except Unsupported as e:
+        packed = _packed_calls(tvm, mod)
+        if packed:
+            raise Unsupported(
+                f"{e}; its kernels also call the packed runtime function(s) {', '.join(packed)}"
+            ) from None
+        raise
+    names = {gv: f"{placeholder}_f{j}" for j, gv in enumerate(order)}
+    funcs = {}
+    for gv, sym in names.items():
+        f = mod[gv]
+        _check_primfunc(tvm, f, gv)
+        if inline:
+            f = inline_blocks(tvm, f)
+        funcs[tvm.ir.GlobalVar(sym)] = f.with_attr("global_symbol", sym)
+    last = last_module_instrument(tvm)
+    try:
+        with _quiet(), tvm.transform.PassContext(opt_level=3, config=PASS_CONFIG, instruments=[last]):
+            src = tvm.tirx.build(tvm.IRModule(funcs), target=TARGET).inspect_source()
+    except Exception as e:  # noqa: BLE001
+        raise Unsupported(f"TVM's C code generator failed: {_first_line(e)}") from None
+    src = exact_float_literals(src, last.mod.script() if last.mod is not None else "")
+    for api in _PACKED_API:
+        if api in src:
+            raise Unsupported(f"TVM's C calls {api}, which needs the TVM runtime")
+    chunk, includes = split_preamble(src)
+    calls = tuple(Call(names[gv], args) for gv, args in calls)
+    try:
+        ws = workspace(chunk)
+    except NonConstantWorkspace:
+        raise Unsupported("TVM's C allocates a workspace whose size is not a constant") from None
+    return Lowered(chunk, includes, calls, MappingProxyType(values), results,
+                   MappingProxyType({k: v[0] for k, v in ws.items()}), MappingProxyType({k: v[1] for k, v in ws.items()}),
+                   tuple(s for s in RUNTIME_SYMBOLS if s in chunk))  # fmt: skip
+
+
+def _fuse_whole_group(tvm, relax, mod):
+    """One PrimFunc for the whole group: main's call_tir bindings become one primitive function
+    that FuseTIR merges (its intermediates become the PrimFunc's own buffers, which the inline
+    schedule can then remove: a dequantize inlined into the padding of the conv2d it feeds).
+    None where main is not a plain chain of call_tir (FuseOps then fuses what its rules allow)."""
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    f = mod["main"]
+    blocks = f.body.blocks
+    if len(blocks) != 1 or not isinstance(blocks[0], relax.DataflowBlock):
+        return None
+    ncalls = 0
+    for b in blocks[0].bindings:
+        v = b.value
+        if isinstance(v, relax.Call) and v.op.same_as(call_tir) and len(v.args) == 2:
+            ncalls += 1
+        elif not isinstance(v, (relax.TupleGetItem, relax.Tuple, relax.Var)):
+            return None
+    if ncalls < 2:
+        return None
+    try:
+        inner = relax.Function(f.params, f.body, f.ret_ty).with_attr("Primitive", True)
+        bb = relax.BlockBuilder(tvm.IRModule({gv: fn for gv, fn in mod.functions.items() if gv.name_hint != "main"}))
+        gv = bb.add_func(inner, "fused_group")
+        params = [relax.Var(p.name, p.ty) for p in f.params]
+        with bb.function("main", params):
+            with bb.dataflow():
+                out = bb.emit_output(relax.Call(gv, params))
+            bb.emit_func_output(out)
+        fused = relax.transform.DeadCodeElimination()(relax.transform.FuseTIR()(bb.get()))
+    except Exception:  # noqa: BLE001 - FuseTIR refused: fall back to FuseOps' grouping
+        return None
+    prims = [fn for fn in fused.functions.values() if isinstance(fn, tvm.tirx.PrimFunc)]
+    return fused if len(prims) == 1 else None
+
+
+def _read_main(tvm, relax, mod):
+    """main as [(callee gv, arg value names)], intermediates, result value names, callee order."""
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    f = mod["main"]
+    env: dict = {p: f"p{i}" for i, p in enumerate(f.params)}  # keyed by the Var itself: names repeat
+    values: dict[str, tuple] = {}
+    calls: list = []
+    order: list = []
+
+    def name_of(x):
+        if isinstance(x, relax.Var):
+            return env[x]
+        if isinstance(x, relax.Tuple):
+            return tuple(name_of(y) for y in x.fields)
+        if isinstance(x, tvm.ir.GenericConst):
+            raise ConstLeft()
+        raise Unsupported(f"the lowered module passes a {type(x).__name__} between kernels")
+
+    def new_value(ty):
+        shape = getattr(ty, "shape", None)
+        try:
+            dims = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise Unsupported("its output shape is data-dependent (not known at compile time)") from None
+        name = f"v{len(values)}"
+        values[name] = (dims, str(ty.dtype))
+        return name
+
+    for blk in f.body.blocks:
+        for b in blk.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and v.op.same_as(call_tir):
+                gv = v.args[0]
+                if len(v.args) > 2:
+                    raise Unsupported("its lowered kernel takes symbolic shape arguments")
+                if not isinstance(mod[gv], tvm.tirx.PrimFunc):
+                    raise Unsupported(f"the lowered module calls {gv.name_hint}, which is not a TIR function")
+                args = tuple(_flat(name_of(a) for a in v.args[1].fields))
+                ty = b.var.ty
+                outs = tuple(new_value(t) for t in ty.fields) if isinstance(ty, relax.TupleType) else new_value(ty)
+                env[b.var] = outs
+                if gv not in order:
+                    order.append(gv)
+                calls.append((gv, args + tuple(_flat([outs]))))
+            elif isinstance(v, relax.TupleGetItem):
+                env[b.var] = name_of(v.tuple_value)[v.index]
+            elif isinstance(v, (relax.Tuple, relax.Var)):
+                env[b.var] = name_of(v)
+            elif isinstance(v, tvm.ir.GenericConst):
+                raise Unsupported("TVM folds its value to a constant when it lowers it: nothing is left to run")
+            elif isinstance(v, relax.Call):
+                what = v.op.name if isinstance(v.op, tvm.ir.Op) else str(v.op)
+                if what in _SHAPE_OPS:
+                    raise Unsupported(f"its output shape is data-dependent: TVM computes it at run time ({what})")
+                raise Unsupported(f"TVM 0.27 has no lowering of {what} to TIR for a C target")
+            else:
+                raise Unsupported(f"the lowered module holds a {type(v).__name__}")
+    res = name_of(f.body.body)
+    results = list(_flat([res]))
+    # a result produced by a kernel is written straight into the caller's output buffer
+    rename: dict[str, str] = {}
+    for j, r in enumerate(results):
+        if r.startswith("v") and r not in rename:
+            rename[r] = f"r{j}"
+    for old in rename:
+        values.pop(old)
+    calls = [(gv, tuple(rename.get(a, a) for a in args)) for gv, args in calls]
+    results = tuple(rename.get(r, r) for r in results)
+    return calls, values, results, order
+
+
+def _flat(xs):
+    for x in xs:
+        if isinstance(x, tuple):
+            yield from _flat(x)
+        else:
+            yield x
+
+
+_PACKED = re.compile(r'call_packed\("([^"]+)"')
+
+
+def _packed_calls(tvm, mod) -> list[str]:
+    """The packed runtime functions the module's PrimFuncs call (sorted, quoted)."""
+    names = {n for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc) for n in _PACKED.findall(f.script())}
+    return [repr(n) for n in sorted(names)]
+
+
+def _check_primfunc(tvm, f, gv) -> None:
+    m = _PACKED.search(f.script())
+    if m:
+        raise Unsupported(f"TVM lowers it to a call of the packed runtime function {m.group(1)!r}, "
+                          "which a plain C program does not have")  # fmt: skip
+    ptys = getattr(f.ty, "params", None)
+    if ptys is None:
+        ptys = f.ty.arg_types
+    for p, ty in zip(f.params, ptys, strict=True):
+        shape = getattr(ty, "shape", None)
+        if shape is None:
+            raise Unsupported(f"its kernel {gv.name_hint} takes a non-tensor parameter {p.name}")
+        try:
+            [int(d) for d in shape]
+        except (TypeError, ValueError):
+            raise Unsupported("its output shape is data-dependent (not known at compile time)") from None

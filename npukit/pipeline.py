@@ -68,11 +68,12 @@ PARTS = LRU(64)  # (model, soc, support edits, pins) -> Partitioned
 COSTS = LRU(8)  # (model, soc) -> CostModel (it memoizes kernels and boundaries itself)
 RESULTS = LRU(64)  # (model, soc, config) -> Result
 SIMS = LRU(4)  # model key -> compiled Simulator
+CODE = LRU(16)  # (model, soc, config, data) -> generated Project
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
 
 
 def clear_caches() -> None:
-    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, COSTS, RESULTS, SIMS, ERRORS):
+    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, COSTS, RESULTS, SIMS, ERRORS, CODE):
         c.clear()
 
 
@@ -473,13 +474,42 @@ def error_model(model: Model, data):
     return em
 
 
-def error(result: Result, data=None):
-    """The numeric error of ``result``'s bit-widths on ``data`` (default: the model's own data)."""
+def _error_args(result: Result):
     from .quant import rounded_ops  # noqa: PLC0415
     from .quant.boundary import edge_bits  # noqa: PLC0415
 
+    g = result.model.graph
+    return rounded_ops(g, kernels(result.plan, g, tables(result.model)), result.bits), edge_bits(g, result.plan, result.bits)
+
+
+def simulate(result: Result, data, samples) -> list:
+    """The simulated model outputs of ``samples`` (indices into ``data``) under ``result``'s
+    bit-widths and boundaries."""
+    rounded, eb = _error_args(result)
+    return error_model(result.model, data).simulate(result.bits, rounded, eb, samples)
+
+
+def error(result: Result, data=None):
+    """The numeric error of ``result``'s bit-widths on ``data`` (default: the model's own data)."""
     model = result.model
     data = default_data(model) if data is None else data
-    g = model.graph
-    rounded = rounded_ops(g, kernels(result.plan, g, tables(model)), result.bits)
-    return error_model(model, data).evaluate(result.bits, rounded, edge_bits(g, result.plan, result.bits))
+    rounded, eb = _error_args(result)
+    return error_model(model, data).evaluate(result.bits, rounded, eb)
+
+
+# ---------------------------------------------------------------------------------------------
+# generated code
+
+
+def code(result: Result, data=None):
+    """The generated C project of ``result`` (calibrated on ``data`` where a tensor is stored on an
+    integer grid)."""
+    from .codegen.project import generate  # noqa: PLC0415
+
+    model = result.model
+    data = default_data(model) if data is None else data
+    key = (model.key, result.soc.digest, result.config, data.key)
+    hit = CODE.get(key)
+    if hit is None:
+        hit = CODE.put(key, generate(result, lambda: error_model(model, data).ranges))
+    return hit

@@ -239,6 +239,36 @@ class Study:
                 "samples": res.samples, "per_op_samples": res.per_op_samples, "data_source": res.source}  # fmt: skip
 
     # ------------------------------------------------------------------------------------------
+    # generated code
+
+    @property
+    def project(self):
+        """The generated C project of the current config (``npukit.codegen.project.Project``)."""
+        return pl.code(self.result, self.data)
+
+    @property
+    def code(self) -> dict[str, str]:
+        """The generated C project: relative path -> file text (follows every edit)."""
+        return dict(self.project.files)
+
+    def export(self, directory) -> object:
+        """Write the generated project to ``directory`` atomically (its old contents are replaced as
+        a whole); ``make`` builds it.  Returns the Project (files, manifest, memory figures)."""
+        from .io import atomic_write_tree  # noqa: PLC0415
+
+        proj = self.project
+        atomic_write_tree(directory, proj.files)
+        return proj
+
+    def build(self, directory=None, *, samples: int = 16, target: bool = False) -> dict:
+        """Export, compile and run the generated program on the study's data; its outputs against the
+        simulation of the same config, its memory, and (``target=True``) the profile's target build
+        under its emulator."""
+        from .codegen.build import build_and_compare  # noqa: PLC0415
+
+        return build_and_compare(self, directory, samples=samples, target=target)
+
+    # ------------------------------------------------------------------------------------------
     # exports
 
     def to_model_explorer(self, out_dir, include_error: bool = False) -> Path:

@@ -88,8 +88,9 @@ def generate(result, ranges_of, *, target: str | None = None) -> Project:
         for rel, text in library_files(lib).items():
             files[f"kernels/{rel}"] = text
     hc = prog.host_c
-    for rel, text in hc.files.items():
-        files[f"host/{rel}"] = text
+    if any(k is not None for k in hc.kernels):
+        for rel, text in hc.files.items():
+            files[f"host/{rel}"] = text
     ins = [TensorSpec(g.tensors[t].name or t, f"in{k}", _np_dtype(prog, t), g.tensors[t].shape) for k, t in enumerate(g.inputs)]
     outs = [TensorSpec(g.tensors[t].name or t, f"out{k}", _np_dtype(prog, t), g.tensors[t].shape) for k, t in enumerate(g.outputs)]
     files["src/main.c"] = runner_c(ins, outs, program=PROGRAM)
@@ -98,7 +99,8 @@ def generate(result, ranges_of, *, target: str | None = None) -> Project:
     for rel, text in runtime_files(tgt).items():
         files[rel] = text
     srcs = sorted(r for r in files if r.endswith(".c") and not _target_only(tgt, r))
-    incs = sorted({str(Path(r).parent) for r in files if r.endswith(".h")} | {f"host/{d}" for d in hc.include_dirs})
+    incs = sorted({str(Path(r).parent) for r in files if r.endswith(".h") and not r.startswith("host/")}
+                  | ({"host"} | {f"host/{d}" for d in hc.include_dirs} if "host/npk_host.h" in files else set()))
     files["Makefile"] = makefile(tgt, srcs, program=PROGRAM, include_dirs=incs)
     manifest = _manifest(prog, result, files, tname)
     files["manifest.json"] = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"

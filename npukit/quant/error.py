@@ -115,19 +115,16 @@ class ErrorModel:
                 full.append(r[self.sim.layout.n_outputs:])
         return outs, full
 
-    def evaluate(self, op_bits: Sequence[str], rounded: frozenset[int] | None = None,
-                 edge_bits: Mapping[tuple[int, str], str] | None = None) -> ErrorResult:  # fmt: skip
-        """Error of ``op_bits``; only the outputs of ops in ``rounded`` are rounded (all if None);
-        ``edge_bits``: (consumer op, tensor) -> the bit-width that input is converted to on its way
-        to the consumer's processor (a boundary quantize; absent: read as it is)."""
+    def simulate(self, op_bits: Sequence[str], rounded: frozenset[int] | None, edge_bits, samples: Sequence[int]) -> list:
+        """The simulated model outputs of the given samples under these bit-widths (what an exported
+        program is held against)."""
+        weights, qparams = self._params(op_bits, rounded, edge_bits)
+        return [self.sim.run(self._inputs[i], weights, qparams, False)[: self.sim.layout.n_outputs] for i in samples]
+
+    def _params(self, op_bits, rounded, edge_bits):
         lay = self.sim.layout
         edges = getattr(lay, "edges", ())
         eb = tuple((edge_bits or {}).get(e, "fp32") for e in edges)
-        kept = tuple(i in rounded for i in lay.fq_ops) if rounded is not None else ()
-        key = tuple(op_bits[i] for i in lay.fq_ops) + tuple(op_bits[o] for o in self._w_owner) + kept + eb
-        hit = self._results.get(key)
-        if hit is not None:
-            return hit
         weights = []
         for j, (arr, axis, owner) in enumerate(zip(self._w_arrays, self._w_axis, self._w_owner)):
             b = op_bits[owner]
@@ -148,6 +145,22 @@ class ErrorModel:
                 lo, hi = self.ranges.get(e[1], (0.0, 0.0))
                 t = self._q_cache[(e, b)] = self.sim.tensors([act_params(lo, hi, b)])[0]
             qparams.append(t)
+        return weights, qparams
+
+    def evaluate(self, op_bits: Sequence[str], rounded: frozenset[int] | None = None,
+                 edge_bits: Mapping[tuple[int, str], str] | None = None) -> ErrorResult:  # fmt: skip
+        """Error of ``op_bits``; only the outputs of ops in ``rounded`` are rounded (all if None);
+        ``edge_bits``: (consumer op, tensor) -> the bit-width that input is converted to on its way
+        to the consumer's processor (a boundary quantize; absent: read as it is)."""
+        lay = self.sim.layout
+        edges = getattr(lay, "edges", ())
+        eb = tuple((edge_bits or {}).get(e, "fp32") for e in edges)
+        kept = tuple(i in rounded for i in lay.fq_ops) if rounded is not None else ()
+        key = tuple(op_bits[i] for i in lay.fq_ops) + tuple(op_bits[o] for o in self._w_owner) + kept + eb
+        hit = self._results.get(key)
+        if hit is not None:
+            return hit
+        weights, qparams = self._params(op_bits, rounded, edge_bits)
         outs, full = self._run(weights, qparams)
         ref_outs, ref_full = self._ref
         per_op = []

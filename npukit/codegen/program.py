@@ -74,12 +74,14 @@ class Fn:
         if view == "model" and not c.fmt.model_view_ok:
             m = self.p.model_view(c)
             self.p.use(m)
-            src, dst = self._decl(c, "spatial"), self._decl(m, "model")
+            # the same buffer seen two ways: (N, C, H, W) in the model's layout for the conversion,
+            # the model's own shape row-major for the op
+            src, conv = self._decl(c, "spatial"), self._decl(m, "spatial")
             if tid in self.writes:
-                self.after.append(self._call_line(f"{self.lib}_layout_convert", [dst, src], "back to the kernel layout"))
+                self.after.append(self._call_line(f"{self.lib}_layout_convert", [conv, src], "back to the kernel layout"))
             else:
-                self.body.append(self._call_line(f"{self.lib}_layout_convert", [src, dst], "to the model's axis order"))
-            return dst
+                self.body.append(self._call_line(f"{self.lib}_layout_convert", [src, conv], "to the model's axis order"))
+            return self._decl(m, "model")
         return self._decl(c, view)
 
     def data(self, tid: str) -> str:

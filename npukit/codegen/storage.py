@@ -94,19 +94,39 @@ def semantic(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
     return tuple(shape)
 
 
+_KEEPS_QUANT = frozenset({"clip", "max_pool2d", "reshape", "squeeze", "expand_dims", "flatten", "permute_dims",
+                          "strided_slice", "split", "concat", "relu"})  # integer in, integer out, same scale
+
+
 def model_quant(g: OpGraph, tid: str) -> tuple[float, int] | None:
-    """(scale, zero point) of an integer model tensor: from the quantize that produces it, or a
-    dequantize that reads it (per-tensor quantization only)."""
-    t = g.tensors[tid]
-    cands = []
-    if t.producer is not None and g.ops[t.producer].kind == "quantize":
-        cands.append(g.ops[t.producer])
-    cands += [g.ops[c] for c in g.consumers(tid) if g.ops[c].kind == "dequantize" and g.ops[c].inputs[0] == tid]
-    for op in cands:
-        if len(op.inputs) >= 3:
-            s, z = g.consts.get(op.inputs[1]), g.consts.get(op.inputs[2])
-            if s is not None and z is not None and np.size(s) == 1 and np.size(z) == 1:
-                return float(np.ravel(s)[0]), int(np.ravel(z)[0])
+    """(scale, zero point) of an integer model tensor: from the quantize that produces it or a
+    dequantize that reads it (per-tensor quantization only), looking through the ops that keep a
+    tensor's quantization (clip, max pooling, reshapes, slices ...)."""
+    seen, todo = set(), [tid]
+    while todo:
+        t = todo.pop(0)
+        if t in seen:
+            continue
+        seen.add(t)
+        tt = g.tensors[t]
+        cands = []
+        if tt.producer is not None:
+            p = g.ops[tt.producer]
+            if p.kind == "quantize":
+                cands.append(p)
+            elif p.kind in _KEEPS_QUANT and p.inputs and "int" in g.tensors[p.inputs[0]].dtype:
+                todo.append(p.inputs[0])
+        for c in g.consumers(t):
+            op = g.ops[c]
+            if op.kind == "dequantize" and op.inputs[0] == t:
+                cands.append(op)
+            elif op.kind in _KEEPS_QUANT and op.inputs[0] == t:
+                todo += [o for o in op.outputs if "int" in g.tensors[o].dtype]
+        for op in cands:
+            if len(op.inputs) >= 3:
+                s, z = g.consts.get(op.inputs[1]), g.consts.get(op.inputs[2])
+                if s is not None and z is not None and np.size(s) == 1 and np.size(z) == 1:
+                    return float(np.ravel(s)[0]), int(np.ravel(z)[0])
     return None
 
 

@@ -92,7 +92,17 @@ def build(hc, out: Path, cc: str = "gcc", extra: tuple[str, ...] = (), name: str
     """Compile every C file of the export plus main.c into ``out/name`` (link with -lm)."""
     srcs = [str(out / f) for f in hc.c_files] + [str(out / "main.c")]
     exe = out / name
-    cmd = [cc, *FLAGS, *extra, *(f"-I{out / d}" for d in hc.include_dirs), f"-I{out}", *srcs, "-o", str(exe), "-lm"]
+    cmd = [
+        cc,
+        *FLAGS,
+        *extra,
+        *(f"-I{out / d}" for d in hc.include_dirs),
+        f"-I{out}",
+        *srcs,
+        "-o",
+        str(exe),
+        *(f"-l{lib}" for lib in hc.libs),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, f"{' '.join(cmd)}\n{p.stderr[-4000:]}"
     return exe
@@ -215,7 +225,7 @@ def build_m7_firmware(hc, out: Path) -> Path:
     srcs = [str(out / f) for f in hc.c_files] + [str(out / "main.c"), str(out / "startup.c")]
     exe = out / "fw.elf"
     cmd = ["arm-none-eabi-gcc", *FLAGS, *M7, "--specs=rdimon.specs", *(f"-I{out / d}" for d in hc.include_dirs),
-           f"-I{out}", "-T", str(out / "fw.ld"), *srcs, "-o", str(exe), "-lm"]  # fmt: skip
+           f"-I{out}", "-T", str(out / "fw.ld"), *srcs, "-o", str(exe), *(f"-l{lib}" for lib in hc.libs)]  # fmt: skip
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, f"{' '.join(cmd)}\n{p.stderr[-4000:]}"
     return exe

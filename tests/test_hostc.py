@@ -373,3 +373,22 @@ def test_every_sample_op_kind_lowers_except_topk_and_nms(tmp_path):
         write_project(hc, g, d, {"in0": np.zeros((1, *g.tensors["in0"].shape), g.tensors["in0"].dtype)}, [])
         compile_only(hc, d, "gcc")
     assert len(seen) == 25  # the 25 kinds listed in sample_models/README.md
+
+
+def test_float16_tensors_are_reported_not_raised():
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2, 3), "float16"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.add(x, x))
+            b = bb.emit(relax.op.astype(a, "float32"))
+            c = bb.emit(relax.op.multiply(b, b))
+            o = bb.emit_output(c)
+        bb.emit_func_output(o)
+    imp = import_model(bb.get())
+    hc = hostc.host_kernels(imp.mod, imp.graph, [(0,), (1,), (2,)])
+    assert sorted(hc.unsupported) == [0, 1]
+    assert hc.unsupported[0].startswith("tensor in0 is float16, which host C does not pass")
+    assert hc.kernels[2] is not None and hc.kernels[2].signature == "int32_t npk_host_2(const float* in0, float* out0)"

@@ -128,6 +128,7 @@ class HostC:
     include_dirs: tuple[str, ...] = ("include",)
     workspace_bytes: int = 0  # the static pool's size
     runtime_symbols: tuple[str, ...] = ()  # external symbols TVM's code calls (all in runtime)
+    libs: tuple[str, ...] = ("m",)  # link with -lm: TVM's C calls expf, erff, nearbyintf, ...
 
     @property
     def c_files(self) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ _DTYPES = {
     "uint8": ("uint8_t", 1, 8), "uint16": ("uint16_t", 1, 16), "uint32": ("uint32_t", 1, 32),
     "uint64": ("uint64_t", 1, 64), "bool": ("bool", 6, 8),
 }  # fmt: skip
+C_DTYPES = tuple(_DTYPES)
 _PRAGMAS = ("-Wunused-parameter", "-Wunused-variable", "-Wunused-but-set-variable", "-Wmaybe-uninitialized")
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..graph import OpGraph
+from .hostc_emit import C_DTYPES
 from .hostc_tir import (
     NonConstantWorkspace,
     exact_float_literals,
@@ -111,6 +112,9 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
     for j, t in enumerate(results):
         tt = graph.tensors[t]
         params.append(("output", t, tt.shape, tt.dtype, f"out{j}"))
+    for _, t, _, dtype, _ in params:
+        if dtype not in C_DTYPES:
+            raise Unsupported(f"tensor {t} is {dtype}, which host C does not pass ({', '.join(C_DTYPES)})")
     fparams = [env[t] for t in inputs + consts]
 
     bb = relax.BlockBuilder()

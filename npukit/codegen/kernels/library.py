@@ -24,6 +24,7 @@ CORE_FILES = (
     "npk_ref.h",
     "npk_ref_internal.h",
     "npk_ref_core.c",
+    "npk_ref_convert.c",
     "npk_ref_conv.c",
     "npk_ref_matmul.c",
     "npk_ref_elementwise.c",
@@ -109,6 +110,12 @@ def _rename(text: str, prefix: str, types: tuple[str, ...]) -> str:
     return text
 
 
+def _decl(ret: str, prefix: str, types: tuple[str, ...]) -> str:
+    """the return type as it precedes a function name ("int32_t ", "const char *")"""
+    ret = _rename(ret, prefix, types)
+    return ret if ret.endswith("*") else ret + " "
+
+
 def _arg_names(args: str) -> list[str]:
     names = []
     for a in args.split(","):
@@ -146,7 +153,7 @@ def prefix_header(prefix: str) -> str:
     out += [f"typedef {t} {prefix}{t[len('npk'):]};" for t in types]
     out.append("")
     for ret, name, args in funcs:
-        out.append(f"{_rename(ret, prefix, types)} {prefix}{name[len('npk'):]}({_rename(args, prefix, types)});")
+        out.append(f"{_decl(ret, prefix, types)}{prefix}{name[len('npk'):]}({_rename(args, prefix, types)});")
     out += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(out)
 
@@ -163,7 +170,7 @@ def prefix_source(prefix: str) -> str:
     ]
     for ret, name, args in funcs:
         call = f"{name}({', '.join(_arg_names(args))})"
-        out.append(f"{_rename(ret, prefix, types)} {prefix}{name[len('npk'):]}({_rename(args, prefix, types)})")
+        out.append(f"{_decl(ret, prefix, types)}{prefix}{name[len('npk'):]}({_rename(args, prefix, types)})")
         out.append(f"{{\n    return {call};\n}}\n")
     return "\n".join(out)
 

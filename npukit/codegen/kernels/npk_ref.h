@@ -83,6 +83,9 @@ typedef struct {
 
 /* ---- tensor helpers ------------------------------------------------------------------------ */
 
+/* A short name of a status code ("ok", "bad dtype", ...), for error messages. */
+const char *npk_status_str(int32_t status);
+
 /* Number of logical elements (product of the dims; 1 for rank 0). */
 int32_t npk_tensor_numel(const npk_tensor *t);
 /* Bytes the physical buffer occupies (TILED: channels padded up to a multiple of the block). */

@@ -10,7 +10,7 @@ import hashlib
 import os
 import subprocess
 import tempfile
-from ctypes import POINTER, c_float, c_int32, c_int64, c_uint32, c_void_p
+from ctypes import c_float, c_int32, c_int64, c_void_p
 from functools import lru_cache
 from pathlib import Path
 
@@ -285,12 +285,6 @@ def assert_close(out: T, ref_real: np.ndarray, rtol: float = 1e-6, lsb: int = 1)
         got = out.raw().astype(np.int64)
         want = quantize(ref, out.scale, out.zero, out.dtype)
         diff = np.abs(got - want)
-        assert diff.max(initial=0) <= lsb, f"{out.dtype}: max |q - ref| = {diff.max()} at {np.argwhere(diff > lsb)[:5].tolist()}"
-
-
-__all__ = [
-    "ALL_DTYPES", "BatchNormParams", "BinaryParams", "Conv2dParams", "DT", "INT_DTYPES", "LayerNormParams",
-    "MatmulParams", "NmsParams", "Pool2dParams", "QRANGE", "Resize2dParams", "SliceParams", "T", "TopkParams",
-    "UnaryParams", "all_sources", "assert_close", "call", "c_uint32", "dequantize", "f16", "lib", "ok",
-    "out_tensor", "ptr", "quantize", "rand_tensor", "round_half_away", "write_sources", "POINTER",
-]  # fmt: skip
+        assert diff.max(initial=0) <= lsb, (
+            f"{out.dtype}: max |q - ref| = {diff.max()} at {np.argwhere(diff > lsb)[:5].tolist()}"
+        )

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from kernels_lib import CFLAGS
 
-from npukit.codegen.kernels import check_prefix, cmsis_nn_files, core_files, library_files
+from npukit.codegen.kernels import KernelLibraryError, check_prefix, cmsis_nn_files, core_files, library_files
 from npukit.codegen.kernels.library import api
+from npukit.errors import NpukitError
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "npukit" / "profiles"
@@ -47,7 +48,9 @@ def test_files_are_deterministic_across_processes():
     digests = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
-        digests.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
+        digests.add(
+            subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+        )
     assert len(digests) == 1
     a, b = library_files("nvdla"), library_files("xi_dsp")
     assert {k: v for k, v in a.items() if not k.startswith("nvdla")} == core_files()
@@ -56,11 +59,15 @@ def test_files_are_deterministic_across_processes():
     assert set(cmsis_nn_files()) == {"arm_nn_types.h", "arm_nnfunctions.h", "npk_cmsis_nn.c"}
 
 
-@pytest.mark.parametrize("bad", ["", "1dla", "my-dla", "dla x", "_dla", "npk", "npk_x", "math", "stdint", "arm_nnfunctions", 3])
+@pytest.mark.parametrize(
+    "bad", ["", "1dla", "my-dla", "dla x", "_dla", "npk", "npk_x", "math", "stdint", "arm_nnfunctions", 3]
+)
 def test_bad_prefixes_are_refused(bad):
     with pytest.raises(ValueError):
         library_files(bad)
-    with pytest.raises(ValueError):
+    with pytest.raises(KernelLibraryError):
+        check_prefix(bad)
+    with pytest.raises(NpukitError):
         check_prefix(bad)
 
 
@@ -99,7 +106,9 @@ def test_every_profile_library_compiles_and_links_together(tmp_path):
     files["main.c"] = "\n".join([f'#include "{p}.h"' for p in prefixes] + ['#include "arm_nnfunctions.h"', "",
                                  "int main(void)", "{", *calls, "    return 0;", "}", ""])  # fmt: skip
     cfiles = write(tmp_path, files)
-    subprocess.run(["gcc", *CFLAGS, *cfiles, "-o", "prog", "-lm"], cwd=tmp_path, check=True, capture_output=True, text=True)
+    subprocess.run(
+        ["gcc", *CFLAGS, *cfiles, "-o", "prog", "-lm"], cwd=tmp_path, check=True, capture_output=True, text=True
+    )
     assert subprocess.run([str(tmp_path / "prog")]).returncode == 0
 
 
@@ -107,7 +116,9 @@ def all_files() -> dict[str, str]:
     return {**library_files("nvdla"), **library_files("xi_dsp"), **cmsis_nn_files()}
 
 
-@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="arm-none-eabi-gcc (gcc-arm-none-eabi) not installed")
+@pytest.mark.skipif(
+    shutil.which("arm-none-eabi-gcc") is None, reason="arm-none-eabi-gcc (gcc-arm-none-eabi) not installed"
+)
 def test_cortex_m7_compile(tmp_path):
     cfiles = write(tmp_path, all_files())
     for f in cfiles:  # -c only: the firmware glue (startup, linker script) is the export's job
@@ -143,7 +154,9 @@ def compare_smoke(native: str, other: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cc,qemu", [("aarch64-linux-gnu-gcc", "qemu-aarch64"), ("riscv64-linux-gnu-gcc", "qemu-riscv64")])
+@pytest.mark.parametrize(
+    "cc,qemu", [("aarch64-linux-gnu-gcc", "qemu-aarch64"), ("riscv64-linux-gnu-gcc", "qemu-riscv64")]
+)
 def test_cross_target_runs_like_native(tmp_path, cc, qemu):
     if shutil.which(cc) is None or shutil.which(qemu) is None:
         pytest.skip(f"{cc} or {qemu} not installed (gcc-aarch64-linux-gnu / gcc-riscv64-linux-gnu, qemu-user)")

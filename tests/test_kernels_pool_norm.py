@@ -90,7 +90,12 @@ def test_pool2d_window_semantics_match_pytorch():
         for ceil_mode in (False, True):
             want = F.max_pool2d(xt, kk, ss, pp, dd, ceil_mode=ceil_mode).numpy()
             out = T(want.shape, "f32")
-            ok("max_pool2d", T(x.shape).set_real(x).p, out.p, ctypes.byref(Pool2dParams(kk, kk, ss, ss, dd, dd, pp, pp, pp, pp, int(ceil_mode), 0)))
+            ok(
+                "max_pool2d",
+                T(x.shape).set_real(x).p,
+                out.p,
+                ctypes.byref(Pool2dParams(kk, kk, ss, ss, dd, dd, pp, pp, pp, pp, int(ceil_mode), 0)),
+            )
             np.testing.assert_array_equal(out.raw(), want)
             if dd != 1:
                 continue
@@ -189,7 +194,9 @@ def test_layer_norm(dtype):
     p = LayerNormParams(1, 1e-5, None, None)
     out = out_tensor(x.shape, dtype, lo=-3, hi=3)
     ok("layer_norm", x.p, out.p, ctypes.byref(p))
-    assert_close(out, (xr - xr.mean(-1, keepdims=True)) / np.sqrt(xr.var(-1, keepdims=True) + np.float64(np.float32(1e-5))))
+    assert_close(
+        out, (xr - xr.mean(-1, keepdims=True)) / np.sqrt(xr.var(-1, keepdims=True) + np.float64(np.float32(1e-5)))
+    )
     assert call("layer_norm", x.p, out.p, ctypes.byref(LayerNormParams(5, 1e-5, None, None))) == 6
 
 
@@ -198,7 +205,9 @@ def test_batch_norm(dtype):
     rng = rng_for("bn", dtype)
     x = rand_tensor(rng, (2, 5, 3, 3), dtype, "tiled", lo=-2, hi=2)
     xr = x.real().astype(np.float64)
-    mean, var, gamma, beta = (rng.uniform(a, b, 5).astype(np.float32) for a, b in [(-1, 1), (0.2, 2), (0.5, 1.5), (-1, 1)])
+    mean, var, gamma, beta = (
+        rng.uniform(a, b, 5).astype(np.float32) for a, b in [(-1, 1), (0.2, 2), (0.5, 1.5), (-1, 1)]
+    )
     c = (slice(None), None, None)
     ref = (xr - mean[c]) / np.sqrt(var[c].astype(np.float64) + np.float64(np.float32(1e-3))) * gamma[c] + beta[c]
     out = out_tensor(x.shape, dtype, "nchw", lo=float(ref.min()), hi=float(ref.max()))

@@ -138,7 +138,9 @@ def test_c_array_reads_back_exactly(tmp_path):
     src += [f"    fwrite({name}, sizeof({name}), 1, stdout);" for name in arrays]
     src.append("    return 0;\n}\n")
     (tmp_path / "a.c").write_text("\n".join(src))
-    subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "a.c", "-o", "a"], cwd=tmp_path, check=True)
+    subprocess.run(
+        ["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "a.c", "-o", "a"], cwd=tmp_path, check=True
+    )
     got = subprocess.run([str(tmp_path / "a")], capture_output=True, check=True).stdout
     want = b"".join(np.asarray(v).astype(dt).tobytes() for (_, v), dt in zip(
         arrays.values(), [np.float32, np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, np.uint64, np.uint8]))  # fmt: skip
@@ -183,7 +185,9 @@ def test_quantize_weights_is_the_simulation_scheme(bits):
 
 
 def test_quantize_bias_rounding_and_saturation():
-    np.testing.assert_array_equal(quantize_bias([1.5, -2.5, 0.49, 1e12, -1e12], 0.5, 1.0), [3, -5, 1, 2**31 - 1, -(2**31)])
+    np.testing.assert_array_equal(
+        quantize_bias([1.5, -2.5, 0.49, 1e12, -1e12], 0.5, 1.0), [3, -5, 1, 2**31 - 1, -(2**31)]
+    )
     b = quantize_bias([1e30, 3.0], 1.0, [1.0, 0.25], wide=True)
     assert b.dtype == np.int64 and b[1] == 12 and b[0] > 2**62
 
@@ -206,7 +210,11 @@ def test_integer_conv_from_the_helpers_matches_the_fake_quantized_float_conv():
         xin = (q_in + 2 ** (n - 1) - z_in) * s_in
         wf = quantize_weight(w, bits, 0).astype(np.float64)
         xp = np.pad(xin.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
-        ref = sum(np.einsum("nchw,oc->nohw", xp[:, :, i : i + 6, j : j + 6], wf[:, :, i, j]) for i in range(3) for j in range(3))
+        ref = sum(
+            np.einsum("nchw,oc->nohw", xp[:, :, i : i + 6, j : j + 6], wf[:, :, i, j])
+            for i in range(3)
+            for j in range(3)
+        )
         ref = ref + bias.astype(np.float64)[None, :, None, None]
         s_out, z_out = act_params(float(ref.min()), float(ref.max()), bits)[:2]
         q, ws = quantize_weights(np.transpose(w, (0, 2, 3, 1)), bits, 0)  # OHWI

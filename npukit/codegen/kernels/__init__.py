@@ -28,9 +28,10 @@ from .fixedpoint import (
     quantize_multipliers,
     quantize_weights,
 )
-from .library import check_prefix, cmsis_nn_files, core_files, library_files
+from .library import KernelLibraryError, check_prefix, cmsis_nn_files, core_files, library_files
 
 __all__ = [
+    "KernelLibraryError",
     "apply_multiplier",
     "c_array",
     "check_prefix",

@@ -77,7 +77,7 @@ def _float_literal(v: float) -> str:
         return "NAN"
     if f in (float("inf"), float("-inf")):
         return "INFINITY" if f > 0 else "-INFINITY"
-    s = "%.9g" % f
+    s = f"{f:.9g}"
     if "e" not in s and "." not in s:
         s += ".0"
     return s + "f"

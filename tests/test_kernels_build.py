@@ -112,6 +112,15 @@ def test_every_profile_library_compiles_and_links_together(tmp_path):
     assert subprocess.run([str(tmp_path / "prog")]).returncode == 0
 
 
+STRICT = ["-pedantic", "-Wshadow", "-Wmissing-prototypes", "-Wstrict-prototypes", "-Wundef", "-Wdouble-promotion"]
+
+
+def test_compiles_with_stricter_warnings(tmp_path):
+    cfiles = write(tmp_path, all_files())
+    r = subprocess.run(["gcc", *CFLAGS, *STRICT, "-c", *cfiles], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 def all_files() -> dict[str, str]:
     return {**library_files("nvdla"), **library_files("xi_dsp"), **cmsis_nn_files()}
 

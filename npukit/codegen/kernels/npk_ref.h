@@ -71,7 +71,7 @@ enum {
 
 /* A tensor descriptor.  For rank 4, shape = {N, C, H, W} whatever the layout. */
 typedef struct {
-    void *data;                   /* first element (the buffer need not be aligned beyond its dtype) */
+    void *data;                   /* first element, aligned to the element size (8 bytes for S64) */
     int32_t dtype;                /* NPK_F32 ... NPK_BOOL */
     int32_t rank;                 /* 0 .. NPK_MAX_RANK; rank 0 is a scalar */
     int32_t shape[NPK_MAX_RANK];  /* logical dims; entries past rank are ignored */

@@ -112,7 +112,7 @@ int32_t npk_adaptive_avg_pool2d(const npk_tensor *in, const npk_tensor *out)
                     double sum = 0.0;
                     for (int32_t h = h0; h < h1; ++h) {
                         for (int32_t w = w0; w < w1; ++w) {
-                            sum += npk__load(&vi, n * vi.stride[0] + npk__coff(&vi, c) + h * vi.stride[2] + w * vi.stride[3]);
+                            sum += (double)npk__load(&vi, n * vi.stride[0] + npk__coff(&vi, c) + h * vi.stride[2] + w * vi.stride[3]);
                         }
                     }
                     float y = (float)(sum / (double)((h1 - h0) * (w1 - w0)));

@@ -303,19 +303,20 @@ typedef struct {
 int32_t npk_strided_slice(const npk_tensor *in, const npk_tensor *out, const npk_slice_params *p);
 
 /* resize2d [N, C, H, W] -> [N, C, OH, OW]: input coordinate of output pixel x (scale = W / OW):
- *   NPK_HALF_PIXEL (x + 0.5) * scale - 0.5; NPK_ALIGN_CORNERS x * (W - 1) / (OW - 1) (0 if OW == 1);
+ *   NPK_HALF_PIXEL (x + 0.5) * scale - 0.5; NPK_ALIGN_CORNERS (W - 1) / (OW - 1) * x (0 if OW == 1);
  *   NPK_ASYMMETRIC x * scale; NPK_PYTORCH_HALF_PIXEL like half_pixel but 0 when OW == 1;
  *   NPK_TF_HALF_PIXEL_FOR_NN (x + 0.5) * scale.
- * nearest: the coordinate rounded by nearest_mode, clamped to [0, W - 1];
+ * nearest: the coordinate rounded by nearest_mode (NPK_ROUND_HALF_EVEN is TVM's "round"), clamped to
+ *   [0, W - 1];
  * bilinear: weights from floor(coordinate), neighbours clamped to the edges. */
 enum { NPK_NEAREST = 0, NPK_BILINEAR = 1 };
 enum { NPK_HALF_PIXEL = 0, NPK_ALIGN_CORNERS = 1, NPK_ASYMMETRIC = 2, NPK_PYTORCH_HALF_PIXEL = 3, NPK_TF_HALF_PIXEL_FOR_NN = 4 };
-enum { NPK_ROUND_PREFER_FLOOR = 0, NPK_ROUND_PREFER_CEIL = 1, NPK_FLOOR = 2, NPK_CEIL = 3 };
+enum { NPK_ROUND_PREFER_FLOOR = 0, NPK_ROUND_PREFER_CEIL = 1, NPK_FLOOR = 2, NPK_CEIL = 3, NPK_ROUND_HALF_EVEN = 4 };
 
 typedef struct {
     int32_t method;                /* NPK_NEAREST, NPK_BILINEAR */
     int32_t coord_mode;            /* NPK_HALF_PIXEL ... */
-    int32_t nearest_mode;          /* NPK_ROUND_PREFER_FLOOR ... (nearest only) */
+    int32_t nearest_mode;          /* NPK_ROUND_PREFER_FLOOR ... NPK_ROUND_HALF_EVEN (nearest only) */
 } npk_resize2d_params;
 
 int32_t npk_resize2d(const npk_tensor *in, const npk_tensor *out, const npk_resize2d_params *p);

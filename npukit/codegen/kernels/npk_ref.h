@@ -217,7 +217,8 @@ int32_t npk_rsqrt(const npk_tensor *in, const npk_tensor *out);
  * max: padding never wins (taps outside [0, H) are skipped).
  * avg: the sum of the taps inside the input divided by the number of those taps, or with
  *   count_include_pad by the number of taps inside [-pad_top, H + pad_bottom) x [...].
- * A window without any tap inside the input yields 0. */
+ * A window without any tap inside the input (possible with large padding) yields, like TVM, the
+ * lowest finite value for max (the dtype's minimum for integer outputs) and 0 for avg. */
 typedef struct {
     int32_t kernel_h, kernel_w;
     int32_t stride_h, stride_w;

@@ -271,3 +271,20 @@ def test_tensor_helpers():
     assert n(t.p) == 2 * 5 * 3 * 3
     assert f(T((3, 4), "f16").p) == 24
     assert f(T((2, 3, 1, 1), "s64", "nhwc").p) == 48
+
+
+LAYOUTS = ("nchw", "nhwc", "tiled")
+
+
+@pytest.mark.parametrize("out_layout", LAYOUTS)
+@pytest.mark.parametrize("in_layout", LAYOUTS)
+def test_layout_pairs_add_and_sigmoid(in_layout, out_layout):
+    rng = rng_for("lp", in_layout, out_layout)
+    for dtype in ("f32", "s8"):
+        a = rand_tensor(rng, (2, 5, 3, 4), dtype, in_layout)
+        b = rand_tensor(rng, (2, 5, 3, 4), dtype, LAYOUTS[(LAYOUTS.index(in_layout) + 1) % 3])
+        out = out_tensor(a.shape, dtype, out_layout, lo=-2, hi=2)
+        ok("add", a.p, b.p, out.p)
+        assert_close(out, (a.real() + b.real()).astype(np.float64))
+        ok("sigmoid", a.p, out.p)
+        assert_close(out, 1 / (1 + np.exp(-a.real().astype(np.float64))))

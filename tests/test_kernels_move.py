@@ -134,7 +134,13 @@ def src_coord(mode, x, n_in, n_out):
 
 
 def nearest(mode, c, n):
-    r = {0: np.ceil(c - np.float32(0.5)), 1: np.floor(c + np.float32(0.5)), 2: np.floor(c), 3: np.ceil(c), 4: np.round(c)}[mode]
+    r = {
+        0: np.ceil(c - np.float32(0.5)),
+        1: np.floor(c + np.float32(0.5)),
+        2: np.floor(c),
+        3: np.ceil(c),
+        4: np.round(c),
+    }[mode]
     return int(min(max(r, 0), n - 1))
 
 

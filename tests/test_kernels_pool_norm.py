@@ -221,3 +221,23 @@ def test_batch_norm(dtype):
     assert_close(out, ref)
     p.var = None
     assert call("batch_norm", x.p, out.p, ctypes.byref(p)) == 1
+
+
+LAYOUTS = ("nchw", "nhwc", "tiled")
+
+
+@pytest.mark.parametrize("out_layout", LAYOUTS)
+@pytest.mark.parametrize("in_layout", LAYOUTS)
+def test_pool_and_softmax_layout_pairs(in_layout, out_layout):
+    rng = rng_for("plp", in_layout, out_layout)
+    k, s, d, pads, ceil_mode, incl = POOLS["k3s2_pad_ceil"]
+    for dtype in ("f16", "s4"):
+        x = rand_tensor(rng, (1, 6, 7, 7), dtype, in_layout)
+        ref = pool_ref(x.real().astype(np.float64), k, s, d, pads, ceil_mode, incl, False)
+        out = out_tensor(ref.shape, dtype, out_layout)
+        ok("avg_pool2d", x.p, out.p, ctypes.byref(Pool2dParams(*k, *s, *d, *pads, ceil_mode, incl)))
+        assert_close(out, ref)
+        e = np.exp(x.real().astype(np.float64))
+        out = out_tensor(x.shape, dtype, out_layout, lo=0, hi=1)
+        ok("softmax", x.p, out.p, c_int32(1))
+        assert_close(out, e / e.sum(axis=1, keepdims=True))

@@ -227,3 +227,13 @@ def test_integer_conv_from_the_helpers_matches_the_fake_quantized_float_conv():
         ok("conv2d", tin.p, out.p, ctypes.byref(p))
         want = quantize(ref, out.scale, out.zero, dt)
         assert np.abs(out.raw().astype(np.int64) - want).max() <= 1, bits
+
+
+def test_c_array_range_checks_do_not_wrap():
+    for ctype, values in [("int64_t", np.array([2**64 - 1], np.uint64)), ("int64_t", [2**63]), ("int64_t", [1e20]),
+                          ("uint8_t", [-1]), ("int16_t", np.array([40000], np.int32))]:  # fmt: skip
+        with pytest.raises(ValueError):
+            c_array("x", ctype, values)
+    assert "18446744073709551615u" in c_array("x", "uint64_t", np.array([2**64 - 1], np.uint64))
+    assert "(-9223372036854775807 - 1)" in c_array("x", "int64_t", [-(2**63)])
+    assert "    1, 2,\n    3," in c_array("x", "int32_t", [1.0, 2.0, 3.0], per_line=2)

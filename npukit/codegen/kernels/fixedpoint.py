@@ -46,6 +46,9 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     return int(q), int(exponent)
 
 
+cmsis_quantize_multiplier = quantize_multiplier  # CMSIS-NN / TFLite use the very same (multiplier, shift)
+
+
 def quantize_multipliers(reals) -> tuple[np.ndarray, np.ndarray]:
     """:func:`quantize_multiplier` of every entry: ``(multipliers, shifts)`` as int32 arrays."""
     pairs = [quantize_multiplier(r) for r in np.asarray(reals, dtype=np.float64).ravel()]

@@ -83,7 +83,7 @@ typedef struct {
 
 /* ---- tensor helpers ------------------------------------------------------------------------ */
 
-/* A short name of a status code ("ok", "bad dtype", ...), for error messages. */
+/* A short name of a status code ("ok", "unsupported dtype", ...), for error messages. */
 const char *npk_status_str(int32_t status);
 
 /* Number of logical elements (product of the dims; 1 for rank 0). */
@@ -112,7 +112,7 @@ int64_t npk_apply_multiplier(int64_t acc, int32_t multiplier, int32_t shift);
  *   multiplier / shift come from npukit.codegen.kernels.quantize_multiplier(
  *   in.scale * w_scale[oc] / out.scale).
  * act_min / act_max: fused activation clamp in the OUTPUT's real domain (-INFINITY / INFINITY
- *   for none; relu = [0, INFINITY], relu6 = [0, 6]).  Integer outputs clamp q to
+ *   or 0 / 0 for none; relu = [0, INFINITY], relu6 = [0, 6]).  Integer outputs clamp q to
  *   [round(act_min / out.scale) + out.zero, round(act_max / out.scale) + out.zero]. */
 typedef struct {
     int32_t stride_h, stride_w;

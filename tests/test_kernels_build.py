@@ -6,6 +6,7 @@ as on this machine (bit-identical integer results)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,8 +16,9 @@ from pathlib import Path
 import pytest
 from kernels_lib import CFLAGS
 
-from npukit.codegen.kernels import check_prefix, cmsis_nn_files, core_files, library_files
+from npukit.codegen.kernels import KernelLibraryError, check_prefix, cmsis_nn_files, core_files, library_files
 from npukit.codegen.kernels.library import api
+from npukit.errors import NpukitError
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "npukit" / "profiles"
@@ -46,7 +48,9 @@ def test_files_are_deterministic_across_processes():
     digests = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
-        digests.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
+        digests.add(
+            subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+        )
     assert len(digests) == 1
     a, b = library_files("nvdla"), library_files("xi_dsp")
     assert {k: v for k, v in a.items() if not k.startswith("nvdla")} == core_files()
@@ -55,11 +59,15 @@ def test_files_are_deterministic_across_processes():
     assert set(cmsis_nn_files()) == {"arm_nn_types.h", "arm_nnfunctions.h", "npk_cmsis_nn.c"}
 
 
-@pytest.mark.parametrize("bad", ["", "1dla", "my-dla", "dla x", "_dla", "npk", "npk_x", "math", "stdint", "arm_nnfunctions", 3])
+@pytest.mark.parametrize(
+    "bad", ["", "1dla", "my-dla", "dla x", "_dla", "npk", "npk_x", "math", "stdint", "arm_nnfunctions", 3]
+)
 def test_bad_prefixes_are_refused(bad):
     with pytest.raises(ValueError):
         library_files(bad)
-    with pytest.raises(ValueError):
+    with pytest.raises(KernelLibraryError):
+        check_prefix(bad)
+    with pytest.raises(NpukitError):
         check_prefix(bad)
 
 
@@ -68,11 +76,11 @@ def test_generated_api_covers_every_declaration():
     declared = [ln for ln in header.splitlines() if ln.split("(")[0].split(" ")[-1].lstrip("*").startswith("npk_") and "(" in ln
                 and not ln.startswith((" ", "#", "/"))]  # fmt: skip
     consts, types, funcs = api()
-    assert len(funcs) == len(declared) == 60
+    assert len(funcs) == len(declared) == 61
     h, c = library_files("hwlib")["hwlib.h"], library_files("hwlib")["hwlib.c"]
     for _, name, _ in funcs:
         short = name[len("npk") :]
-        assert f" hwlib{short}(" in h and f"return {name}(" in c
+        assert re.search(rf"[ *]hwlib{short}\(", h) and f"return {name}(" in c
     for t in types:
         assert f"typedef {t} hwlib{t[3:]};" in h
     assert "#define HWLIB_S4 NPK_S4" in h and "#define HWLIB_TILED NPK_TILED" in h and len(consts) > 40
@@ -98,15 +106,28 @@ def test_every_profile_library_compiles_and_links_together(tmp_path):
     files["main.c"] = "\n".join([f'#include "{p}.h"' for p in prefixes] + ['#include "arm_nnfunctions.h"', "",
                                  "int main(void)", "{", *calls, "    return 0;", "}", ""])  # fmt: skip
     cfiles = write(tmp_path, files)
-    subprocess.run(["gcc", *CFLAGS, *cfiles, "-o", "prog", "-lm"], cwd=tmp_path, check=True, capture_output=True, text=True)
+    subprocess.run(
+        ["gcc", *CFLAGS, *cfiles, "-o", "prog", "-lm"], cwd=tmp_path, check=True, capture_output=True, text=True
+    )
     assert subprocess.run([str(tmp_path / "prog")]).returncode == 0
+
+
+STRICT = ["-pedantic", "-Wshadow", "-Wmissing-prototypes", "-Wstrict-prototypes", "-Wundef", "-Wdouble-promotion"]
+
+
+def test_compiles_with_stricter_warnings(tmp_path):
+    cfiles = write(tmp_path, all_files())
+    r = subprocess.run(["gcc", *CFLAGS, *STRICT, "-c", *cfiles], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
 
 
 def all_files() -> dict[str, str]:
     return {**library_files("nvdla"), **library_files("xi_dsp"), **cmsis_nn_files()}
 
 
-@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="arm-none-eabi-gcc (gcc-arm-none-eabi) not installed")
+@pytest.mark.skipif(
+    shutil.which("arm-none-eabi-gcc") is None, reason="arm-none-eabi-gcc (gcc-arm-none-eabi) not installed"
+)
 def test_cortex_m7_compile(tmp_path):
     cfiles = write(tmp_path, all_files())
     for f in cfiles:  # -c only: the firmware glue (startup, linker script) is the export's job
@@ -142,7 +163,9 @@ def compare_smoke(native: str, other: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cc,qemu", [("aarch64-linux-gnu-gcc", "qemu-aarch64"), ("riscv64-linux-gnu-gcc", "qemu-riscv64")])
+@pytest.mark.parametrize(
+    "cc,qemu", [("aarch64-linux-gnu-gcc", "qemu-aarch64"), ("riscv64-linux-gnu-gcc", "qemu-riscv64")]
+)
 def test_cross_target_runs_like_native(tmp_path, cc, qemu):
     if shutil.which(cc) is None or shutil.which(qemu) is None:
         pytest.skip(f"{cc} or {qemu} not installed (gcc-aarch64-linux-gnu / gcc-riscv64-linux-gnu, qemu-user)")

@@ -106,7 +106,12 @@ def test_convolve_wrapper_s8(groups, dil, stride):
     pad = (1, 1)
     oh = (h + 2 - dil * (k - 1) - 1) // stride + 1
     ow = (w + 2 - dil * (k - 1) - 1) // stride + 1
-    acc = conv_nhwc_int(x.astype(np.int64) - in_zero, wq.astype(np.int64), (stride, stride), pad, (dil, dil), groups, oh, ow) + bias
+    acc = (
+        conv_nhwc_int(
+            x.astype(np.int64) - in_zero, wq.astype(np.int64), (stride, stride), pad, (dil, dil), groups, oh, ow
+        )
+        + bias
+    )
     real = acc * in_scale * wscale
     out_scale, out_zero = (real.max() - real.min()) / 255, 3
     mult, shift = quantize_multipliers(in_scale * wscale / out_scale)
@@ -114,7 +119,9 @@ def test_convolve_wrapper_s8(groups, dil, stride):
     p = ConvParams(-in_zero, out_zero, Tile(stride, stride), Tile(*pad), Tile(dil, dil), Act(-128, 100))
     q = PerChannel(ptr(mult), ptr(shift))
     dims = [Dims(n, h, w, c), Dims(oc, k, k, c // groups), Dims(1, 1, 1, oc), Dims(n, oh, ow, oc)]
-    size = fn("arm_convolve_wrapper_s8_get_buffer_size")(ctypes.byref(p), *(ctypes.byref(d) for d in (dims[0], dims[1], dims[3])))
+    size = fn("arm_convolve_wrapper_s8_get_buffer_size")(
+        ctypes.byref(p), *(ctypes.byref(d) for d in (dims[0], dims[1], dims[3]))
+    )
     assert size >= 0
     st = fn("arm_convolve_wrapper_s8")(ctypes.byref(Ctx(None, 0)), ctypes.byref(p), ctypes.byref(q), ctypes.byref(dims[0]),
                                        ptr(x), ctypes.byref(dims[1]), ptr(wq), ctypes.byref(dims[2]), ptr(bias),
@@ -209,7 +216,9 @@ def test_softmax_s8(in_scale):
     x[0] = 5  # a row of ties
     mult, shift, diff_min = cmsis_softmax_params(in_scale)
     out = np.zeros_like(x)
-    fn("arm_softmax_s8", None)(ptr(x), c_int32(rows), c_int32(size), c_int32(mult), c_int32(shift), c_int32(diff_min), ptr(out))
+    fn("arm_softmax_s8", None)(
+        ptr(x), c_int32(rows), c_int32(size), c_int32(mult), c_int32(shift), c_int32(diff_min), ptr(out)
+    )
     real = x.astype(np.float64) * in_scale
     e = np.exp(real - real.max(1, keepdims=True))
     p = e / e.sum(1, keepdims=True)
@@ -233,9 +242,9 @@ def test_elementwise_add_mul_s8():
                                       c_int32(prm["left_shift"]), ptr(out), c_int32(zo), c_int32(prm["out_mult"]),
                                       c_int32(prm["out_shift"]), c_int32(-128), c_int32(127), c_int32(200))  # fmt: skip
     assert st == 0
-    l = prm["left_shift"]
-    ra = cmsis_requantize((a.astype(np.int64) - z1) << l, prm["input_1_mult"], prm["input_1_shift"])
-    rb = cmsis_requantize((b.astype(np.int64) - z2) << l, prm["input_2_mult"], prm["input_2_shift"])
+    ls = prm["left_shift"]
+    ra = cmsis_requantize((a.astype(np.int64) - z1) << ls, prm["input_1_mult"], prm["input_1_shift"])
+    rb = cmsis_requantize((b.astype(np.int64) - z2) << ls, prm["input_2_mult"], prm["input_2_shift"])
     want = np.clip(cmsis_requantize(ra + rb, prm["out_mult"], prm["out_shift"]) + zo, -128, 127)
     np.testing.assert_array_equal(out, want)
     assert np.abs(out - np.clip(np.round(real_sum / so) + zo, -128, 127)).max() <= 1

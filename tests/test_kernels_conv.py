@@ -121,7 +121,9 @@ def run_conv(rng, dtype, cfg, in_layout="nchw", out_layout="nchw", act=None, bia
     r = apply_multiplier(acc, mult[None, :, None, None], shift[None, :, None, None])
     qa, qb = qlo, qhi
     if act is not None:
-        qa = max(qlo, int(round_away(np.float32(act[0]) / np.float32(out.scale))) + ozero) if act[0] > -math.inf else qlo
+        qa = (
+            max(qlo, int(round_away(np.float32(act[0]) / np.float32(out.scale))) + ozero) if act[0] > -math.inf else qlo
+        )
         qb = min(qhi, int(round_away(np.float32(act[1]) / np.float32(out.scale))) + ozero) if act[1] < math.inf else qhi
     want = np.clip(r + ozero, qa, qb)
     np.testing.assert_array_equal(out.raw().astype(np.int64), want)

@@ -162,7 +162,11 @@ def test_convert_every_dtype_pair(src, dst):
     a = rand_tensor(rng, shape, src, LAYOUT_CYCLE[i % 3], lo=-3, hi=2) if src != "s32" else None
     if a is None:
         a = T(shape, "s32", LAYOUT_CYCLE[i % 3], scale=0.01, zero=7).set_raw(rng.integers(-400, 300, shape))
-    b = out_tensor(shape, dst, LAYOUT_CYCLE[(i + 1) % 3], lo=-2, hi=2.5) if dst != "s32" else T(shape, "s32", "nhwc", scale=0.003, zero=-5)
+    b = (
+        out_tensor(shape, dst, LAYOUT_CYCLE[(i + 1) % 3], lo=-2, hi=2.5)
+        if dst != "s32"
+        else T(shape, "s32", "nhwc", scale=0.003, zero=-5)
+    )
     if dst == "u8":
         b = T(shape, "u8", "nchw", scale=4.5 / 255, zero=111)
     ok("convert", a.p, b.p)
@@ -237,9 +241,18 @@ def test_round_to_bits(bits):
     rng = np.random.default_rng(bits)
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     scale, zero = 0.37 / (2**bits - 1), lo + (2**bits - 1) // 3
-    x = np.concatenate([rng.uniform(-0.3, 0.3, 5000), (np.arange(lo - 3, hi + 4) - zero + 0.5) * scale]).astype(np.float32)
+    x = np.concatenate([rng.uniform(-0.3, 0.3, 5000), (np.arange(lo - 3, hi + 4) - zero + 0.5) * scale]).astype(
+        np.float32
+    )
     got = x.copy()
-    ok("round_to_bits", got.ctypes.data_as(ctypes.c_void_p), c_int32(got.size), c_int32(bits), c_float(scale), c_int32(zero))
+    ok(
+        "round_to_bits",
+        got.ctypes.data_as(ctypes.c_void_p),
+        c_int32(got.size),
+        c_int32(bits),
+        c_float(scale),
+        c_int32(zero),
+    )
     q = np.clip(round_half_away((x / np.float32(scale)).astype(np.float64)) + zero, lo, hi)
     want = (q - zero).astype(np.float32) * np.float32(scale)
     np.testing.assert_array_equal(got, want)
@@ -258,3 +271,20 @@ def test_tensor_helpers():
     assert n(t.p) == 2 * 5 * 3 * 3
     assert f(T((3, 4), "f16").p) == 24
     assert f(T((2, 3, 1, 1), "s64", "nhwc").p) == 48
+
+
+LAYOUTS = ("nchw", "nhwc", "tiled")
+
+
+@pytest.mark.parametrize("out_layout", LAYOUTS)
+@pytest.mark.parametrize("in_layout", LAYOUTS)
+def test_layout_pairs_add_and_sigmoid(in_layout, out_layout):
+    rng = rng_for("lp", in_layout, out_layout)
+    for dtype in ("f32", "s8"):
+        a = rand_tensor(rng, (2, 5, 3, 4), dtype, in_layout)
+        b = rand_tensor(rng, (2, 5, 3, 4), dtype, LAYOUTS[(LAYOUTS.index(in_layout) + 1) % 3])
+        out = out_tensor(a.shape, dtype, out_layout, lo=-2, hi=2)
+        ok("add", a.p, b.p, out.p)
+        assert_close(out, (a.real() + b.real()).astype(np.float64))
+        ok("sigmoid", a.p, out.p)
+        assert_close(out, 1 / (1 + np.exp(-a.real().astype(np.float64))))

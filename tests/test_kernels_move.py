@@ -123,7 +123,7 @@ def src_coord(mode, x, n_in, n_out):
     scale = np.float32(n_in) / np.float32(n_out)
     x = np.float32(x)
     if mode == 1:
-        return np.float32(x * np.float32(n_in - 1) / np.float32(n_out - 1)) if n_out > 1 else np.float32(0)
+        return np.float32(np.float32(n_in - 1) / np.float32(n_out - 1) * x) if n_out > 1 else np.float32(0)
     if mode == 2:
         return np.float32(x * scale)
     if mode == 3:
@@ -134,7 +134,13 @@ def src_coord(mode, x, n_in, n_out):
 
 
 def nearest(mode, c, n):
-    r = {0: np.ceil(c - np.float32(0.5)), 1: np.floor(c + np.float32(0.5)), 2: np.floor(c), 3: np.ceil(c)}[mode]
+    r = {
+        0: np.ceil(c - np.float32(0.5)),
+        1: np.floor(c + np.float32(0.5)),
+        2: np.floor(c),
+        3: np.ceil(c),
+        4: np.round(c),
+    }[mode]
     return int(min(max(r, 0), n - 1))
 
 
@@ -165,7 +171,7 @@ def test_resize2d_modes(dtype):
     xr = x.real()
     for method in (0, 1):
         for cmode in range(5):
-            for nmode in range(4) if method == 0 else (0,):
+            for nmode in range(5) if method == 0 else (0,):
                 for oh, ow in [(8, 9), (3, 4), (1, 1)]:
                     ref = resize_ref(xr, oh, ow, method, cmode, nmode)
                     out = out_tensor((1, 5, oh, ow), dtype, "tiled")

@@ -49,7 +49,9 @@ def pool_ref(x, k, s, d, pads, ceil_mode, include_pad, is_max):
             vh = [v for v in hs if 0 <= v < h]
             vw = [v for v in ws if 0 <= v < w]
             win = x[:, :, vh][:, :, :, vw]
-            if is_max:
+            if not vh or not vw:  # the window lies in the padding
+                out[:, :, i, j] = -np.finfo(np.float32).max if is_max else 0.0
+            elif is_max:
                 out[:, :, i, j] = win.max(axis=(2, 3))
             else:
                 cnt = (sum(v < h + pb for v in hs) * sum(v < w + pr for v in ws)) if include_pad else len(vh) * len(vw)
@@ -63,6 +65,7 @@ POOLS = {
     "k3s2_pad_ceil": ((3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, 0),
     "k3s2_pad_ceil_incl": ((3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, 1),
     "k2_dilated_asym": ((2, 3), (1, 2), (2, 1), (1, 0, 0, 2), 0, 1),
+    "window_in_padding": ((2, 3), (2, 2), (1, 1), (1, 0, 3, 1), 0, 0),  # the last row of windows
 }
 
 
@@ -74,6 +77,8 @@ def test_pool2d(dtype, cfg, is_max):
     k, s, d, pads, ceil_mode, incl = POOLS[cfg]
     x = rand_tensor(rng, (2, 5, 8, 7), dtype, "nhwc" if is_max else "tiled")
     ref = pool_ref(x.real().astype(np.float64), k, s, d, pads, ceil_mode, incl, is_max)
+    if dtype == "f16":  # the lowest finite half
+        ref[ref == -np.finfo(np.float32).max] = -65504.0
     out = out_tensor(ref.shape, dtype, "tiled" if is_max else "nchw")
     p = Pool2dParams(*k, *s, *d, *pads, ceil_mode, incl)
     ok("max_pool2d" if is_max else "avg_pool2d", x.p, out.p, ctypes.byref(p))
@@ -90,7 +95,12 @@ def test_pool2d_window_semantics_match_pytorch():
         for ceil_mode in (False, True):
             want = F.max_pool2d(xt, kk, ss, pp, dd, ceil_mode=ceil_mode).numpy()
             out = T(want.shape, "f32")
-            ok("max_pool2d", T(x.shape).set_real(x).p, out.p, ctypes.byref(Pool2dParams(kk, kk, ss, ss, dd, dd, pp, pp, pp, pp, int(ceil_mode), 0)))
+            ok(
+                "max_pool2d",
+                T(x.shape).set_real(x).p,
+                out.p,
+                ctypes.byref(Pool2dParams(kk, kk, ss, ss, dd, dd, pp, pp, pp, pp, int(ceil_mode), 0)),
+            )
             np.testing.assert_array_equal(out.raw(), want)
             if dd != 1:
                 continue
@@ -189,7 +199,9 @@ def test_layer_norm(dtype):
     p = LayerNormParams(1, 1e-5, None, None)
     out = out_tensor(x.shape, dtype, lo=-3, hi=3)
     ok("layer_norm", x.p, out.p, ctypes.byref(p))
-    assert_close(out, (xr - xr.mean(-1, keepdims=True)) / np.sqrt(xr.var(-1, keepdims=True) + np.float64(np.float32(1e-5))))
+    assert_close(
+        out, (xr - xr.mean(-1, keepdims=True)) / np.sqrt(xr.var(-1, keepdims=True) + np.float64(np.float32(1e-5)))
+    )
     assert call("layer_norm", x.p, out.p, ctypes.byref(LayerNormParams(5, 1e-5, None, None))) == 6
 
 
@@ -198,7 +210,9 @@ def test_batch_norm(dtype):
     rng = rng_for("bn", dtype)
     x = rand_tensor(rng, (2, 5, 3, 3), dtype, "tiled", lo=-2, hi=2)
     xr = x.real().astype(np.float64)
-    mean, var, gamma, beta = (rng.uniform(a, b, 5).astype(np.float32) for a, b in [(-1, 1), (0.2, 2), (0.5, 1.5), (-1, 1)])
+    mean, var, gamma, beta = (
+        rng.uniform(a, b, 5).astype(np.float32) for a, b in [(-1, 1), (0.2, 2), (0.5, 1.5), (-1, 1)]
+    )
     c = (slice(None), None, None)
     ref = (xr - mean[c]) / np.sqrt(var[c].astype(np.float64) + np.float64(np.float32(1e-3))) * gamma[c] + beta[c]
     out = out_tensor(x.shape, dtype, "nchw", lo=float(ref.min()), hi=float(ref.max()))
@@ -207,3 +221,23 @@ def test_batch_norm(dtype):
     assert_close(out, ref)
     p.var = None
     assert call("batch_norm", x.p, out.p, ctypes.byref(p)) == 1
+
+
+LAYOUTS = ("nchw", "nhwc", "tiled")
+
+
+@pytest.mark.parametrize("out_layout", LAYOUTS)
+@pytest.mark.parametrize("in_layout", LAYOUTS)
+def test_pool_and_softmax_layout_pairs(in_layout, out_layout):
+    rng = rng_for("plp", in_layout, out_layout)
+    k, s, d, pads, ceil_mode, incl = POOLS["k3s2_pad_ceil"]
+    for dtype in ("f16", "s4"):
+        x = rand_tensor(rng, (1, 6, 7, 7), dtype, in_layout)
+        ref = pool_ref(x.real().astype(np.float64), k, s, d, pads, ceil_mode, incl, False)
+        out = out_tensor(ref.shape, dtype, out_layout)
+        ok("avg_pool2d", x.p, out.p, ctypes.byref(Pool2dParams(*k, *s, *d, *pads, ceil_mode, incl)))
+        assert_close(out, ref)
+        e = np.exp(x.real().astype(np.float64))
+        out = out_tensor(x.shape, dtype, out_layout, lo=0, hi=1)
+        ok("softmax", x.p, out.p, c_int32(1))
+        assert_close(out, e / e.sum(axis=1, keepdims=True))

@@ -15,8 +15,10 @@ from npukit.codegen.kernels import (
     apply_multiplier,
     c_array,
     pack_weights,
+    quantize_bias,
     quantize_multiplier,
     quantize_multipliers,
+    quantize_weights,
     unpack_weights,
 )
 
@@ -136,7 +138,9 @@ def test_c_array_reads_back_exactly(tmp_path):
     src += [f"    fwrite({name}, sizeof({name}), 1, stdout);" for name in arrays]
     src.append("    return 0;\n}\n")
     (tmp_path / "a.c").write_text("\n".join(src))
-    subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "a.c", "-o", "a"], cwd=tmp_path, check=True)
+    subprocess.run(
+        ["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "a.c", "-o", "a"], cwd=tmp_path, check=True
+    )
     got = subprocess.run([str(tmp_path / "a")], capture_output=True, check=True).stdout
     want = b"".join(np.asarray(v).astype(dt).tobytes() for (_, v), dt in zip(
         arrays.values(), [np.float32, np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, np.uint64, np.uint8]))  # fmt: skip
@@ -158,3 +162,78 @@ def test_c_array_errors():
     with pytest.raises(ValueError):
         c_array("x", "float", [])
     assert "INFINITY, -INFINITY, NAN" in c_array("x", "float", [np.inf, -np.inf, np.nan])
+
+
+@pytest.mark.parametrize("bits", ["int2", "int4", "int8", "int16"])
+def test_quantize_weights_is_the_simulation_scheme(bits):
+    from npukit.quant import quantize_weight
+
+    rng = np.random.default_rng(len(bits))
+    w = rng.standard_normal((6, 3, 3, 4)).astype(np.float32)
+    w[2] = 0.0  # an all-zero channel keeps scale 1
+    for axis in (0, 3):
+        q, scale = quantize_weights(w, bits, axis)
+        shape = [1] * 4
+        shape[axis] = -1
+        fake = (q.astype(np.float32) * scale.reshape(shape)).astype(np.float32)
+        np.testing.assert_array_equal(fake, quantize_weight(w, bits, axis))
+        qmax = 2 ** (int(bits[3:]) - 1) - 1
+        assert np.abs(q).max() <= qmax and scale.shape == (w.shape[axis],)
+    assert set(np.unique(quantize_weights(w, 2, 0)[0])) <= {-1, 0, 1}
+    with pytest.raises(ValueError):
+        quantize_weights(w, 3, 0)
+
+
+def test_quantize_bias_rounding_and_saturation():
+    np.testing.assert_array_equal(
+        quantize_bias([1.5, -2.5, 0.49, 1e12, -1e12], 0.5, 1.0), [3, -5, 1, 2**31 - 1, -(2**31)]
+    )
+    b = quantize_bias([1e30, 3.0], 1.0, [1.0, 0.25], wide=True)
+    assert b.dtype == np.int64 and b[1] == 12 and b[0] > 2**62
+
+
+def test_integer_conv_from_the_helpers_matches_the_fake_quantized_float_conv():
+    """The exporter's recipe end to end: quantize_weights, quantize_bias, quantize_multipliers,
+    pack_weights -> npk_conv2d, within 1 LSB of the float conv on the simulation's values."""
+    from kernels_lib import DT, Conv2dParams, T, ok, ptr, quantize
+
+    from npukit.quant import act_params, quantize_weight
+
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-1, 2, (1, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((5, 4, 3, 3)).astype(np.float32)  # OIHW, as models carry it
+    bias = rng.uniform(-0.3, 0.3, 5).astype(np.float32)
+    for bits, dt in [("int8", "s8"), ("int4", "s4"), ("int2", "s2")]:
+        n = int(bits[3:])
+        s_in, z_in = act_params(float(x.min()), float(x.max()), bits)[:2]
+        q_in = np.clip(np.round(x / s_in) + z_in, 0, 2**n - 1) - 2 ** (n - 1)  # npukit's levels, stored signed
+        xin = (q_in + 2 ** (n - 1) - z_in) * s_in
+        wf = quantize_weight(w, bits, 0).astype(np.float64)
+        xp = np.pad(xin.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        ref = sum(
+            np.einsum("nchw,oc->nohw", xp[:, :, i : i + 6, j : j + 6], wf[:, :, i, j])
+            for i in range(3)
+            for j in range(3)
+        )
+        ref = ref + bias.astype(np.float64)[None, :, None, None]
+        s_out, z_out = act_params(float(ref.min()), float(ref.max()), bits)[:2]
+        q, ws = quantize_weights(np.transpose(w, (0, 2, 3, 1)), bits, 0)  # OHWI
+        packed = np.frombuffer(pack_weights(q, n), np.uint8).copy()
+        bq = quantize_bias(bias, float(np.float32(s_in)), ws)
+        m, s = quantize_multipliers(np.float64(np.float32(s_in)) * ws / np.float64(np.float32(s_out)))
+        tin = T(x.shape, dt, "nhwc", scale=s_in, zero=int(z_in) - 2 ** (n - 1)).set_raw(q_in)
+        out = T(ref.shape, dt, "tiled", scale=s_out, zero=int(z_out) - 2 ** (n - 1))
+        p = Conv2dParams(1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, DT[dt], ptr(packed), ptr(bq), ptr(m), ptr(s))
+        ok("conv2d", tin.p, out.p, ctypes.byref(p))
+        want = quantize(ref, out.scale, out.zero, dt)
+        assert np.abs(out.raw().astype(np.int64) - want).max() <= 1, bits
+
+
+def test_c_array_range_checks_do_not_wrap():
+    for ctype, values in [("int64_t", np.array([2**64 - 1], np.uint64)), ("int64_t", [2**63]), ("int64_t", [1e20]),
+                          ("uint8_t", [-1]), ("int16_t", np.array([40000], np.int32))]:  # fmt: skip
+        with pytest.raises(ValueError):
+            c_array("x", ctype, values)
+    assert "18446744073709551615u" in c_array("x", "uint64_t", np.array([2**64 - 1], np.uint64))
+    assert "(-9223372036854775807 - 1)" in c_array("x", "int64_t", [-(2**63)])
+    assert "    1, 2,\n    3," in c_array("x", "int32_t", [1.0, 2.0, 3.0], per_line=2)

@@ -91,7 +91,9 @@ def test_topk_layouts():
     ok("topk", x.p, vals.p, idx.p, ctypes.byref(TopkParams(1, 1)))
     want = order(x.raw(), 1, True)[:, :4]
     np.testing.assert_array_equal(idx.raw(), want)
-    np.testing.assert_array_equal(vals.real(), np.take_along_axis(x.raw(), want, 1).astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(
+        vals.real(), np.take_along_axis(x.raw(), want, 1).astype(np.float16).astype(np.float32)
+    )
     assert idx.padding_ok()
 
 
@@ -155,7 +157,14 @@ def run_nms(boxes, scores, max_out, iou, sthr, center, capacity, workspace):
         f.restype = ctypes.c_int32
         ws = np.zeros(f(c_int32(boxes.shape[1])) // 4, np.int32)
     p = NmsParams(int(center), max_out, iou, sthr, None if ws is None else ws.ctypes.data_as(ctypes.c_void_p))
-    st = call("nms", T(boxes.shape).set_real(boxes).p, T(scores.shape).set_real(scores).p, sel.p, ctypes.byref(count), ctypes.byref(p))
+    st = call(
+        "nms",
+        T(boxes.shape).set_real(boxes).p,
+        T(scores.shape).set_real(scores).p,
+        sel.p,
+        ctypes.byref(count),
+        ctypes.byref(p),
+    )
     return st, sel.raw()[: count.value]
 
 

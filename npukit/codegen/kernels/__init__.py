@@ -4,6 +4,8 @@
   ``relative path -> text``: ``<prefix>.h`` / ``<prefix>.c`` over the shared core ``npk_ref*``.
 * :func:`cmsis_nn_files` -- the public CMSIS-NN API (``arm_nnfunctions.h``, ``arm_nn_types.h``)
   with npukit's implementation, for profiles whose library is CMSIS-NN.
+* :func:`quantize_weights` / :func:`quantize_bias` -- integer weights (npukit's per-channel
+  symmetric scheme, identical to the simulation's) and biases;
 * :func:`quantize_multiplier` / :func:`apply_multiplier` -- the (multiplier, shift) of a real
   requantization scale and the exact integer arithmetic npk_ref applies with it;
   :func:`cmsis_requantize`, :func:`cmsis_softmax_params`, :func:`cmsis_add_params`,
@@ -19,26 +21,33 @@ from .fixedpoint import (
     apply_multiplier,
     cmsis_add_params,
     cmsis_mul_params,
+    cmsis_quantize_multiplier,
     cmsis_requantize,
     cmsis_softmax_params,
+    quantize_bias,
     quantize_multiplier,
     quantize_multipliers,
+    quantize_weights,
 )
-from .library import check_prefix, cmsis_nn_files, core_files, library_files
+from .library import KernelLibraryError, check_prefix, cmsis_nn_files, core_files, library_files
 
 __all__ = [
+    "KernelLibraryError",
     "apply_multiplier",
     "c_array",
     "check_prefix",
     "cmsis_add_params",
     "cmsis_mul_params",
     "cmsis_nn_files",
+    "cmsis_quantize_multiplier",
     "cmsis_requantize",
     "cmsis_softmax_params",
     "core_files",
     "library_files",
     "pack_weights",
+    "quantize_bias",
     "quantize_multiplier",
     "quantize_multipliers",
+    "quantize_weights",
     "unpack_weights",
 ]

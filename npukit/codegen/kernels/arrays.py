@@ -77,7 +77,7 @@ def _float_literal(v: float) -> str:
         return "NAN"
     if f in (float("inf"), float("-inf")):
         return "INFINITY" if f > 0 else "-INFINITY"
-    s = "%.9g" % f
+    s = f"{f:.9g}"
     if "e" not in s and "." not in s:
         s += ".0"
     return s + "f"
@@ -124,15 +124,19 @@ def c_array(name: str, ctype: str, values, per_line: int | None = None) -> str:
     else:
         if arr.dtype == np.bool_:
             flat = flat.astype(np.int64)
+        elif arr.dtype == object:
+            flat = np.array([int(v) for v in flat], dtype=object)
         elif not np.issubdtype(arr.dtype, np.integer):
             if not np.all(np.isfinite(flat)) or not np.all(np.mod(flat, 1) == 0):
                 raise ValueError(f"c_array: {name}: {base} values must be integers")
-        ints = [int(v) for v in flat]
         lo, hi = _INT_TYPES[base]
-        bad = [v for v in ints if v < lo or v > hi]
-        if bad:
-            raise ValueError(f"c_array: {name}: value {bad[0]} does not fit {base} [{lo}, {hi}]")
-        items = [_int_literal(v, base) for v in ints]
+        small, big = int(flat.min()), int(flat.max())  # exact for every integer dtype
+        if small < lo or big > hi:
+            raise ValueError(f"c_array: {name}: value {small if small < lo else big} does not fit {base} [{lo}, {hi}]")
+        ints = flat.astype(np.uint64 if base == "uint64_t" else np.int64).tolist()  # in range: exact
+        items = list(map(str, ints))
+        if base in ("int32_t", "int64_t", "uint32_t", "uint64_t"):  # the few literals C reads otherwise
+            items = [_int_literal(v, base) for v in ints]
         per = per_line or 16
     if per < 1:
         raise ValueError("c_array: per_line must be >= 1")

@@ -46,6 +46,9 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     return int(q), int(exponent)
 
 
+cmsis_quantize_multiplier = quantize_multiplier  # CMSIS-NN / TFLite use the very same (multiplier, shift)
+
+
 def quantize_multipliers(reals) -> tuple[np.ndarray, np.ndarray]:
     """:func:`quantize_multiplier` of every entry: ``(multipliers, shifts)`` as int32 arrays."""
     pairs = [quantize_multiplier(r) for r in np.asarray(reals, dtype=np.float64).ravel()]
@@ -143,3 +146,42 @@ def cmsis_add_params(scale_1: float, scale_2: float, scale_out: float, left_shif
 def cmsis_mul_params(scale_1: float, scale_2: float, scale_out: float) -> tuple[int, int]:
     """``(out_mult, out_shift)`` of ``arm_elementwise_mul_s8``: scale_1 * scale_2 / scale_out."""
     return quantize_multiplier(float(scale_1) * float(scale_2) / float(scale_out))
+
+
+# ---------------------------------------------------------------------------------------------
+# weights and biases of the integer conv / matmul paths
+
+_WEIGHT_BITS = {"int2": 2, "int4": 4, "int8": 8, "int16": 16, 2: 2, 4: 4, 8: 8, 16: 16}
+
+
+def quantize_weights(w, bits, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(q, scale)``: integer weights and their per-output-channel scales, by npukit's scheme
+    (the same arithmetic as ``npukit.quant.quantize_weight``, so ``q * scale`` is exactly the
+    simulation's fake-quantized weight): ``scale[c] = max|w_c| / qmax`` in float32 (1 for an
+    all-zero channel), ``q = clip(round(w / scale), -qmax, qmax)`` with numpy's round, ``qmax =
+    2**(bits-1) - 1`` (int2: ternary).  ``bits``: 2, 4, 8, 16 or "int2" ... "int16"; ``axis``: the
+    output-channel axis (0 for OHWI / OIHW conv weights, the N axis of matmul weights).
+    ``q`` is int8 (int16 for 16 bits) in ``w``'s shape, ``scale`` float32 of length
+    ``w.shape[axis]``."""
+    if bits not in _WEIGHT_BITS:
+        raise ValueError(f"quantize_weights: bits must be one of 2, 4, 8, 16 (or 'int2' ... 'int16'), got {bits!r}")
+    n = _WEIGHT_BITS[bits]
+    w = np.asarray(w, dtype=np.float32)
+    axis = axis % w.ndim if w.ndim else 0
+    qmax = 2 ** (n - 1) - 1
+    red = tuple(i for i in range(w.ndim) if i != axis)
+    amax = np.max(np.abs(w), axis=red, keepdims=True) if red else np.abs(w)
+    scale = np.where(amax > 0, amax / qmax, 1.0).astype(np.float32)
+    q = np.clip(np.round(w / scale), -qmax, qmax).astype(np.int16 if n == 16 else np.int8)
+    return q, scale.reshape(-1) if w.ndim else scale
+
+
+def quantize_bias(bias, in_scale: float, w_scale, wide: bool = False) -> np.ndarray:
+    """Integer bias of an integer conv / matmul: ``round(bias / (in_scale * w_scale[c]))`` in
+    float64, half away from zero, saturated to int32 (int64 with ``wide``, the S16 paths).
+    For activation x activation matmul pass ``w_scale = b.scale``."""
+    b = np.asarray(bias, dtype=np.float64)
+    y = b / (np.float64(in_scale) * np.asarray(w_scale, dtype=np.float64))
+    r = np.where(np.abs(y - np.trunc(y)) == 0.5, np.trunc(y) + np.sign(y), np.round(y))
+    lo, hi = (-(2.0**63), 2.0**63 - 1024) if wide else (-(2.0**31), 2.0**31 - 1)  # hi: largest double below int64 max
+    return np.clip(r, lo, hi).astype(np.int64 if wide else np.int32)

@@ -18,12 +18,20 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from ...errors import NpukitError
+
+
+class KernelLibraryError(NpukitError, ValueError):
+    """A kernel library prefix (a profile's ``kernel_library``) that cannot name a C library."""
+
+
 HERE = Path(__file__).resolve().parent
 
 CORE_FILES = (
     "npk_ref.h",
     "npk_ref_internal.h",
     "npk_ref_core.c",
+    "npk_ref_convert.c",
     "npk_ref_conv.c",
     "npk_ref_matmul.c",
     "npk_ref_elementwise.c",
@@ -63,7 +71,9 @@ def cmsis_nn_files() -> dict[str, str]:
 # parsing npk_ref.h
 
 
-_FUNC = re.compile(r"^(?P<ret>[A-Za-z_][A-Za-z0-9_ ]*?[ *]+)(?P<name>npk_[a-z0-9_]+)\((?P<args>[^;]*)\);\s*(?:/\*.*\*/)?$")
+_FUNC = re.compile(
+    r"^(?P<ret>[A-Za-z_][A-Za-z0-9_ ]*?[ *]+)(?P<name>npk_[a-z0-9_]+)\((?P<args>[^;]*)\);\s*(?:/\*.*\*/)?$"
+)
 _TYPE = re.compile(r"^\} (npk_[a-z0-9_]+);$")
 _CONST = re.compile(r"\b(NPK_[A-Z0-9_]+)\s*=|^#define (NPK_[A-Z0-9_]+)\b")
 
@@ -93,12 +103,12 @@ def api() -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str, str],
 
 def check_prefix(prefix: str) -> str:
     """``prefix`` if it can name a kernel library (a C identifier that clashes with nothing the
-    export contains), else ValueError saying why."""
+    export contains), else :class:`KernelLibraryError` (a ValueError) saying why."""
     if not isinstance(prefix, str) or not _PREFIX.match(prefix):
-        raise ValueError(f"kernel library prefix {prefix!r} is not a C identifier (letters, digits, '_', "
+        raise KernelLibraryError(f"kernel library prefix {prefix!r} is not a C identifier (letters, digits, '_', "
                          "starting with a letter)")  # fmt: skip
     if prefix.lower() in _RESERVED or prefix.lower().startswith("npk_"):
-        raise ValueError(f"kernel library prefix {prefix!r} is reserved (it would clash with npukit's core, "
+        raise KernelLibraryError(f"kernel library prefix {prefix!r} is reserved (it would clash with npukit's core, "
                          "CMSIS-NN or a C standard header)")  # fmt: skip
     return prefix
 
@@ -107,6 +117,12 @@ def _rename(text: str, prefix: str, types: tuple[str, ...]) -> str:
     for t in types:
         text = re.sub(rf"\b{t}\b", prefix + t[len("npk") :], text)
     return text
+
+
+def _decl(ret: str, prefix: str, types: tuple[str, ...]) -> str:
+    """the return type as it precedes a function name ("int32_t ", "const char *")"""
+    ret = _rename(ret, prefix, types)
+    return ret if ret.endswith("*") else ret + " "
 
 
 def _arg_names(args: str) -> list[str]:
@@ -141,12 +157,12 @@ def prefix_header(prefix: str) -> str:
         "#endif",
         "",
     ]
-    out += [f"#define {up}{c[len('NPK'):]} {c}" for c in consts]
+    out += [f"#define {up}{c[len('NPK') :]} {c}" for c in consts]
     out.append("")
-    out += [f"typedef {t} {prefix}{t[len('npk'):]};" for t in types]
+    out += [f"typedef {t} {prefix}{t[len('npk') :]};" for t in types]
     out.append("")
     for ret, name, args in funcs:
-        out.append(f"{_rename(ret, prefix, types)} {prefix}{name[len('npk'):]}({_rename(args, prefix, types)});")
+        out.append(f"{_decl(ret, prefix, types)}{prefix}{name[len('npk') :]}({_rename(args, prefix, types)});")
     out += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(out)
 
@@ -163,15 +179,15 @@ def prefix_source(prefix: str) -> str:
     ]
     for ret, name, args in funcs:
         call = f"{name}({', '.join(_arg_names(args))})"
-        out.append(f"{_rename(ret, prefix, types)} {prefix}{name[len('npk'):]}({_rename(args, prefix, types)})")
+        out.append(f"{_decl(ret, prefix, types)}{prefix}{name[len('npk') :]}({_rename(args, prefix, types)})")
         out.append(f"{{\n    return {call};\n}}\n")
     return "\n".join(out)
 
 
 def library_files(prefix: str) -> dict[str, str]:
     """Every file of the ``prefix`` kernel library: the core (same names for every prefix) plus
-    ``<prefix>.h`` and ``<prefix>.c``.  Raises ValueError for a prefix that is not a usable C
-    identifier."""
+    ``<prefix>.h`` and ``<prefix>.c``.  Raises :class:`KernelLibraryError` (a ValueError and an
+    NpukitError) for a prefix that is not a usable C identifier."""
     files = dict(core_files())
     files[f"{prefix}.h"] = prefix_header(prefix)
     files[f"{prefix}.c"] = prefix_source(prefix)

@@ -71,7 +71,7 @@ enum {
 
 /* A tensor descriptor.  For rank 4, shape = {N, C, H, W} whatever the layout. */
 typedef struct {
-    void *data;                   /* first element (the buffer need not be aligned beyond its dtype) */
+    void *data;                   /* first element, aligned to the element size (8 bytes for S64) */
     int32_t dtype;                /* NPK_F32 ... NPK_BOOL */
     int32_t rank;                 /* 0 .. NPK_MAX_RANK; rank 0 is a scalar */
     int32_t shape[NPK_MAX_RANK];  /* logical dims; entries past rank are ignored */
@@ -82,6 +82,9 @@ typedef struct {
 } npk_tensor;
 
 /* ---- tensor helpers ------------------------------------------------------------------------ */
+
+/* A short name of a status code ("ok", "unsupported dtype", ...), for error messages. */
+const char *npk_status_str(int32_t status);
 
 /* Number of logical elements (product of the dims; 1 for rank 0). */
 int32_t npk_tensor_numel(const npk_tensor *t);
@@ -109,7 +112,7 @@ int64_t npk_apply_multiplier(int64_t acc, int32_t multiplier, int32_t shift);
  *   multiplier / shift come from npukit.codegen.kernels.quantize_multiplier(
  *   in.scale * w_scale[oc] / out.scale).
  * act_min / act_max: fused activation clamp in the OUTPUT's real domain (-INFINITY / INFINITY
- *   for none; relu = [0, INFINITY], relu6 = [0, 6]).  Integer outputs clamp q to
+ *   or 0 / 0 for none; relu = [0, INFINITY], relu6 = [0, 6]).  Integer outputs clamp q to
  *   [round(act_min / out.scale) + out.zero, round(act_max / out.scale) + out.zero]. */
 typedef struct {
     int32_t stride_h, stride_w;
@@ -214,7 +217,8 @@ int32_t npk_rsqrt(const npk_tensor *in, const npk_tensor *out);
  * max: padding never wins (taps outside [0, H) are skipped).
  * avg: the sum of the taps inside the input divided by the number of those taps, or with
  *   count_include_pad by the number of taps inside [-pad_top, H + pad_bottom) x [...].
- * A window without any tap inside the input yields 0. */
+ * A window without any tap inside the input (possible with large padding) yields, like TVM, the
+ * lowest finite value for max (the dtype's minimum for integer outputs) and 0 for avg. */
 typedef struct {
     int32_t kernel_h, kernel_w;
     int32_t stride_h, stride_w;
@@ -300,19 +304,20 @@ typedef struct {
 int32_t npk_strided_slice(const npk_tensor *in, const npk_tensor *out, const npk_slice_params *p);
 
 /* resize2d [N, C, H, W] -> [N, C, OH, OW]: input coordinate of output pixel x (scale = W / OW):
- *   NPK_HALF_PIXEL (x + 0.5) * scale - 0.5; NPK_ALIGN_CORNERS x * (W - 1) / (OW - 1) (0 if OW == 1);
+ *   NPK_HALF_PIXEL (x + 0.5) * scale - 0.5; NPK_ALIGN_CORNERS (W - 1) / (OW - 1) * x (0 if OW == 1);
  *   NPK_ASYMMETRIC x * scale; NPK_PYTORCH_HALF_PIXEL like half_pixel but 0 when OW == 1;
  *   NPK_TF_HALF_PIXEL_FOR_NN (x + 0.5) * scale.
- * nearest: the coordinate rounded by nearest_mode, clamped to [0, W - 1];
+ * nearest: the coordinate rounded by nearest_mode (NPK_ROUND_HALF_EVEN is TVM's "round"), clamped to
+ *   [0, W - 1];
  * bilinear: weights from floor(coordinate), neighbours clamped to the edges. */
 enum { NPK_NEAREST = 0, NPK_BILINEAR = 1 };
 enum { NPK_HALF_PIXEL = 0, NPK_ALIGN_CORNERS = 1, NPK_ASYMMETRIC = 2, NPK_PYTORCH_HALF_PIXEL = 3, NPK_TF_HALF_PIXEL_FOR_NN = 4 };
-enum { NPK_ROUND_PREFER_FLOOR = 0, NPK_ROUND_PREFER_CEIL = 1, NPK_FLOOR = 2, NPK_CEIL = 3 };
+enum { NPK_ROUND_PREFER_FLOOR = 0, NPK_ROUND_PREFER_CEIL = 1, NPK_FLOOR = 2, NPK_CEIL = 3, NPK_ROUND_HALF_EVEN = 4 };
 
 typedef struct {
     int32_t method;                /* NPK_NEAREST, NPK_BILINEAR */
     int32_t coord_mode;            /* NPK_HALF_PIXEL ... */
-    int32_t nearest_mode;          /* NPK_ROUND_PREFER_FLOOR ... (nearest only) */
+    int32_t nearest_mode;          /* NPK_ROUND_PREFER_FLOOR ... NPK_ROUND_HALF_EVEN (nearest only) */
 } npk_resize2d_params;
 
 int32_t npk_resize2d(const npk_tensor *in, const npk_tensor *out, const npk_resize2d_params *p);

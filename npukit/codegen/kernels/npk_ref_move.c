@@ -203,7 +203,7 @@ static float npk__src_coord(int32_t mode, int32_t x, int32_t in, int32_t out)
 {
     const float scale = (float)in / (float)out;
     switch (mode) {
-    case NPK_ALIGN_CORNERS: return out > 1 ? (float)x * (float)(in - 1) / (float)(out - 1) : 0.0f;
+    case NPK_ALIGN_CORNERS: return out > 1 ? (float)(in - 1) / (float)(out - 1) * (float)x : 0.0f;
     case NPK_ASYMMETRIC: return (float)x * scale;
     case NPK_PYTORCH_HALF_PIXEL: return out > 1 ? ((float)x + 0.5f) * scale - 0.5f : 0.0f;
     case NPK_TF_HALF_PIXEL_FOR_NN: return ((float)x + 0.5f) * scale;
@@ -220,6 +220,11 @@ static int32_t npk__nearest(int32_t mode, float x, int32_t in)
     case NPK_ROUND_PREFER_CEIL: r = floorf(x + 0.5f); break;
     case NPK_FLOOR: r = floorf(x); break;
     case NPK_CEIL: r = ceilf(x); break;
+    case NPK_ROUND_HALF_EVEN: {
+        const float f = floorf(x), d = x - f;
+        r = d > 0.5f ? f + 1.0f : (d < 0.5f ? f : (fmodf(f, 2.0f) == 0.0f ? f : f + 1.0f));
+        break;
+    }
     default: r = ceilf(x - 0.5f); break;
     }
     if (r < 0.0f) {
@@ -240,7 +245,7 @@ int32_t npk_resize2d(const npk_tensor *in, const npk_tensor *out, const npk_resi
         return NPK_ERR_SHAPE;
     }
     if ((p->method != NPK_NEAREST && p->method != NPK_BILINEAR) || p->coord_mode < NPK_HALF_PIXEL ||
-        p->coord_mode > NPK_TF_HALF_PIXEL_FOR_NN || p->nearest_mode < NPK_ROUND_PREFER_FLOOR || p->nearest_mode > NPK_CEIL) {
+        p->coord_mode > NPK_TF_HALF_PIXEL_FOR_NN || p->nearest_mode < NPK_ROUND_PREFER_FLOOR || p->nearest_mode > NPK_ROUND_HALF_EVEN) {
         return NPK_ERR_PARAM;
     }
     const int32_t H = vi.shape[2], W = vi.shape[3], OH = vo.shape[2], OW = vo.shape[3];

@@ -1,6 +1,8 @@
 /* npk_ref_pool.c -- max / avg / adaptive / global pooling and axis reductions. */
 #include "npk_ref_internal.h"
 
+#include <float.h>
+
 /* ---- pool2d -------------------------------------------------------------------------------- */
 
 static int32_t npk__pool_extent(int32_t in, int32_t k, int32_t s, int32_t d, int32_t p0, int32_t p1, int32_t ceil_mode)
@@ -71,8 +73,8 @@ static int32_t npk__pool2d(const npk_tensor *in, const npk_tensor *out, const np
                         }
                     }
                     float y;
-                    if (valid == 0) {
-                        y = 0.0f;
+                    if (valid == 0) { /* all taps in the padding: TVM's lowest value for max */
+                        y = !is_max ? 0.0f : (vo.dtype == NPK_F16 ? -65504.0f : -FLT_MAX);
                     } else if (is_max) {
                         y = best;
                     } else {
@@ -112,7 +114,7 @@ int32_t npk_adaptive_avg_pool2d(const npk_tensor *in, const npk_tensor *out)
                     double sum = 0.0;
                     for (int32_t h = h0; h < h1; ++h) {
                         for (int32_t w = w0; w < w1; ++w) {
-                            sum += npk__load(&vi, n * vi.stride[0] + npk__coff(&vi, c) + h * vi.stride[2] + w * vi.stride[3]);
+                            sum += (double)npk__load(&vi, n * vi.stride[0] + npk__coff(&vi, c) + h * vi.stride[2] + w * vi.stride[3]);
                         }
                     }
                     float y = (float)(sum / (double)((h1 - h0) * (w1 - w0)));

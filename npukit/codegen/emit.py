@@ -80,7 +80,7 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
             _, grp, fn = step
             out.append(f"    {{ /* host (npukit reference kernels): {comment(', '.join(g.ops[i].name for i in grp))} */")
             out += ["        " + d for d in fn.render_decls()]
-            out += ["        " + ln.replace("\n    ", "\n        ") for ln in fn.body]
+            out += ["        " + ln.replace("\n    ", "\n        ") for ln in fn.render_body()]
             out.append("    }")
         elif kind == "part":
             _, part, fn = step
@@ -123,7 +123,7 @@ def partition_source(prog: Program, part, fn: Fn, symbol: str, tvm_name: str) ->
              f"{len(part.ops)} ops, library {fn.lib} */",  # fmt: skip
              f"int32_t {symbol}(uint8_t *arena) {{", "    int32_t st = 0;", "    (void)arena;"]
     lines += ["    " + d for d in fn.render_decls()]
-    lines += ["    " + ln for ln in fn.body]
+    lines += ["    " + ln for ln in fn.render_body()]
     lines += ["    return st;", "}", ""]
     _ = g
     return "\n".join(lines)

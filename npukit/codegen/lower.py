@@ -359,8 +359,8 @@ class KernelLowering:
         fn.call(f"{L}_nms", fn.desc(boxes, "model"), fn.desc(scores, "model"), fn.desc(op.outputs[0], "model"), f"&{cnt}",
                 f"&{v}", note=op.name)  # fmt: skip
         if len(op.outputs) > 1:
-            fn.line(f"*(int64_t *){fn.data(op.outputs[1])} = {cnt};")
+            fn.line(f"*(int64_t *)({fn.data(op.outputs[1])}) = {cnt};")
         if self.p.fmt(op.outputs[0], fn.where).dtype == "S64":
             fn.line(f"for (int64_t r = {cnt}; r < {self.g.tensors[op.outputs[0]].shape[0]}; ++r) "
-                    f"{{ int64_t *row = (int64_t *){fn.data(op.outputs[0])} + 3 * r; row[0] = row[1] = row[2] = -1; }}")  # fmt: skip
+                    f"{{ int64_t *row = (int64_t *)({fn.data(op.outputs[0])}) + 3 * r; row[0] = row[1] = row[2] = -1; }}")  # fmt: skip
 

@@ -52,6 +52,7 @@ class Fn:
         self.after: list[str] = []
         self.kernel: set[int] = set()  # op ids of the kernel being lowered
         self.writes: set[str] = set()  # tensors the op being lowered writes
+        self.refs: list[tuple] = []  # copies whose data pointers the body names (see ``data``)
 
     def var(self, role: str) -> str:
         return self.names.ident(role)
@@ -85,7 +86,20 @@ class Fn:
         return self._decl(c, view)
 
     def data(self, tid: str) -> str:
-        return self.p.data_expr(self._copy(tid), self.arena)
+        """A C expression of a tensor's data pointer (resolved when rendering: offsets come from the
+        memory plan, made after every use is known)."""
+        c = self._copy(tid)
+        self.p.use(c)
+        self.refs.append(c.key)
+        return f"@@data{len(self.refs) - 1}@@"
+
+    def resolve(self, text: str) -> str:
+        for k, key in enumerate(self.refs):
+            text = text.replace(f"@@data{k}@@", self.p.data_expr(self.p.copies[key], self.arena))
+        return text
+
+    def render_body(self) -> list[str]:
+        return [self.resolve(ln) for ln in self.body]
 
     def _decl(self, c: Copy, view: str) -> str:
         k = (c.key, view)
@@ -106,7 +120,8 @@ class Fn:
     def workspace(self, size_expr: str, nbytes: int) -> str:
         c = self.p.workspace_copy(self.where, nbytes)
         self.p.use(c)
-        return f"(void *)({self.p.data_expr(c, self.arena)})"
+        self.refs.append(c.key)
+        return f"(void *)(@@data{len(self.refs) - 1}@@)"
 
     def _call_line(self, fname: str, args, note: str) -> str:
         return f"/* {comment(note)} */\n    if ((st = {fname}({', '.join(args)})) != 0) return st;"

@@ -100,9 +100,10 @@ class ErrorModel:
             col = [np.asarray(s[j], dtype=np.float64) for s in self.data.calib]
             if col and "float" in g.tensors[tid].dtype:
                 out[tid] = (float(min(c.min() for c in col)), float(max(c.max() for c in col)))
-        for op in g.ops:  # relabels (reshape, ...) keep their input's values
-            if len(op.outputs) == 1 and op.outputs[0] not in out and op.inputs and op.inputs[0] in out:
-                out[op.outputs[0]] = out[op.inputs[0]]
+        for op in g.ops:  # relabels (reshape, ...) and selections (top-k values) keep their input's range
+            for t in op.outputs:
+                if t not in out and op.inputs and op.inputs[0] in out and "float" in g.tensors[t].dtype:
+                    out[t] = out[op.inputs[0]]
         return out
 
     def _run(self, weights, qparams) -> tuple[list, list]:

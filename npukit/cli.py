@@ -78,7 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", help="write an HTML report here")
     p.add_argument("--save-config", help="write the resulting config (.toml or .json)")
     p.add_argument("--explain", action="append", default=[], metavar="NODE", help="print explain(NODE)")
+    p.add_argument("--export", metavar="DIR", help="write the generated C project here (make builds it)")
     p.add_argument("--json", action="store_true", help="print everything as JSON")
+
+    p = sub.add_parser("build", help="build and run an exported project; its outputs against the simulation")
+    p.add_argument("dir", help="a directory written by `npukit study ... --export DIR` or study.export()")
+    p.add_argument("--samples", type=int, default=16, help="inputs of the study's data to run (default 16)")
+    p.add_argument("--target", action="store_true", help="also build and run for the profile's target")
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("calibrate", help="measure this machine's CPU per op and fit a host profile")
     p.add_argument("model", nargs="+")
@@ -100,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import NpukitError  # noqa: PLC0415
 
     try:
-        return {"socs": cmd_socs, "inspect": cmd_inspect, "study": cmd_study, "calibrate": cmd_calibrate}[args.cmd](args)
+        return {"socs": cmd_socs, "inspect": cmd_inspect, "study": cmd_study, "calibrate": cmd_calibrate,
+                "build": cmd_build}[args.cmd](args)  # fmt: skip
     except NpukitError as e:
         return _die(str(e))
     except OSError as e:  # a path we were asked to read or write: say which and why
@@ -252,6 +260,9 @@ def cmd_study(args) -> int:
         from .report import write_report  # noqa: PLC0415
 
         write_report(s, args.report, include_error=want_error)
+    if args.export:
+        proj = s.export(args.export)
+        doc["export"] = {"directory": args.export, "files": len(proj.files), **proj.manifest["memory"]}
     if args.json:
         print(json.dumps(_finite(doc), indent=2, ensure_ascii=False, default=_jsonable, allow_nan=False))
         return 0
@@ -288,6 +299,35 @@ def cmd_study(args) -> int:
         print(s.explain(node))
     if args.report:
         print(f"report: {args.report}")
+    if args.export:
+        m = doc["export"]
+        print(f"export: {args.export} ({m['files']} files; arena {m['arena_bytes']:,} B, live-tensor lower bound "
+              f"{m['lower_bound_bytes']:,} B, weights {m['weight_bytes']:,} B); build it with make")  # fmt: skip
+    return 0
+
+
+def cmd_build(args) -> int:
+    from .codegen.build import study_of_export  # noqa: PLC0415
+
+    s, directory = study_of_export(args.dir)
+    from .codegen.build import build_and_compare  # noqa: PLC0415
+
+    r = build_and_compare(s, directory, samples=args.samples, target=args.target, regenerate=False)
+    if args.json:
+        print(json.dumps(_finite(r), indent=2, allow_nan=False))
+        return 0
+    print(f"{args.dir}: built and ran {r['samples']} inputs of {s.data.source}")
+    for run, res in r["runs"].items():
+        if "skipped" in res:
+            print(f"  {run}: skipped ({res['skipped']})")
+            continue
+        for name, o in res["outputs"].items():
+            print(f"  {run}: output {name!r}: max abs {o['max_abs']:.3g}, max rel {o['max_rel']:.3g} vs the simulation, "
+                  f"argmax agreement {100 * o['argmax_agreement']:.0f}%")  # fmt: skip
+        if "bit_exact_with_host" in res:
+            print(f"  {run}: {'bit-exact with' if res['bit_exact_with_host'] else 'DIFFERS from'} the host build")
+    mem = r["memory"]
+    print(f"  memory: arena {mem['arena_bytes']:,} B (lower bound {mem['lower_bound_bytes']:,} B), weights {mem['weight_bytes']:,} B")
     return 0
 
 

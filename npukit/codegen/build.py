@@ -81,9 +81,28 @@ def compare(got: list[np.ndarray], ref: list[np.ndarray], names: list[str]) -> l
     return rows
 
 
-def build_and_compare(study, directory=None, *, samples: int = 16, target: bool = False) -> dict:
-    """Export, build (host compiler; the profile's target too with ``target``), run on the first
-    ``samples`` of the study's data, and compare with the simulation of the same config."""
+def study_of_export(directory):
+    """The Study an export was generated from (its manifest names the model, profile and config)."""
+    from ..study import Study  # noqa: PLC0415
+
+    d = Path(directory)
+    man = d / "manifest.json"
+    if not man.is_file():
+        raise NpukitError(f"{d}: no manifest.json; not a directory written by npukit's export")
+    try:
+        m = json.loads(man.read_text(encoding="utf-8"))
+        model, profile, config = m["model_path"], m["profile_path"], m["config"]
+    except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as e:
+        raise NpukitError(f"{man}: not an npukit manifest ({e})") from None
+    if not model:
+        raise NpukitError(f"{man}: the export was made from an in-memory model; build it from Python with study.build()")
+    return Study(model, profile, config), d
+
+
+def build_and_compare(study, directory=None, *, samples: int = 16, target: bool = False, regenerate: bool = True) -> dict:
+    """Export (unless ``regenerate`` is False: build the directory as it is), build (host compiler;
+    the profile's target too with ``target``), run on the first ``samples`` of the study's data,
+    and compare with the simulation of the same config."""
     from .. import pipeline  # noqa: PLC0415
     from .memfit import section_sizes  # noqa: PLC0415
 
@@ -93,7 +112,7 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
         directory = Path(tmp) / "export"
     directory = Path(directory)
     try:
-        proj = study.export(directory)
+        proj = study.export(directory) if regenerate or not (directory / "Makefile").exists() else study.project
         make(directory)
         g = study.graph
         data = study.data

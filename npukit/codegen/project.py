@@ -147,7 +147,9 @@ def _manifest(prog: Program, result, files: dict, target: str) -> dict:
             "function": where.get(op.op_id, ("", ""))[1]} for op in g.ops]  # fmt: skip
     return {
         "model": Path(str(g.path)).name if g.path else "(in-memory model)",
+        "model_path": str(Path(g.path).resolve()) if g.path and not str(g.path).startswith("<") else None,
         "profile": result.soc.name,
+        "profile_path": str(result.soc.path),
         "target": target,
         "config": result.config.to_dict(),
         "ops": ops,

@@ -1,0 +1,228 @@
+"""Generated code (issue 11): every study exports a C project that compiles with -Werror, runs on x86
+and on aarch64 under qemu, and matches npukit's own simulation; fp32 exports match onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import DIGITS_ONNX, MOBILENET, ROOT, missing_tool, onnx_model, save_onnx, tensor_info
+
+import npukit
+from npukit import pipeline
+from npukit.codegen.build import make, run_program
+
+
+def _need(*tools):
+    for t in tools:
+        if shutil.which(t) is None:
+            missing_tool(f"{t} is not installed")
+
+
+def _run_all(d, argv, study, idx):
+    g = study.graph
+    shapes = [g.tensors[t].shape for t in g.inputs]
+    work = d / ".w"
+    work.mkdir(exist_ok=True)
+    return [run_program(d, argv, list(study.data.samples[i]), shapes, work) for i in idx]
+
+
+@pytest.fixture(scope="module")
+def digits_export(tmp_path_factory):
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    d = tmp_path_factory.mktemp("digits") / "export"
+    s.export(d)
+    make(d)
+    return s, d
+
+
+def test_digits_int8_matches_the_simulation_on_the_whole_test_split(digits_export):
+    s, d = digits_export
+    n = len(s.data.samples)
+    got = _run_all(d, ["./model"], s, range(n))
+    ref = pipeline.simulate(s.result, s.data, range(n))
+    a = np.stack([x[0].ravel() for x in got])
+    b = np.stack([x[0].ravel() for x in ref])
+    # the DLA computes int8, the DSP int16: one int8 step of a logit (0.17 here) moves a probability
+    # near a decision boundary by up to ~0.02, so the figures held are per-sample ones
+    assert np.mean(np.abs(a - b) <= 1e-3) >= 0.99
+    agree = np.mean(a.argmax(1) == b.argmax(1))
+    y = s.data.labels
+    acc_c, acc_sim = np.mean(a.argmax(1) == y), np.mean(b.argmax(1) == y)
+    assert agree >= 0.995 and abs(acc_c - acc_sim) <= 0.005, (agree, acc_c, acc_sim)
+    assert n == 450
+
+
+def test_the_project_is_what_the_manifest_says(digits_export):
+    s, d = digits_export
+    m = json.loads((d / "manifest.json").read_text())
+    assert m["memory"]["arena_bytes"] >= m["memory"]["lower_bound_bytes"] > 0
+    ops = {o["name"]: o for o in m["ops"]}
+    assert ops["/conv1/Conv"]["processor"] == "dla" and ops["/conv1/Conv"]["file"] == "src/partitions_nvdla.c"
+    assert ops["/softmax/Softmax"]["processor"] == "dsp" and ops["/softmax/Softmax"]["bits"] == "int16"
+    src = (d / "src/partitions_nvdla.c").read_text()
+    assert "nvdla_conv2d(" in src and "nvdla_matmul(" in src  # the profile's kernel_library prefix
+    assert "xi_dsp_softmax(" in (d / "src/partitions_xi_dsp.c").read_text()
+    entry = (d / "src/model.c").read_text()
+    assert "int32_t npukit_model_run(const npukit_model_inputs *inputs, npukit_model_outputs *outputs)" in entry
+    assert "nvdla_quantize(" in entry and "xi_dsp_requantize(" in entry and "npk_dequantize(" in entry  # boundaries
+    assert '__attribute__((section(".rodata.npk_weights")' in (d / "src/weights.c").read_text()
+
+
+def test_aarch64_static_build_runs_under_qemu_with_the_same_outputs(digits_export):
+    _need("aarch64-linux-gnu-gcc", "qemu-aarch64")
+    s, d = digits_export
+    r = subprocess.run(["make", "-s", "-B", "CC=aarch64-linux-gnu-gcc", "LDFLAGS=-static", "PROGRAM=model-a64"],
+                       cwd=d, capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    native = _run_all(d, ["./model"], s, range(8))
+    cross = _run_all(d, ["qemu-aarch64", "./model-a64"], s, range(8))
+    for a, b in zip(native, cross):
+        assert np.allclose(a[0], b[0], rtol=1e-6, atol=1e-7)
+
+
+def test_valgrind_is_clean(digits_export):
+    _need("valgrind")
+    s, d = digits_export
+    g = s.graph
+    np.save(d / "v0.npy", s.data.samples[0][0].reshape(g.tensors[g.inputs[0]].shape))
+    (d / "vout").mkdir(exist_ok=True)
+    r = subprocess.run(["valgrind", "-q", "--error-exitcode=1", "--leak-check=full", "./model", "v0.npy", "vout"],
+                       cwd=d, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_fp32_export_matches_onnxruntime(tmp_path):
+    """Every op at fp32 (the DLA's ops disabled, the DSP at fp32): the program equals onnxruntime."""
+    import onnxruntime as ort
+
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    for k in sorted({op.kind for op in s.graph.ops}):
+        if k in s.soc.processor("dla").ops:
+            s.set_support("dla", k, False)
+    s.set_bits("fp32", processor="dsp")
+    assert set(s.result.bits) == {"fp32"}
+    d = tmp_path / "fp32"
+    s.export(d)
+    make(d)
+    got = _run_all(d, ["./model"], s, range(16))
+    sess = ort.InferenceSession(str(DIGITS_ONNX))
+    name = sess.get_inputs()[0].name
+    for i, out in enumerate(got):
+        want = sess.run(None, {name: s.data.samples[i][0].reshape(1, 1, 8, 8)})[0]
+        assert np.allclose(out[0], want, rtol=1e-5, atol=1e-6), np.max(np.abs(out[0] - want))
+
+
+def test_export_is_byte_identical_across_processes(tmp_path):
+    code = ("import sys, npukit; s = npukit.Study(sys.argv[1], 'tda4vm-like'); "
+            "s.set_bits('int16', processor='c7x'); s.export(sys.argv[2])")  # fmt: skip
+    outs = []
+    for seed in ("1", "4242"):
+        d = tmp_path / f"e{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        r = subprocess.run([sys.executable, "-c", code, str(DIGITS_ONNX), str(d)], env=env, capture_output=True,
+                           text=True, cwd=str(ROOT), timeout=300)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append({p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()})
+    assert outs[0].keys() == outs[1].keys() and all(outs[0][k] == outs[1][k] for k in outs[0])
+
+
+HOSTILE = ['a "quote" */ end', "#define X 1", "line\\\nnext", "// c++", "int", "return", "ünï/名前/🙂", "../../x", "main"]
+
+
+def _chain(names, inp, out):
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as h
+
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), names[0] + "_w")
+    nodes = [h.make_node("Conv", [inp, names[0] + "_w"], ["c0"], name=names[0], pads=[1, 1, 1, 1])]
+    prev = "c0"
+    for k, nm in enumerate(names[1:]):
+        o = out if k == len(names) - 2 else f"t{k}"
+        nodes.append(h.make_node("Relu" if k % 2 == 0 else "Sigmoid", [prev], [o], name=nm))
+        prev = o
+    m = onnx_model(nodes, [tensor_info(inp, [1, 3, 8, 8])], [tensor_info(out, [1, 8, 8, 8], TensorProto.FLOAT)], [w])
+    return m
+
+
+def test_hostile_names_compile_and_change_nothing(tmp_path):
+    plain = save_onnx(_chain([f"n{i}" for i in range(len(HOSTILE))], "x", "y"), tmp_path / "plain.onnx")
+    hostile = save_onnx(_chain(HOSTILE, 'in"put */\nv', "out int;"), tmp_path / "hostile.onnx")
+    results = []
+    for path in (plain, hostile):
+        s = npukit.Study(path, "arm-dsp-dla")
+        d = tmp_path / path.stem
+        s.export(d)
+        make(d)  # -std=c11 -Wall -Wextra -Werror
+        results.append(_run_all(d, ["./model"], s, range(4)))
+        text = "".join((d / f).read_text() for f in ("src/model.c", "include/npukit_model.h"))
+        for name in HOSTILE:
+            assert name not in text or name in ("int", "return", "main")  # a bare keyword appears as C itself
+    for a, b in zip(*results):
+        assert np.array_equal(a[0], b[0])
+
+
+def test_integer_path_within_one_lsb_on_every_sample(tmp_path):
+    """The digits CNN without its softmax: every op on the DLA at int8 (conv, relu, pooling, FC), so
+    the model's output is the integer path's own output.  On all 450 test images it is within 1 LSB
+    of the simulation (the simulation computes in float, the kernels in integers: a value within
+    float32 error of a rounding boundary may land one step away)."""
+    import onnx
+
+    m = onnx.load(str(DIGITS_ONNX))
+    sm = next(n for n in m.graph.node if n.op_type == "Softmax")
+    logits = sm.input[0]
+    m.graph.node.remove(sm)
+    del m.graph.output[:]
+    m.graph.output.append(onnx.helper.make_tensor_value_info(logits, onnx.TensorProto.FLOAT, [1, 10]))
+    path = save_onnx(m, tmp_path / "logits.onnx")
+    shutil.copy(DIGITS_ONNX.with_suffix(".npz"), tmp_path / "logits.npz")
+    s = npukit.Study(path, "arm-dsp-dla")
+    assert set(s.result.plan.processor) == {"dla"} and set(s.result.bits) == {"int8"}
+    d = tmp_path / "int8"
+    s.export(d)
+    make(d)
+    n = len(s.data.samples)
+    got = _run_all(d, ["./model"], s, range(n))
+    ref = pipeline.simulate(s.result, s.data, range(n))
+    c = s.project.files["src/partitions_nvdla.c"]
+    scale = float(c.split("/* " + logits)[0].rsplit("NVDLA_ROW_MAJOR, 1, ", 1)[1].split("f,")[0])
+    steps = np.array([np.max(np.abs(a[0] - np.asarray(b[0]))) / scale for a, b in zip(got, ref)])
+    assert n == 450 and steps.max() <= 1.0 + 1e-3, steps.max()
+    assert np.mean(steps < 1e-3) > 0.9  # most outputs are bit-exact
+
+
+def test_int8_tflite_keeps_top1_and_accuracy(tmp_path):
+    """The int8 TFLite digits (DLA int8, softmax on the DSP at int16): a softmax turns one int8 step
+    of a logit into several steps of a probability, so the figures held are top-1 agreement (>= 99.5%)
+    and accuracy (within 0.5 points) against the simulation, on all 450 images."""
+    from conftest import DIGITS_INT8
+
+    s = npukit.Study(DIGITS_INT8, "arm-dsp-dla")
+    d = tmp_path / "int8"
+    s.export(d)
+    make(d)
+    n = len(s.data.samples)
+    got = np.stack([x[0].ravel() for x in _run_all(d, ["./model"], s, range(n))])
+    ref = np.stack([np.asarray(x[0]).ravel() for x in pipeline.simulate(s.result, s.data, range(n))])
+    y = s.data.labels
+    assert np.mean(got.argmax(1) == ref.argmax(1)) >= 0.995
+    assert abs(np.mean(got.argmax(1) == y) - np.mean(ref.argmax(1) == y)) <= 0.005
+
+
+@pytest.mark.slow
+def test_mobilenet_int8_on_the_npu_within_one_lsb(tmp_path):
+    s = npukit.Study(MOBILENET, "ethos-u55-256")
+    d = tmp_path / "mnet"
+    s.export(d)
+    make(d)
+    got = _run_all(d, ["./model"], s, range(8))
+    ref = pipeline.simulate(s.result, s.data, range(8))
+    for a, b in zip(got, ref):
+        assert np.max(np.abs(a[0].astype(np.int32) - np.asarray(b[0]).astype(np.int32))) <= 1  # int8 output

@@ -74,11 +74,12 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
                 c, prm = a
                 base = prm.ctype.rsplit("*", 1)[0].strip()
                 cargs.append(f"({base} *)({prog.data_expr(c, 'npukit_arena')})")
-            out.append(f"    /* host: {comment(names)} */")
+            out.append(f"    /* [ops {','.join(map(str, grp))}] host: {comment(names)} */")
             out.append(f"    if ((st = {hk.symbol}({', '.join(cargs)})) != 0) return st;")
         elif kind == "hostref":
             _, grp, fn = step
-            out.append(f"    {{ /* host (npukit reference kernels): {comment(', '.join(g.ops[i].name for i in grp))} */")
+            out.append(f"    {{ /* [ops {','.join(map(str, grp))}] host (npukit reference kernels): "
+                       f"{comment(', '.join(g.ops[i].name for i in grp))} */")
             out += ["        " + d for d in fn.render_decls()]
             out += ["        " + ln.replace("\n    ", "\n        ") for ln in fn.render_body()]
             out.append("    }")

@@ -157,6 +157,7 @@ class KernelLowering:
 
     def _mac(self, root: Op, x: str, w: str, bias, act, out: str) -> None:
         fn, p, g = self.fn, self.p, self.g
+        fn.op = root.op_id
         bits = p.bits[root.op_id]
         xin = fn.desc(x, "spatial" if root.kind == "conv2d" else "model")
         yout = fn.desc(out, "spatial" if root.kind == "conv2d" else "model")
@@ -239,6 +240,7 @@ class KernelLowering:
     # -- one op ------------------------------------------------------------------------------
     def op(self, op: Op) -> None:
         fn, L = self.fn, self.fn.lib
+        fn.op = op.op_id
         k = op.kind
         a = op.attrs
         name = op.name

@@ -53,6 +53,7 @@ class Fn:
         self.kernel: set[int] = set()  # op ids of the kernel being lowered
         self.writes: set[str] = set()  # tensors the op being lowered writes
         self.refs: list[tuple] = []  # copies whose data pointers the body names (see ``data``)
+        self.op: int | None = None  # the op being lowered: its calls carry an "[op N]" marker
 
     def var(self, role: str) -> str:
         return self.names.ident(role)
@@ -127,6 +128,8 @@ class Fn:
         return f"/* {comment(note)} */\n    if ((st = {fname}({', '.join(args)})) != 0) return st;"
 
     def call(self, fname: str, *args, note: str = "") -> None:
+        if self.op is not None:
+            note = f"[op {self.op}] {note}"
         self.body.append(self._call_line(fname, args, note))
         self.body += self.after
         self.after = []
@@ -361,7 +364,7 @@ class Program:
                     if self.escapes(tid, set(ids)):
                         self._main_copy(tid)
             fn.kernel = set(ids)
-            fn.line(f"/* kernel {pat}: {comment(', '.join(self.g.ops[i].name for i in ids))} */")
+            fn.line(f"/* [ops {','.join(map(str, ids))}] kernel {pat}: {comment(', '.join(self.g.ops[i].name for i in ids))} */")
             kl = KernelLowering(fn, self)
             for i in ids:
                 fn.writes |= set(self.g.ops[i].outputs)

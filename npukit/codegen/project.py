@@ -9,6 +9,7 @@ is deterministic: the same inputs give byte-identical files.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,6 +128,23 @@ def _emit_partition(prog: Program, by_function: dict, name: str) -> tuple[str, s
     return sym, emit.partition_source(prog, part, fn, sym, name)
 
 
+_MARK = re.compile(r"\[ops? ([0-9,]+)\]")
+
+
+def op_lines(files: dict[str, str]) -> dict[int, list[list]]:
+    """Where each op is in the generated C: [file, line (1-based)] of every call or kernel comment
+    marked ``[op N]`` / ``[ops N,M]``."""
+    out: dict[int, list[list]] = {}
+    for rel in sorted(files):
+        if not rel.endswith(".c"):
+            continue
+        for n, line in enumerate(files[rel].splitlines(), 1):
+            for m in _MARK.finditer(line):
+                for i in m.group(1).split(","):
+                    out.setdefault(int(i), []).append([rel, n])
+    return out
+
+
 def _manifest(prog: Program, result, files: dict, target: str) -> dict:
     g = result.graph
     plan = result.plan
@@ -142,9 +160,10 @@ def _manifest(prog: Program, result, files: dict, target: str) -> dict:
             lib = result.soc.processor(step[1].processor).kernel_library
             for i in step[1].ops:
                 where[i] = (f"src/partitions_{lib}.c", prog.partition_symbol[step[1].pid])
+    lines = op_lines(files)
     ops = [{"op_id": op.op_id, "name": op.name, "op": op.kind, "processor": plan.processor[op.op_id],
             "bits": result.bits[op.op_id], "file": where.get(op.op_id, ("", ""))[0],
-            "function": where.get(op.op_id, ("", ""))[1]} for op in g.ops]  # fmt: skip
+            "function": where.get(op.op_id, ("", ""))[1], "calls": lines.get(op.op_id, [])} for op in g.ops]  # fmt: skip
     return {
         "model": Path(str(g.path)).name if g.path else "(in-memory model)",
         "model_path": str(Path(g.path).resolve()) if g.path and not str(g.path).startswith("<") else None,

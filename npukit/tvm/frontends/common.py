@@ -1,0 +1,226 @@
+"""What every frontend shares: the marks the conversion hooks record, input-shape checks, and
+running a TVM frontend quietly so that a failure becomes one NpukitError line."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import NpukitError, ShapeError, closest
+from ...graph import OpGraph
+from .. import load as _load_tvm
+
+SPAN_PREFIX = "npukit:"
+MODEL_EXTENSIONS = (".onnx", ".tflite", ".pt2")
+MAC_KINDS = frozenset({"conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose",
+                       "matmul", "attention", "dense", "linear", "einsum"})  # fmt: skip
+
+
+@dataclass
+class Imported:
+    """An imported model: the OpGraph and the tagged Relax module it was read from."""
+
+    graph: OpGraph
+    mod: Any  # tvm.IRModule
+
+
+@dataclass
+class _Source:
+    name: str
+    op_type: str
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass
+class _Marks:
+    """What the frontend hooks record while a model converts."""
+
+    sources: list[_Source] = field(default_factory=list)
+    owner: dict[str, int] = field(default_factory=dict)  # marked var name -> source index
+    elided: dict[int, str] = field(default_factory=dict)  # source index -> what became of it
+    current: str = ""  # the node being converted (for error messages)
+    _by_name: dict[str, int] = field(default_factory=dict)  # source name -> index (merged sources)
+
+    def index(self, src: _Source, merge: bool = False) -> int:
+        """The index of ``src``; with ``merge``, one index per source name (the pieces a
+        decomposition made of one model node all belong to that node)."""
+        if merge and src.name in self._by_name:
+            return self._by_name[src.name]
+        idx = len(self.sources)
+        self.sources.append(src)
+        if merge:
+            self._by_name[src.name] = idx
+        return idx
+
+    def record(self, bb, relax, sym, src: _Source, merge: bool = False):
+        """Bind ``sym`` (a converter's result) and remember that ``src`` produced it."""
+        idx = self.index(src, merge)
+        if isinstance(sym, (relax.Call, relax.Tuple, relax.TupleGetItem)):
+            sym = bb.emit(sym)
+        if isinstance(sym, relax.Var):
+            if sym.name in self.owner:
+                first = self.sources[self.owner[sym.name]].name
+                self.elided[idx] = f"identity: passes on the value of {first!r}"
+            elif isinstance(sym, relax.DataflowVar) or sym.name not in self._params:
+                self.owner[sym.name] = idx
+            else:
+                self.elided[idx] = "identity: passes on a model input"
+        else:
+            self.elided[idx] = "folded to a constant at import"
+        return sym
+
+    _params: frozenset = frozenset()
+
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # TVM errors carry a C++ backtrace; the message is the last meaningful line
+    for ln in reversed(lines):
+        if not ln.startswith(("File ", "at ", "0:", "1:")) and "Traceback" not in ln:
+            return ln[:400]
+    return lines[0][:400] if lines else type(err).__name__
+
+
+def _fix_hint(name: str, shape_hint: str) -> str:
+    import shlex  # noqa: PLC0415
+
+    # quoted for a shell when the input's name needs it (spaces, quotes, newlines ...)
+    arg = shlex.quote(f"{name}={shape_hint.replace(' ', '')}")
+    return f"pin it with npukit.Study(..., input_shapes={{{name!r}: ({shape_hint})}}) or --input-shape {arg}"
+
+
+def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | None) -> dict:
+    """Validate user shapes against declared inputs; raise ShapeError for symbolic dims left."""
+    input_shapes = dict(input_shapes or {})
+    for k in input_shapes:
+        if k not in declared:
+            raise ShapeError(f"{path}: input_shapes names {k!r}, which is not a model input; {closest(k, declared)}")
+    out = {}
+    for name, dims in declared.items():
+        if name in input_shapes:
+            shp = tuple(input_shapes[name])
+            if not all(isinstance(d, (int, np.integer)) and d > 0 for d in shp):
+                raise ShapeError(f"{path}: input_shapes[{name!r}] = {shp}: every dim must be a positive integer")
+            if dims is not None and len(shp) != len(dims):
+                raise ShapeError(
+                    f"{path}: input_shapes[{name!r}] has rank {len(shp)} but input {name!r} has rank {len(dims)}"
+                )
+            for i, (d, want) in enumerate(zip(dims or (), shp)):
+                if isinstance(d, int) and d > 0 and d != int(want):
+                    raise ShapeError(f"{path}: input {name!r} dim {i} is fixed at {d} in the model; input_shapes asks "
+                                     f"for {int(want)} (only symbolic dims can be pinned)")  # fmt: skip
+            out[name] = [int(d) for d in shp]
+            continue
+        if dims is None:
+            raise ShapeError(f"{path}: input {name!r} has unknown rank; {_fix_hint(name, '1, 3, 224, 224')}")
+        bad = [(i, d) for i, d in enumerate(dims) if not isinstance(d, int) or d <= 0]
+        if bad:
+            i, d = bad[0]
+            label = f"{d!r}" if isinstance(d, str) and d else "unknown"
+            hint = ", ".join(str(x if isinstance(x, int) and x > 0 else 1) for x in dims)
+            raise ShapeError(
+                f"{path}: input {name!r} dim {i} is symbolic ({label}) in shape "
+                f"[{', '.join(str(x) if isinstance(x, int) and x > 0 else (x or '?') for x in dims)}]; "
+                f"npukit needs static shapes: {_fix_hint(name, hint)}"
+            )
+        out[name] = list(dims)
+    return out
+
+
+
+def _at(what: str, marks: _Marks) -> str:
+    return f" at {what} {marks.current}" if marks.current else ""
+
+
+def _run_quietly(fn, error):
+    """``fn()`` with the frontends' output silenced; a failure becomes ``error(first line)``.
+
+    The failed frontend's objects (a BlockBuilder with open blocks ...) are released while stderr
+    is still silenced: otherwise TVM logs "BlockBuilder destroyed with remaining blocks!" when
+    they are collected, after npukit's own one-line error.
+    """
+    keep: BaseException | None = None
+    with _quiet():
+        try:
+            return fn()
+        except NpukitError as e:
+            keep = e.with_traceback(None)
+        except Exception as e:  # noqa: BLE001 - every frontend failure becomes one ModelError
+            keep = error(_first_line(e))
+        gc.collect()
+    raise keep
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Silence the frontends' prints, Python warnings and TVM's C++ log lines on stderr.
+
+    The frontends print on every failure and TVM logs warnings such as "Fast mode segfaults ..."
+    for ``take``; npukit reports problems itself, as NpukitErrors that name the node.
+    """
+    buf = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(buf), _silence_fd(2):
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextlib.contextmanager
+def _silence_fd(fd: int):
+    try:
+        saved = os.dup(fd)
+    except OSError:  # no real file descriptor (some notebook front ends)
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), fd)
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+
+def _dim(d) -> int | str:
+    """A Relax shape dim as an int, or the name of its symbolic variable."""
+    try:
+        return int(d)
+    except (TypeError, ValueError):
+        return str(d)
+
+
+def _bind_input_shapes(mod, labels, input_shapes, path: str):
+    """Pin the symbolic dims of ``main``'s inputs to the user's ``input_shapes`` (BindSymbolicVars).
+
+    Used where the frontend itself cannot take the shapes (ExportedProgram, Relax IRModule)."""
+    if not input_shapes:
+        return mod
+    tvm = _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+
+    binding: dict = {}
+    for p, label in zip(mod["main"].params, labels, strict=False):
+        dims, shape = input_shapes.get(label), getattr(p.ty, "shape", None)
+        if dims is None or shape is None:
+            continue
+        for i, (d, v) in enumerate(zip(shape, dims, strict=False)):
+            if isinstance(_dim(d), int):
+                if int(d) != int(v):
+                    raise ShapeError(f"{path}: input {label!r} dim {i} is fixed at {int(d)} in the model; "
+                                     f"input_shapes asks for {int(v)} (only symbolic dims can be pinned)")  # fmt: skip
+            elif isinstance(d, tvm.ir.expr.Var):
+                if binding.get(d, int(v)) != int(v):
+                    raise ShapeError(f"{path}: input_shapes gives the symbolic dim {d} both {binding[d]} and {int(v)}")
+                binding[d] = int(v)
+    return relax.transform.BindSymbolicVars(binding, "main")(mod) if binding else mod
+
+

@@ -1,0 +1,117 @@
+"""ONNX: checks, then TVM's ONNX frontend driven through a subclass that records node names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...errors import ModelError, UnsupportedOpError
+from .. import load as _load_tvm
+from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
+from .tagging import _finish
+
+def _import_onnx_file(path: Path, input_shapes) -> Imported:
+    import onnx  # noqa: PLC0415
+
+    try:
+        m = onnx.load(str(path))
+    except Exception as e:  # noqa: BLE001 - protobuf raises several kinds
+        raise ModelError(f"{path}: not a readable ONNX model, the file may be truncated ({_first_line(e)})") from None
+    return _import_onnx(m, str(path), input_shapes)
+
+
+def _import_onnx(m, path: str, input_shapes) -> Imported:
+    _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+    from tvm.relax.frontend.onnx import onnx_frontend as F  # noqa: PLC0415
+
+    if not m.HasField("graph") or m.ir_version == 0:
+        raise ModelError(f"{path}: not an ONNX model (no graph / ir_version); is it the right file?")
+    graph = m.graph
+    if len(graph.node) == 0:
+        raise ModelError(f"{path}: the model has no ops (graph {graph.name!r} is empty)")
+    if m.ir_version < 3:
+        raise ModelError(f"{path}: ONNX IR version {m.ir_version} is too old; TVM needs >= 3")
+
+    def node_name(n) -> str:
+        return n.name or (n.output[0] if n.output else n.op_type)
+
+    # every tensor read must be defined somewhere: catches truncated files that still parse
+    inits = {t.name for t in graph.initializer}
+    defined = set(inits) | {i.name for i in graph.input} | {""}
+    for n in graph.node:
+        for t in n.input:
+            if t not in defined:
+                raise ModelError(
+                    f"{path}: node {node_name(n)!r} ({n.op_type}) reads tensor {t!r} that nothing defines "
+                    "(is the file truncated?)"
+                )
+        defined.update(n.output)
+    for o in graph.output:
+        if o.name not in defined:
+            raise ModelError(f"{path}: model output {o.name!r} is produced by no node (is the file truncated?)")
+
+    cmap = F._get_convert_map()
+    control = {"If", "Loop", "Scan"}
+    bad = [(node_name(n), n.op_type if not n.domain or n.domain == "ai.onnx" else f"{n.domain}.{n.op_type}")
+           for n in graph.node if n.op_type not in cmap or n.op_type in control or n.domain not in ("", "ai.onnx")]  # fmt: skip
+    if bad:
+        kinds = sorted({k for _, k in bad})
+        listing = "; ".join(f"{name!r} ({k})" for name, k in bad[:20]) + (" ..." if len(bad) > 20 else "")
+        raise UnsupportedOpError(
+            f"{path}: {len(bad)} node(s) use ops TVM's ONNX frontend cannot import "
+            f"({', '.join(kinds)}): {listing}"
+            + ("; control flow (If/Loop/Scan) is not supported" if control & set(kinds) else "")
+        )
+
+    declared = {}
+    for i in graph.input:
+        if i.name in inits:
+            continue
+        tt = i.type.tensor_type
+        if not tt.HasField("shape"):
+            declared[i.name] = None
+            continue
+        declared[i.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "")
+                            for d in tt.shape.dim]  # fmt: skip
+    shapes = _check_input_shapes(path, declared, input_shapes)
+
+    marks = _Marks()
+    nodes = list(graph.node)
+    const_names: dict[Any, str] = {}
+
+    class Importer(F.ONNXGraphImporter):
+        def _parse_graph_initializers(self, g):
+            super()._parse_graph_initializers(g)
+            for t in g.initializer:
+                c = self._nodes.get(t.name)
+                if c is not None:
+                    const_names[c] = t.name
+
+        def _convert_operator(self, op_name, inputs, attrs, opset):
+            k = len(marks.sources)
+            n = nodes[k] if k < len(nodes) else None
+            name = node_name(n) if n is not None else attrs.get("tvm_custom", {}).get("name", op_name)
+            marks.current = f"{name!r} ({op_name})"
+            sym = super()._convert_operator(op_name, inputs, attrs, opset)
+            outs = tuple(n.output) if n is not None else ()
+            return marks.record(self.bb, relax, sym, _Source(name, op_name, outs))
+
+    opset = None
+    for o in m.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            opset = o.version
+    if not opset:
+        raise ModelError(f"{path}: the model declares no opset of the default ONNX domain (opset_import is "
+                         "empty); is the file truncated?")  # fmt: skip
+    marks._params = frozenset(i.name for i in graph.input)
+    # the importer is made inside the call so that nothing outside holds its BlockBuilder when a
+    # conversion fails (see _run_quietly)
+    raw = _run_quietly(lambda: Importer(shapes, "float32", keep_params_in_input=False, sanitize=False).from_onnx(graph, opset),
+                       lambda err: ModelError(
+        f"{path}: TVM's ONNX importer failed{_at('node', marks)}: {err}"))
+    input_names = [i.name for i in graph.input if i.name not in inits]
+    out_names = [o.name for o in graph.output]
+    return _finish(raw, marks, "onnx", path, input_names, out_names, const_names)
+
+

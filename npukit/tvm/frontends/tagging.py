@@ -1,0 +1,398 @@
+"""The common part of every import: fold constants, walk the bindings, name the ops after the
+model's nodes and rebuild the *tagged* module (one dataflow block, op calls carrying a span
+``npukit:<op_id>``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ...errors import ModelError, ShapeError, UnsupportedOpError
+from ...graph import Op, OpGraph, Tensor, freeze, short_op
+from .. import load as _load_tvm
+from .. import remapper
+from .common import MAC_KINDS, SPAN_PREFIX, Imported, _Marks, _run_quietly
+
+def _const_array(c) -> np.ndarray:
+    data = getattr(c, "data", None)
+    if data is not None and hasattr(data, "numpy"):
+        return data.numpy()
+    v = c.value
+    return v.numpy() if hasattr(v, "numpy") else np.asarray(v)
+
+
+def _static(x):
+    """A non-tensor argument (shape, prim value, string, dtype) as plain Python, else None."""
+    tvm = _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+
+    if isinstance(x, relax.ShapeExpr):
+        return tuple(int(v) for v in x.values)
+    value = getattr(x, "value", None)  # IntImm, FloatImm, StringImm (modules moved between releases)
+    if isinstance(value, (int, float, str)) and not isinstance(x, tvm.ir.GenericConst):
+        return value
+    return None
+
+
+def _plain(v):
+    """Relax attribute values as plain Python (tuples, ints, floats, strs)."""
+    if isinstance(v, str):  # tvm_ffi dtypes subclass str
+        return str(v)
+    if v is None or isinstance(v, (bool, int, float)):
+        return v
+    if hasattr(v, "__len__") and not isinstance(v, (str, bytes)) and not hasattr(v, "dtype"):
+        try:
+            return tuple(_plain(x) for x in v)
+        except TypeError:
+            pass
+    for attr in ("value",):
+        if hasattr(v, attr) and isinstance(getattr(v, attr), (int, float, str)):
+            return getattr(v, attr)
+    return str(v)
+
+
+def _attrs(call) -> dict:
+    a = call.attrs
+    if a is None:
+        return {}
+    out = {}
+    for k in dir(a):
+        if k.startswith("_") or k == "id_":
+            continue
+        try:
+            v = getattr(a, k)
+        except Exception:  # noqa: BLE001, S112
+            continue
+        if callable(v):
+            continue
+        out[k] = _plain(v)
+    return out
+
+
+_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _var_name(s: str) -> str:
+    s = _IDENT.sub("_", s).strip("_") or "op"
+    if s[0].isdigit():
+        s = "n" + s
+    return s[:48]
+
+
+def _shape_of(ty, what: str, path: str) -> tuple[tuple[int, ...], str]:
+    shape = getattr(ty, "shape", None)
+    dtype = str(getattr(ty, "dtype", "float32"))
+    if shape is None:
+        raise ShapeError(f"{path}: {what} has an unknown shape; npukit needs static shapes")
+    dims = []
+    for i, d in enumerate(shape):
+        try:
+            dims.append(int(d))
+        except (TypeError, ValueError):
+            raise ShapeError(
+                f"{path}: {what} has a symbolic dim {i} ({d}); npukit needs static shapes "
+                "(pin the model's input shapes, or this op's output size is data-dependent)"
+            ) from None
+    return tuple(dims), dtype
+
+
+def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names) -> Imported:
+    tvm = _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+
+    _attribute_pending(raw["main"], marks)
+    computes = {marks.owner[b.var.name] for blk in raw["main"].body.blocks for b in blk.bindings
+                if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op) and b.var.name in marks.owner}  # fmt: skip
+    # FoldConstant works only inside dataflow blocks: a Relax module written with plain bindings
+    # would keep its constant-only ops.  Only such modules are converted (the conversion also
+    # collapses var-to-var bindings, which would move a frontend's op onto a renamed binding).
+    plain = any(not isinstance(blk, relax.DataflowBlock) and any(isinstance(b.value, relax.Call) for b in blk.bindings)
+                for blk in raw["main"].body.blocks)  # fmt: skip
+    folded = _run_quietly(
+        lambda: relax.transform.FoldConstant()(relax.transform.ConvertToDataflow(min_size=1)(raw) if plain else raw),
+        lambda err: ModelError(f"{path}: FoldConstant failed: {err}"),
+    )
+    f = folded["main"]
+
+    tensors: dict[str, Tensor] = {}
+    consts: dict[str, np.ndarray] = {}
+    ops: list[dict] = []
+    env: dict[str, Any] = {}  # var name -> tid | tuple of tids
+
+    labels = []
+    for i, p in enumerate(f.params):
+        label = input_names[i] if i < len(input_names) else p.name
+        shape, dtype = _shape_of(p.ty, f"input {label!r}", path)
+        tid = f"in{i}"
+        tensors[tid] = Tensor(tid, shape, dtype, "input", None, label)
+        env[p.name] = tid
+        labels.append(label)
+
+    def const_tid(c) -> str:
+        tid = f"c{len(consts)}"
+        arr = _const_array(c)
+        consts[tid] = arr
+        tensors[tid] = Tensor(tid, tuple(int(s) for s in arr.shape), str(arr.dtype), "const", None,
+                              const_names.get(c, ""))  # fmt: skip
+        return tid
+
+    def tids_of(x, argname: str, static: dict) -> list[str]:
+        """Tensor ids of an argument (tuples flattened); static values go to ``static``."""
+        if isinstance(x, relax.Var):
+            return _as_list(env[x.name])
+        if isinstance(x, tvm.ir.GenericConst) and isinstance(x.ty, relax.TensorType):
+            return [const_tid(x)]
+        if isinstance(x, relax.Tuple):
+            return [t for y in x.fields for t in tids_of(y, argname, static)]
+        val = _static(x)
+        static[argname] = val if val is not None else str(x)
+        return []
+
+    owner_at = _owners_after_fold([b for blk in f.body.blocks for b in blk.bindings], marks)
+    k = -1
+    for blk in f.body.blocks:
+        for b in blk.bindings:
+            k += 1
+            v = b.value
+            vname = b.var.name
+            if isinstance(b, relax.MatchCast) or isinstance(v, relax.Var):
+                env[vname] = env.get(v.name) if isinstance(v, relax.Var) else None
+            elif isinstance(v, relax.Call):
+                if not isinstance(v.op, tvm.ir.Op):
+                    raise ModelError(f"{path}: binding {vname!r} calls {v.op}, which is not a Relax operator")
+                op_id = len(ops)
+                static: dict = {}
+                argnames = [a.name for a in v.op.arguments]
+                in_tids = [t for j, arg in enumerate(v.args)
+                           for t in tids_of(arg, argnames[j] if j < len(argnames) else f"arg{j}", static)]  # fmt: skip
+                ty = b.var.ty
+                if isinstance(ty, relax.TupleType):
+                    fields = [(f"t{op_id}.{k}", fty) for k, fty in enumerate(ty.fields)]
+                elif isinstance(ty, relax.TensorType):
+                    fields = [(f"t{op_id}", ty)]
+                else:
+                    raise ModelError(f"{path}: op {v.op.name} ({vname}) returns {ty}, not a tensor")
+                for tid, fty in fields:
+                    label = f"node {marks.sources[owner_at[k]].name!r}" if owner_at[k] is not None else vname
+                    shp, dt = _shape_of(fty, f"output of {v.op.name} ({label})", path)
+                    tensors[tid] = Tensor(tid, shp, dt, "act", op_id)
+                outs = tuple(t for t, _ in fields)
+                env[vname] = outs if isinstance(ty, relax.TupleType) else outs[0]
+                attrs = _attrs(v)
+                attrs.update(static)
+                ops.append(dict(op_id=op_id, op=v.op.name, attrs=attrs, inputs=tuple(in_tids), outputs=outs,
+                                src=owner_at[k], var=vname))  # fmt: skip
+            elif isinstance(v, relax.TupleGetItem):
+                tup = env.get(v.tuple_value.name) if isinstance(v.tuple_value, relax.Var) else None
+                env[vname] = tup[v.index] if isinstance(tup, tuple) else tup
+            elif isinstance(v, relax.Tuple):
+                env[vname] = tuple(t for y in v.fields for t in _as_list(_env_of(y, env, const_tid)))
+            elif isinstance(v, tvm.ir.GenericConst):
+                env[vname] = const_tid(v)
+            elif isinstance(v, relax.If):
+                raise UnsupportedOpError(f"{path}: control flow (relax.If at {vname!r}) is not supported")
+            else:
+                raise ModelError(f"{path}: binding {vname!r} holds a {type(v).__name__}, which npukit cannot read")
+    if not ops:
+        raise ModelError(f"{path}: the model has no ops left after constant folding")
+    out_tids = _as_list(_env_of(f.body.body, env, const_tid))
+
+    names, sources = _name_ops(ops, marks)
+    # a node's declared outputs name the tensors of its last op
+    by_src: dict[int, list[int]] = {}
+    for o in ops:
+        if o["src"] is not None:
+            by_src.setdefault(o["src"], []).append(o["op_id"])
+    for s, ids in by_src.items():
+        src, last = marks.sources[s], ops[ids[-1]]
+        if len(src.outputs) == len(last["outputs"]):
+            for tid, nm in zip(last["outputs"], src.outputs, strict=True):
+                tensors[tid] = _with_name(tensors[tid], nm)
+    for i, tid in enumerate(out_tids):
+        if i < len(output_names) and output_names[i] and tensors[tid].kind == "act":
+            tensors[tid] = _with_name(tensors[tid], output_names[i])
+
+    tagged, var_names = _emit_tagged(relax, tvm, f, ops, names, labels)
+
+    op_objs = tuple(
+        Op(op_id=o["op_id"], name=names[o["op_id"]], source=sources[o["op_id"]][0],
+           source_op=sources[o["op_id"]][1], op=o["op"], attrs=freeze(o["attrs"]),
+           inputs=o["inputs"], outputs=o["outputs"], var=var_names[o["op_id"]])
+        for o in ops
+    )  # fmt: skip
+    used = {o["src"] for o in ops}
+    elided = {src.name: marks.elided.get(i, "folded away at import (FoldConstant): its value became a constant"
+                                         if i in computes else "no computation of its own: passes on another node's value")
+              for i, src in enumerate(marks.sources) if i not in used}  # fmt: skip
+    graph = OpGraph(
+        ops=op_objs, tensors=freeze(tensors), inputs=tuple(t for t, v in tensors.items() if v.kind == "input"),
+        outputs=tuple(out_tids), consts=freeze(consts), elided=freeze(elided), source_format=fmt, path=path,
+    )  # fmt: skip
+    return Imported(graph, tagged)
+
+
+def _attribute_pending(f, marks: _Marks) -> None:
+    """Give every unmarked binding to the node whose conversion emitted it.
+
+    The hooks bind each node's result right after converting it, so a binding belongs to the
+    first marked binding at or after it in emission order (helpers a converter emitted, such as
+    the reshape + add of an ONNX Conv bias, come just before the node's own result).
+    """
+    pending: list[str] = []
+    last = None
+    for blk in f.body.blocks:
+        for b in blk.bindings:
+            name = b.var.name
+            owner = marks.owner.get(name)
+            if owner is None:
+                pending.append(name)
+                continue
+            for p in pending:
+                marks.owner[p] = owner
+            pending.clear()
+            last = owner
+    if last is not None:  # trailing bindings (output tuples) belong to the last node
+        for p in pending:
+            marks.owner.setdefault(p, last)
+
+
+def _owners_after_fold(bindings, marks: _Marks) -> list[int | None]:
+    """The source node of each binding of the folded function.
+
+    Bindings keep their names through FoldConstant, but the normaliser binds nested calls (the
+    ``R.nonzero`` inside a frontend's ``match_cast``) to fresh vars whose names may repeat an
+    earlier one.  A repeated or unknown name belongs, like the helpers before the fold, to the
+    node of the next binding whose name is known.
+    """
+    out: list[int | None] = [None] * len(bindings)
+    seen: set[str] = set()
+    pending: list[int] = []
+    last = None
+    for k, b in enumerate(bindings):
+        name = b.var.name
+        own = None if name in seen else marks.owner.get(name)
+        seen.add(name)
+        if own is None:
+            pending.append(k)
+            continue
+        out[k] = last = own
+        for j in pending:
+            out[j] = own
+        pending.clear()
+    for j in pending:
+        out[j] = last
+    return out
+
+
+def _name_ops(ops: list[dict], marks: _Marks) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
+    """Unique op names: a node's main op takes the node's own name, helpers ``<node>/<kind>``."""
+    by_src: dict[int, list[int]] = {}
+    for o in ops:
+        if o["src"] is not None:
+            by_src.setdefault(o["src"], []).append(o["op_id"])
+    primary = {}
+    for s, ids in by_src.items():
+        macs_ids = [i for i in ids if short_op(ops[i]["op"]) in MAC_KINDS]
+        primary[s] = macs_ids[0] if macs_ids else ids[-1]
+    taken: set[str] = set()
+    # the model's own names are reserved, so a made-up "a~2" never takes a real node's name
+    reserved = {marks.sources[s].name for s in primary}
+
+    def unique(n: str) -> str:
+        k, cand = 1, n
+        while cand in taken or (k > 1 and cand in reserved):
+            k += 1
+            cand = f"{n}~{k}"
+        taken.add(cand)
+        return cand
+
+    names: dict[int, str] = {}
+    sources: dict[int, tuple[str, str]] = {}
+    for o in ops:  # main ops first, so the model's names stay exact
+        s = o["src"]
+        if s is not None and primary[s] == o["op_id"]:
+            names[o["op_id"]] = unique(marks.sources[s].name)
+    for o in ops:
+        s = o["src"]
+        if s is None:
+            sources[o["op_id"]] = (o["var"], o["op"])
+            names.setdefault(o["op_id"], unique(o["var"]))
+        else:
+            src = marks.sources[s]
+            sources[o["op_id"]] = (src.name, src.op_type)
+            if o["op_id"] not in names:
+                names[o["op_id"]] = unique(f"{src.name}/{short_op(o['op'])}")
+    return names, sources
+
+
+def _with_name(t: Tensor, name: str) -> Tensor:
+    return Tensor(t.tid, t.shape, t.dtype, t.kind, t.producer, name)
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return []
+    if isinstance(x, tuple):
+        return list(x)
+    return [x]
+
+
+def _env_of(e, env, const_tid):
+    tvm = _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+
+    if isinstance(e, relax.Var):
+        return env.get(e.name)
+    if isinstance(e, relax.Tuple):
+        return tuple(t for y in e.fields for t in _as_list(_env_of(y, env, const_tid)))
+    if isinstance(e, tvm.ir.GenericConst):
+        return const_tid(e)
+    return None
+
+
+def _emit_tagged(relax, tvm, f, ops, names, labels):
+    """Rebuild main as one dataflow block: op calls get readable names and an op-id span."""
+    by_var = {o["var"]: o for o in ops}
+    var_names: dict[int, str] = {}
+    params = [relax.Var(_var_name(lb), p.ty) for p, lb in zip(f.params, labels, strict=True)]
+    mapping: dict[str, Any] = {p.name: q for p, q in zip(f.params, params, strict=True)}
+    m = remapper(mapping)
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            for blk in f.body.blocks:
+                for b in blk.bindings:
+                    v, vname = b.value, b.var.name
+                    o = by_var.get(vname)
+                    if isinstance(b, relax.MatchCast) or isinstance(v, relax.Var):
+                        mapping[vname] = m(v)
+                    elif o is not None:
+                        i = o["op_id"]
+                        span = tvm.ir.Span(tvm.ir.SourceName(f"{SPAN_PREFIX}{i}"), i, i, 0, 0)
+                        call = relax.Call(v.op, [m(a) for a in v.args], v.attrs, v.ty_args, span)
+                        mapping[vname] = bb.emit(call, name_hint=_var_name(names[i]))
+                        var_names[i] = mapping[vname].name
+                    elif isinstance(v, relax.TupleGetItem):
+                        mapping[vname] = bb.emit(relax.TupleGetItem(m(v.tuple_value), v.index))
+                    else:
+                        mapping[vname] = bb.emit(m(v))
+            out = bb.emit_output(m(f.body.body))
+        bb.emit_func_output(out)
+    return bb.get(), var_names
+
+
+def op_id_of_span(span) -> int | None:
+    """The op id a tagged call carries, or None."""
+    if span is None:
+        return None
+    name = getattr(getattr(span, "source_name", None), "name", "")
+    if name.startswith(SPAN_PREFIX):
+        try:
+            return int(name[len(SPAN_PREFIX):])
+        except ValueError:
+            return None
+    return None
+
+

@@ -79,6 +79,11 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     marks = _Marks()
     nodes = list(graph.node)
     const_names: dict[Any, str] = {}
+    # TVM sees internal names only: a model's tensor named "main", "lv1" or "R" never meets TVM's own
+    # identifiers, and names that differ by case or by characters a sanitiser drops stay distinct
+    work, original = _internal_names(graph)
+    shapes = {work.input[k].name: v for k, v in ((i, shapes.get(x.name)) for i, x in enumerate(graph.input))
+              if v is not None}  # fmt: skip
 
     class Importer(F.ONNXGraphImporter):
         def _parse_graph_initializers(self, g):
@@ -86,7 +91,7 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
             for t in g.initializer:
                 c = self._nodes.get(t.name)
                 if c is not None:
-                    const_names[c] = t.name
+                    const_names[c] = original.get(t.name, t.name)
 
         def _convert_operator(self, op_name, inputs, attrs, opset):
             k = len(marks.sources)
@@ -104,10 +109,10 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     if not opset:
         raise ModelError(f"{path}: the model declares no opset of the default ONNX domain (opset_import is "
                          "empty); is the file truncated?")  # fmt: skip
-    marks._params = frozenset(i.name for i in graph.input)
+    marks._params = frozenset(i.name for i in work.input)
     # the importer is made inside the call so that nothing outside holds its BlockBuilder when a
     # conversion fails (see _run_quietly)
-    raw = _run_quietly(lambda: Importer(shapes, "float32", keep_params_in_input=False, sanitize=False).from_onnx(graph, opset),
+    raw = _run_quietly(lambda: Importer(shapes, "float32", keep_params_in_input=False, sanitize=False).from_onnx(work, opset),
                        lambda err: ModelError(
         f"{path}: TVM's ONNX importer failed{_at('node', marks)}: {err}"))
     input_names = [i.name for i in graph.input if i.name not in inits]
@@ -115,3 +120,27 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     return _finish(raw, marks, "onnx", path, input_names, out_names, const_names)
 
 
+
+
+def _internal_names(graph):
+    """A copy of ``graph`` whose tensors are named ``npk_t<k>`` and nodes ``npk_n<k>``; and the map
+    internal tensor name -> the model's own name."""
+    work = type(graph)()
+    work.CopyFrom(graph)
+    names: dict[str, str] = {"": ""}
+
+    def ren(x: str) -> str:
+        if x not in names:
+            names[x] = f"npk_t{len(names) - 1}"
+        return names[x]
+
+    for coll in (work.input, work.initializer, work.output, work.value_info):
+        for t in coll:
+            t.name = ren(t.name)
+    for k, n in enumerate(work.node):
+        n.name = f"npk_n{k}"
+        n.input[:] = [ren(x) for x in n.input]
+        n.output[:] = [ren(x) for x in n.output]
+    for t in work.sparse_initializer:
+        t.values.name = ren(t.values.name)
+    return work, {v: k for k, v in names.items()}

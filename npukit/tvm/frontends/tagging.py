@@ -72,13 +72,34 @@ def _attrs(call) -> dict:
 
 
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
+# names TVM makes or reads itself: the entry function, the BlockBuilder's own bindings (lv, lv1, gv ...),
+# TVMScript's namespaces and the module's metadata section
+_RESERVED = re.compile(r"(?i)(main|lv\d*|gv\d*|r|t|i|tir|tirx|relax|tvm|metadata|ir|ffi|global_symbol)")
 
 
 def _var_name(s: str) -> str:
     s = _IDENT.sub("_", s).strip("_") or "op"
     if s[0].isdigit():
         s = "n" + s
-    return s[:48]
+    s = s[:48]
+    return "n_" + s if _RESERVED.fullmatch(s) else s
+
+
+class _Namer:
+    """Binding names of the tagged module: valid identifiers, none of TVM's own, unique even when
+    compared without case (names that differed only by case or by dropped characters stay apart)."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+
+    def __call__(self, label: str) -> str:
+        base = _var_name(label)
+        cand, k = base, 1
+        while cand.lower() in self.taken:
+            k += 1
+            cand = f"{base}_{k}"
+        self.taken.add(cand.lower())
+        return cand
 
 
 def _shape_of(ty, what: str, path: str) -> tuple[tuple[int, ...], str]:
@@ -356,7 +377,8 @@ def _emit_tagged(relax, tvm, f, ops, names, labels):
     """Rebuild main as one dataflow block: op calls get readable names and an op-id span."""
     by_var = {o["var"]: o for o in ops}
     var_names: dict[int, str] = {}
-    params = [relax.Var(_var_name(lb), p.ty) for p, lb in zip(f.params, labels, strict=True)]
+    namer = _Namer()
+    params = [relax.Var(namer(lb), p.ty) for p, lb in zip(f.params, labels, strict=True)]
     mapping: dict[str, Any] = {p.name: q for p, q in zip(f.params, params, strict=True)}
     m = remapper(mapping)
     bb = relax.BlockBuilder()
@@ -372,15 +394,18 @@ def _emit_tagged(relax, tvm, f, ops, names, labels):
                         i = o["op_id"]
                         span = tvm.ir.Span(tvm.ir.SourceName(f"{SPAN_PREFIX}{i}"), i, i, 0, 0)
                         call = relax.Call(v.op, [m(a) for a in v.args], v.attrs, v.ty_args, span)
-                        mapping[vname] = bb.emit(call, name_hint=_var_name(names[i]))
+                        want = namer(names[i])
+                        mapping[vname] = bb.emit(call, name_hint=want)
                         var_names[i] = mapping[vname].name
+                        assert var_names[i] == want, (want, var_names[i])
                     elif isinstance(v, relax.TupleGetItem):
                         mapping[vname] = bb.emit(relax.TupleGetItem(m(v.tuple_value), v.index))
                     else:
                         mapping[vname] = bb.emit(m(v))
             out = bb.emit_output(m(f.body.body))
-        bb.emit_func_output(out)
-    return bb.get(), var_names
+        gv = bb.emit_func_output(out)
+    # the entry function is "main" whatever the bindings are called
+    return tvm.IRModule({"main": bb.get()[gv]}), var_names
 
 
 def op_id_of_span(span) -> int | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import NpukitError, ShapeError, closest
+from ...errors import ModelError, NpukitError, ShapeError, closest
 from ...graph import OpGraph
 from .. import load as _load_tvm
 
@@ -40,12 +40,17 @@ class _Source:
 
 @dataclass
 class _Marks:
-    """What the frontend hooks record while a model converts."""
+    """What the frontend hooks record while a model converts.
+
+    Everything is keyed by the Relax ``Var`` objects themselves, never by their names: a model's
+    names may be anything, TVM's own included."""
 
     sources: list[_Source] = field(default_factory=list)
-    owner: dict[str, int] = field(default_factory=dict)  # marked var name -> source index
+    owner: dict[Any, int] = field(default_factory=dict)  # raw binding var -> source index
     elided: dict[int, str] = field(default_factory=dict)  # source index -> what became of it
+    results: list[tuple[int, Any]] = field(default_factory=list)  # (source index, var) as converted
     current: str = ""  # the node being converted (for error messages)
+    pre_elided: dict[str, str] = field(default_factory=dict)  # nodes a pre-pass removed -> why
     _by_name: dict[str, int] = field(default_factory=dict)  # source name -> index (merged sources)
 
     def index(self, src: _Source, merge: bool = False) -> int:
@@ -65,18 +70,24 @@ class _Marks:
         if isinstance(sym, (relax.Call, relax.Tuple, relax.TupleGetItem)):
             sym = bb.emit(sym)
         if isinstance(sym, relax.Var):
-            if sym.name in self.owner:
-                first = self.sources[self.owner[sym.name]].name
-                self.elided[idx] = f"identity: passes on the value of {first!r}"
-            elif isinstance(sym, relax.DataflowVar) or sym.name not in self._params:
-                self.owner[sym.name] = idx
-            else:
-                self.elided[idx] = "identity: passes on a model input"
+            self.results.append((idx, sym))
         else:
             self.elided[idx] = "folded to a constant at import"
         return sym
 
-    _params: frozenset = frozenset()
+    def resolve(self, params) -> None:
+        """Give each converted result's var to its node; a var that is a model input or another
+        node's result makes the node an identity."""
+        params = set(params)
+        for idx, var in self.results:
+            if var in self.owner:
+                first = self.sources[self.owner[var]].name
+                self.elided[idx] = f"identity: passes on the value of {first!r}"
+            elif var in params:
+                self.elided[idx] = "identity: passes on a model input"
+            else:
+                self.owner[var] = idx
+        self.results.clear()
 
 
 
@@ -198,7 +209,7 @@ def _dim(d) -> int | str:
         return str(d)
 
 
-def _bind_input_shapes(mod, labels, input_shapes, path: str):
+def _bind_input_shapes(mod, labels, input_shapes, path: str, marks: _Marks | None = None):
     """Pin the symbolic dims of ``main``'s inputs to the user's ``input_shapes`` (BindSymbolicVars).
 
     Used where the frontend itself cannot take the shapes (ExportedProgram, Relax IRModule)."""
@@ -208,7 +219,8 @@ def _bind_input_shapes(mod, labels, input_shapes, path: str):
     from tvm import relax  # noqa: PLC0415
 
     binding: dict = {}
-    for p, label in zip(mod["main"].params, labels, strict=False):
+    main = _main_of(mod, path)
+    for p, label in zip(main.params, labels, strict=False):
         dims, shape = input_shapes.get(label), getattr(p.ty, "shape", None)
         if dims is None or shape is None:
             continue
@@ -221,6 +233,32 @@ def _bind_input_shapes(mod, labels, input_shapes, path: str):
                 if binding.get(d, int(v)) != int(v):
                     raise ShapeError(f"{path}: input_shapes gives the symbolic dim {d} both {binding[d]} and {int(v)}")
                 binding[d] = int(v)
-    return relax.transform.BindSymbolicVars(binding, "main")(mod) if binding else mod
+    if not binding:
+        return mod
+    gv = next(g for g, f in mod.functions.items() if f.same_as(main))
+    out = relax.transform.BindSymbolicVars(binding, gv.name_hint)(mod)
+    if marks is not None:  # the pass made new vars: the marks follow them, binding by binding
+        new = out[gv.name_hint]
+        old_b = [b.var for blk in main.body.blocks for b in blk.bindings]
+        new_b = [b.var for blk in new.body.blocks for b in blk.bindings]
+        if len(old_b) != len(new_b):
+            raise ModelError(f"{path}: pinning the input shapes changed the program; cannot follow its nodes")
+        trans = dict(zip(list(main.params) + old_b, list(new.params) + new_b, strict=True))
+        marks.owner = {trans.get(k, k): v for k, v in marks.owner.items()}
+        marks.results = [(i, trans.get(v, v)) for i, v in marks.results]
+    return out
+
+
+def _main_of(mod, path: str):
+    """The entry function of a frontend's module (a frontend may have renamed it)."""
+    from tvm import relax  # noqa: PLC0415
+
+    funcs = [(gv.name_hint, f) for gv, f in mod.functions.items() if isinstance(f, relax.Function)]
+    for name, f in funcs:
+        if name == "main":
+            return f
+    if len(funcs) == 1:
+        return funcs[0][1]
+    raise ModelError(f"{path}: the imported module has no entry function")
 
 

@@ -109,7 +109,6 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     if not opset:
         raise ModelError(f"{path}: the model declares no opset of the default ONNX domain (opset_import is "
                          "empty); is the file truncated?")  # fmt: skip
-    marks._params = frozenset(i.name for i in work.input)
     # the importer is made inside the call so that nothing outside holds its BlockBuilder when a
     # conversion fails (see _run_quietly)
     raw = _run_quietly(lambda: Importer(shapes, "float32", keep_params_in_input=False, sanitize=False).from_onnx(work, opset),

@@ -21,7 +21,7 @@ def _import_relax(mod, input_shapes) -> Imported:
     for blk in f.body.blocks:
         for b in blk.bindings:
             if isinstance(b.value, relax.Call) and isinstance(b.value.op, _load_tvm().ir.Op):
-                marks.owner[b.var.name] = len(marks.sources)
+                marks.owner[b.var] = len(marks.sources)
                 marks.sources.append(_Source(b.var.name, b.value.op.name))
     ins = [p.name for p in f.params]
     declared = {}
@@ -29,7 +29,7 @@ def _import_relax(mod, input_shapes) -> Imported:
         shape = getattr(p.ty, "shape", None)
         declared[p.name] = None if shape is None else [_dim(d) for d in shape]
     _check_input_shapes("<IRModule>", declared, input_shapes)
-    mod = _bind_input_shapes(mod, ins, input_shapes, "<IRModule>")
+    mod = _bind_input_shapes(mod, ins, input_shapes, "<IRModule>", marks)
     return _finish(mod, marks, "relax", "<IRModule>", ins, [], {})
 
 

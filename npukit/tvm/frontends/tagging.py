@@ -12,8 +12,7 @@ import numpy as np
 from ...errors import ModelError, ShapeError, UnsupportedOpError
 from ...graph import Op, OpGraph, Tensor, freeze, short_op
 from .. import load as _load_tvm
-from .. import remapper
-from .common import MAC_KINDS, SPAN_PREFIX, Imported, _Marks, _run_quietly
+from .common import MAC_KINDS, SPAN_PREFIX, Imported, _main_of, _Marks, _run_quietly
 
 def _const_array(c) -> np.ndarray:
     data = getattr(c, "data", None)
@@ -119,28 +118,25 @@ def _shape_of(ty, what: str, path: str) -> tuple[tuple[int, ...], str]:
     return tuple(dims), dtype
 
 
-def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names) -> Imported:
+def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names,
+            progress=None) -> Imported:  # fmt: skip
     tvm = _load_tvm()
     from tvm import relax  # noqa: PLC0415
 
-    _attribute_pending(raw["main"], marks)
-    computes = {marks.owner[b.var.name] for blk in raw["main"].body.blocks for b in blk.bindings
-                if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op) and b.var.name in marks.owner}  # fmt: skip
-    # FoldConstant works only inside dataflow blocks: a Relax module written with plain bindings
-    # would keep its constant-only ops.  Only such modules are converted (the conversion also
-    # collapses var-to-var bindings, which would move a frontend's op onto a renamed binding).
-    plain = any(not isinstance(blk, relax.DataflowBlock) and any(isinstance(b.value, relax.Call) for b in blk.bindings)
-                for blk in raw["main"].body.blocks)  # fmt: skip
-    folded = _run_quietly(
-        lambda: relax.transform.FoldConstant()(relax.transform.ConvertToDataflow(min_size=1)(raw) if plain else raw),
-        lambda err: ModelError(f"{path}: FoldConstant failed: {err}"),
-    )
-    f = folded["main"]
+    from .fold import fold  # noqa: PLC0415
+
+    main = _main_of(raw, path)
+    marks.resolve(main.params)
+    _attribute_pending(main, marks)
+    computes = {marks.owner[b.var] for blk in main.body.blocks for b in blk.bindings
+                if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op) and b.var in marks.owner}  # fmt: skip
+    folded = _run_quietly(lambda: fold(main, progress), lambda err: ModelError(f"{path}: constant folding failed: {err}"))
+    f = folded.func
 
     tensors: dict[str, Tensor] = {}
     consts: dict[str, np.ndarray] = {}
     ops: list[dict] = []
-    env: dict[str, Any] = {}  # var name -> tid | tuple of tids
+    env: dict[Any, Any] = {}  # var -> tid | tuple of tids
 
     labels = []
     for i, p in enumerate(f.params):
@@ -148,7 +144,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         shape, dtype = _shape_of(p.ty, f"input {label!r}", path)
         tid = f"in{i}"
         tensors[tid] = Tensor(tid, shape, dtype, "input", None, label)
-        env[p.name] = tid
+        env[p] = tid
         labels.append(label)
 
     def const_tid(c) -> str:
@@ -162,7 +158,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     def tids_of(x, argname: str, static: dict) -> list[str]:
         """Tensor ids of an argument (tuples flattened); static values go to ``static``."""
         if isinstance(x, relax.Var):
-            return _as_list(env[x.name])
+            return _as_list(env[x])
         if isinstance(x, tvm.ir.GenericConst) and isinstance(x.ty, relax.TensorType):
             return [const_tid(x)]
         if isinstance(x, relax.Tuple):
@@ -171,51 +167,51 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         static[argname] = val if val is not None else str(x)
         return []
 
-    owner_at = _owners_after_fold([b for blk in f.body.blocks for b in blk.bindings], marks)
-    k = -1
-    for blk in f.body.blocks:
-        for b in blk.bindings:
-            k += 1
-            v = b.value
-            vname = b.var.name
-            if isinstance(b, relax.MatchCast) or isinstance(v, relax.Var):
-                env[vname] = env.get(v.name) if isinstance(v, relax.Var) else None
-            elif isinstance(v, relax.Call):
-                if not isinstance(v.op, tvm.ir.Op):
-                    raise ModelError(f"{path}: binding {vname!r} calls {v.op}, which is not a Relax operator")
-                op_id = len(ops)
-                static: dict = {}
-                argnames = [a.name for a in v.op.arguments]
-                in_tids = [t for j, arg in enumerate(v.args)
-                           for t in tids_of(arg, argnames[j] if j < len(argnames) else f"arg{j}", static)]  # fmt: skip
-                ty = b.var.ty
-                if isinstance(ty, relax.TupleType):
-                    fields = [(f"t{op_id}.{k}", fty) for k, fty in enumerate(ty.fields)]
-                elif isinstance(ty, relax.TensorType):
-                    fields = [(f"t{op_id}", ty)]
-                else:
-                    raise ModelError(f"{path}: op {v.op.name} ({vname}) returns {ty}, not a tensor")
-                for tid, fty in fields:
-                    label = f"node {marks.sources[owner_at[k]].name!r}" if owner_at[k] is not None else vname
-                    shp, dt = _shape_of(fty, f"output of {v.op.name} ({label})", path)
-                    tensors[tid] = Tensor(tid, shp, dt, "act", op_id)
-                outs = tuple(t for t, _ in fields)
-                env[vname] = outs if isinstance(ty, relax.TupleType) else outs[0]
-                attrs = _attrs(v)
-                attrs.update(static)
-                ops.append(dict(op_id=op_id, op=v.op.name, attrs=attrs, inputs=tuple(in_tids), outputs=outs,
-                                src=owner_at[k], var=vname))  # fmt: skip
-            elif isinstance(v, relax.TupleGetItem):
-                tup = env.get(v.tuple_value.name) if isinstance(v.tuple_value, relax.Var) else None
-                env[vname] = tup[v.index] if isinstance(tup, tuple) else tup
-            elif isinstance(v, relax.Tuple):
-                env[vname] = tuple(t for y in v.fields for t in _as_list(_env_of(y, env, const_tid)))
-            elif isinstance(v, tvm.ir.GenericConst):
-                env[vname] = const_tid(v)
-            elif isinstance(v, relax.If):
-                raise UnsupportedOpError(f"{path}: control flow (relax.If at {vname!r}) is not supported")
+    bindings = [b for blk in f.body.blocks for b in blk.bindings]
+    owner_at = _owners_after_fold(bindings, folded.origin, marks)
+    for k, b in enumerate(bindings):
+        v = b.value
+        var = b.var
+        raw_name = folded.origin[var].name if var in folded.origin else var.name
+        if isinstance(b, relax.MatchCast) or isinstance(v, relax.Var):
+            env[var] = env.get(v) if isinstance(v, relax.Var) else None
+        elif isinstance(v, relax.Call):
+            where = _where(marks, owner_at[k])
+            if not isinstance(v.op, tvm.ir.Op):
+                raise ModelError(f"{path}: {where} calls {_callee(v.op)}, which is not a Relax operator npukit can read")
+            op_id = len(ops)
+            static: dict = {}
+            argnames = [a.name for a in v.op.arguments]
+            in_tids = [t for j, arg in enumerate(v.args)
+                       for t in tids_of(arg, argnames[j] if j < len(argnames) else f"arg{j}", static)]  # fmt: skip
+            ty = var.ty
+            if isinstance(ty, relax.TupleType):
+                fields = [(f"t{op_id}.{j}", fty) for j, fty in enumerate(ty.fields)]
+            elif isinstance(ty, relax.TensorType):
+                fields = [(f"t{op_id}", ty)]
             else:
-                raise ModelError(f"{path}: binding {vname!r} holds a {type(v).__name__}, which npukit cannot read")
+                raise ModelError(f"{path}: {where}: its {v.op.name} returns {_kind_of(ty)}, not a tensor")
+            for tid, fty in fields:
+                label = f"node {marks.sources[owner_at[k]].name!r}" if owner_at[k] is not None else raw_name
+                shp, dt = _shape_of(fty, f"output of {v.op.name} ({label})", path)
+                tensors[tid] = Tensor(tid, shp, dt, "act", op_id)
+            outs = tuple(t for t, _ in fields)
+            env[var] = outs if isinstance(ty, relax.TupleType) else outs[0]
+            attrs = _attrs(v)
+            attrs.update(static)
+            ops.append(dict(op_id=op_id, op=v.op.name, attrs=attrs, inputs=tuple(in_tids), outputs=outs,
+                            src=owner_at[k], var=raw_name, bvar=var))  # fmt: skip
+        elif isinstance(v, relax.TupleGetItem):
+            tup = env.get(v.tuple_value) if isinstance(v.tuple_value, relax.Var) else None
+            env[var] = tup[v.index] if isinstance(tup, tuple) else tup
+        elif isinstance(v, relax.Tuple):
+            env[var] = tuple(t for y in v.fields for t in _as_list(_env_of(y, env, const_tid)))
+        elif isinstance(v, tvm.ir.GenericConst):
+            env[var] = const_tid(v)
+        elif isinstance(v, relax.If):
+            raise UnsupportedOpError(f"{path}: control flow ({_where(marks, owner_at[k])}) is not supported")
+        else:
+            raise ModelError(f"{path}: {_where(marks, owner_at[k])} makes {_kind_of(v)}, which npukit cannot read")
     if not ops:
         raise ModelError(f"{path}: the model has no ops left after constant folding")
     out_tids = _as_list(_env_of(f.body.body, env, const_tid))
@@ -247,11 +243,33 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     elided = {src.name: marks.elided.get(i, "folded away at import (FoldConstant): its value became a constant"
                                          if i in computes else "no computation of its own: passes on another node's value")
               for i, src in enumerate(marks.sources) if i not in used}  # fmt: skip
+    elided.update({k: v for k, v in marks.pre_elided.items() if k not in elided})
     graph = OpGraph(
         ops=op_objs, tensors=freeze(tensors), inputs=tuple(t for t, v in tensors.items() if v.kind == "input"),
         outputs=tuple(out_tids), consts=freeze(consts), elided=freeze(elided), source_format=fmt, path=path,
     )  # fmt: skip
     return Imported(graph, tagged)
+
+
+def _where(marks: _Marks, src: int | None) -> str:
+    """The model node a binding came from, in the model's words."""
+    if src is None:
+        return "an op the importer added"
+    s = marks.sources[src]
+    return f"node {s.name!r} ({s.op_type})"
+
+
+def _callee(op) -> str:
+    name = getattr(op, "name_hint", None) or getattr(op, "global_symbol", None)
+    return f"the function {name!r}" if name else "a function"
+
+
+def _kind_of(x) -> str:
+    """What a Relax value or type is, in words (never an internal binding name)."""
+    n = type(x).__name__
+    return {"ShapeType": "a shape", "ShapeExpr": "a shape", "TupleType": "a tuple", "PrimType": "a scalar",
+            "ObjectType": "an opaque object", "FuncType": "a function", "ExternFunc": "an external function",
+            "Function": "a function", "If": "control flow", "PrimValue": "a scalar"}.get(n, f"a {n}")  # fmt: skip
 
 
 def _attribute_pending(f, marks: _Marks) -> None:
@@ -261,14 +279,13 @@ def _attribute_pending(f, marks: _Marks) -> None:
     first marked binding at or after it in emission order (helpers a converter emitted, such as
     the reshape + add of an ONNX Conv bias, come just before the node's own result).
     """
-    pending: list[str] = []
+    pending: list = []
     last = None
     for blk in f.body.blocks:
         for b in blk.bindings:
-            name = b.var.name
-            owner = marks.owner.get(name)
+            owner = marks.owner.get(b.var)
             if owner is None:
-                pending.append(name)
+                pending.append(b.var)
                 continue
             for p in pending:
                 marks.owner[p] = owner
@@ -279,22 +296,19 @@ def _attribute_pending(f, marks: _Marks) -> None:
             marks.owner.setdefault(p, last)
 
 
-def _owners_after_fold(bindings, marks: _Marks) -> list[int | None]:
+def _owners_after_fold(bindings, origin: dict, marks: _Marks) -> list[int | None]:
     """The source node of each binding of the folded function.
 
-    Bindings keep their names through FoldConstant, but the normaliser binds nested calls (the
-    ``R.nonzero`` inside a frontend's ``match_cast``) to fresh vars whose names may repeat an
-    earlier one.  A repeated or unknown name belongs, like the helpers before the fold, to the
-    node of the next binding whose name is known.
+    A binding folding rebuilt keeps its raw binding's node (``origin``); one the normaliser added
+    (the ``R.nonzero`` inside a frontend's ``match_cast``) belongs, like the helpers before the
+    fold, to the node of the next binding whose node is known.
     """
     out: list[int | None] = [None] * len(bindings)
-    seen: set[str] = set()
     pending: list[int] = []
     last = None
     for k, b in enumerate(bindings):
-        name = b.var.name
-        own = None if name in seen else marks.owner.get(name)
-        seen.add(name)
+        raw = origin.get(b.var)
+        own = None if raw is None else marks.owner.get(raw)
         if own is None:
             pending.append(k)
             continue
@@ -365,7 +379,7 @@ def _env_of(e, env, const_tid):
     from tvm import relax  # noqa: PLC0415
 
     if isinstance(e, relax.Var):
-        return env.get(e.name)
+        return env.get(e)
     if isinstance(e, relax.Tuple):
         return tuple(t for y in e.fields for t in _as_list(_env_of(y, env, const_tid)))
     if isinstance(e, tvm.ir.GenericConst):
@@ -375,37 +389,51 @@ def _env_of(e, env, const_tid):
 
 def _emit_tagged(relax, tvm, f, ops, names, labels):
     """Rebuild main as one dataflow block: op calls get readable names and an op-id span."""
-    by_var = {o["var"]: o for o in ops}
+    by_var = {o["bvar"]: o for o in ops}
     var_names: dict[int, str] = {}
     namer = _Namer()
     params = [relax.Var(namer(lb), p.ty) for p, lb in zip(f.params, labels, strict=True)]
-    mapping: dict[str, Any] = {p.name: q for p, q in zip(f.params, params, strict=True)}
-    m = remapper(mapping)
+    mapping: dict[Any, Any] = dict(zip(f.params, params, strict=True))
+    m = _remapper(relax, mapping)
     bb = relax.BlockBuilder()
     with bb.function("main", params):
         with bb.dataflow():
             for blk in f.body.blocks:
                 for b in blk.bindings:
-                    v, vname = b.value, b.var.name
-                    o = by_var.get(vname)
+                    v, var = b.value, b.var
+                    o = by_var.get(var)
                     if isinstance(b, relax.MatchCast) or isinstance(v, relax.Var):
-                        mapping[vname] = m(v)
+                        mapping[var] = m(v)
                     elif o is not None:
                         i = o["op_id"]
                         span = tvm.ir.Span(tvm.ir.SourceName(f"{SPAN_PREFIX}{i}"), i, i, 0, 0)
                         call = relax.Call(v.op, [m(a) for a in v.args], v.attrs, v.ty_args, span)
                         want = namer(names[i])
-                        mapping[vname] = bb.emit(call, name_hint=want)
-                        var_names[i] = mapping[vname].name
+                        mapping[var] = bb.emit(call, name_hint=want)
+                        var_names[i] = mapping[var].name
                         assert var_names[i] == want, (want, var_names[i])
                     elif isinstance(v, relax.TupleGetItem):
-                        mapping[vname] = bb.emit(relax.TupleGetItem(m(v.tuple_value), v.index))
+                        mapping[var] = bb.emit(relax.TupleGetItem(m(v.tuple_value), v.index))
                     else:
-                        mapping[vname] = bb.emit(m(v))
+                        mapping[var] = bb.emit(m(v))
             out = bb.emit_output(m(f.body.body))
         gv = bb.emit_func_output(out)
     # the entry function is "main" whatever the bindings are called
     return tvm.IRModule({"main": bb.get()[gv]}), var_names
+
+
+def _remapper(relax, mapping: dict):
+    """``m(expr)``: an argument of the folded main rewritten for the tagged main (vars looked up by
+    identity in ``mapping``, tuples rebuilt, constants and static values kept)."""
+
+    def m(x):
+        if isinstance(x, relax.Var):
+            return mapping[x]
+        if isinstance(x, relax.Tuple):
+            return relax.Tuple([m(y) for y in x.fields])
+        return x
+
+    return m
 
 
 def op_id_of_span(span) -> int | None:

@@ -56,7 +56,6 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
     shapes = _check_input_shapes(path, declared, input_shapes)
 
     marks = _Marks()
-    marks._params = frozenset(declared)
 
     class Converter(TF.OperatorConverter):
         def __init__(self, *a, **k):

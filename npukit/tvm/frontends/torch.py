@@ -53,7 +53,6 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
         raise ModelError(f"{path}: the program has no ops")
 
     marks = _Marks()
-    marks._params = frozenset(user_inputs)
 
     class Importer(ExportedProgramImporter):
         def create_convert_map(self):
@@ -83,7 +82,7 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
         f"{path}: TVM's PyTorch importer failed{_at('node', marks)}: {err}"))
     out_node = user_out if user_out is not None else next(n for n in ep.graph.nodes if n.op == "output")
     outs = [getattr(a, "name", str(a)) for a in _flatten(out_node.args[0])]
-    raw = _bind_input_shapes(raw, user_inputs, input_shapes, path)
+    raw = _bind_input_shapes(raw, user_inputs, input_shapes, path, marks)
     return _finish(raw, marks, "torch", path, user_inputs, outs, {})
 
 

@@ -133,7 +133,15 @@ def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | No
             continue
         if dims is None:
             raise ShapeError(f"{path}: input {name!r} has unknown rank; {_fix_hint(name, '1, 3, 224, 224')}")
-        bad = [(i, d) for i, d in enumerate(dims) if not isinstance(d, int) or d <= 0]
+        shown = f"[{', '.join(str(x) if isinstance(x, int) else (x or '?') for x in dims)}]"
+        for i, d in enumerate(dims):  # a static size of 0 (or less) is what it is, not a symbolic dim
+            if isinstance(d, int) and d == 0:
+                raise ShapeError(f"{path}: input {name!r} dim {i} has size 0 in shape {shown}: the input is "
+                                 "empty, so the model has no work to study; give the input a non-zero size")  # fmt: skip
+            if isinstance(d, int) and d < 0:
+                raise ShapeError(f"{path}: input {name!r} dim {i} has the invalid size {d} in shape {shown}; "
+                                 "is the file corrupt?")  # fmt: skip
+        bad = [(i, d) for i, d in enumerate(dims) if not isinstance(d, int)]
         if bad:
             i, d = bad[0]
             label = f"{d!r}" if isinstance(d, str) and d else "unknown"

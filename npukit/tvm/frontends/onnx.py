@@ -34,7 +34,8 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
         raise ModelError(f"{path}: ONNX IR version {m.ir_version} is too old; TVM needs >= 3")
 
     def node_name(n) -> str:
-        return n.name or (n.output[0] if n.output else n.op_type)
+        # an unnamed RNN/LSTM/GRU's first output may be an empty optional: its first real output names it
+        return n.name or next((o for o in n.output if o), n.op_type)
 
     # every tensor read must be defined somewhere: catches truncated files that still parse
     inits = {t.name for t in graph.initializer}
@@ -72,7 +73,7 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
         if not tt.HasField("shape"):
             declared[i.name] = None
             continue
-        declared[i.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "")
+        declared[i.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "")
                             for d in tt.shape.dim]  # fmt: skip
     shapes = _check_input_shapes(path, declared, input_shapes)
 

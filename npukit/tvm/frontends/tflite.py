@@ -43,7 +43,7 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
             t = sg.Tensors(int(idx))
             sig = t.ShapeSignatureAsNumpy() if t.ShapeSignatureLength() else t.ShapeAsNumpy()
             shape = t.ShapeAsNumpy() if t.ShapeLength() else None
-            dims = None if shape is None else [int(s) if int(g) > 0 else "" for s, g in zip(shape, sig, strict=False)]
+            dims = None if shape is None else [int(s) if int(g) >= 0 else "" for s, g in zip(shape, sig, strict=False)]
             declared[tensor_names[int(idx)]] = dims
         outputs = [int(i) for i in sg.OutputsAsNumpy()]
     except ModelError:

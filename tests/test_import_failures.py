@@ -55,3 +55,63 @@ def test_unnamed_rnn_is_named_by_its_first_real_output(tmp_path, op):
     assert _err(save_onnx(m, tmp_path / "rnn.onnx"), npukit.UnsupportedOpError) == (
         f"rnn.onnx: 1 node(s) use ops TVM's ONNX frontend cannot import ({op}): 'h_last' ({op})"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# item 2: shapes computed in the graph fold at import; truly data-dependent ones are refused clearly
+
+
+def _reshape_by(tmp_path, shape_nodes, extra_inputs=(), name="dyn.onnx"):
+    from onnx import TensorProto
+    from onnx import helper as h
+
+    nodes = [*shape_nodes, h.make_node("Reshape", ["x", "s"], ["y"], name="view")]
+    m = onnx_model(nodes, [tensor_info("x", [2, 3, 4]), *extra_inputs], [tensor_info("y", None)])
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT
+    return save_onnx(m, tmp_path / name, infer_shapes=False)
+
+
+def test_shape_chain_from_static_shapes_folds(tmp_path):
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    # s = concat(shape(x)[0], -1): torch's x.view(x.size(0), -1)
+    idx = numpy_helper.from_array(np.array(0, dtype=np.int64), "zero")
+    nodes = [h.make_node("Shape", ["x"], ["sh"], name="shape"), h.make_node("Gather", ["sh", "zero"], ["b"], name="gather"),
+             h.make_node("Unsqueeze", ["b", "ax"], ["b1"], name="unsq"),
+             h.make_node("Concat", ["b1", "minus1"], ["s"], name="cat", axis=0)]  # fmt: skip
+    path = _reshape_by(tmp_path, nodes)
+    import onnx
+
+    m = onnx.load(str(path))
+    m.graph.initializer.extend([idx, numpy_helper.from_array(np.array([0], np.int64), "ax"),
+                                numpy_helper.from_array(np.array([-1], np.int64), "minus1")])  # fmt: skip
+    onnx.save(m, str(path))
+    g = npukit.import_model(path).graph
+    assert [(op.name, op.kind, op.attrs.get("shape")) for op in g.ops] == [("view", "reshape", (2, 12))]
+    assert sorted(g.elided) == ["cat", "gather", "shape", "unsq"]
+    assert g.elided["shape"] == "computes a shape from the static input shapes: folded to a constant at import"
+
+
+def test_reshape_by_the_model_input_values_is_refused(tmp_path):
+    from onnx import TensorProto
+    from onnx import helper as h
+
+    nodes = [h.make_node("Cast", ["target"], ["s"], name="to_int", to=TensorProto.INT64)]
+    path = _reshape_by(tmp_path, nodes, [tensor_info("target", [2], TensorProto.FLOAT)])
+    assert _err(path) == (
+        "dyn.onnx: node 'view' (Reshape) has a data-dependent output shape: its input 'shape' (tensor 's') is "
+        "computed at run time from the model input 'target'; npukit needs shapes known at import"
+    )
+
+
+def test_reshape_by_the_shape_of_a_nonzero_is_refused(tmp_path):
+    from onnx import helper as h
+
+    nodes = [h.make_node("NonZero", ["x"], ["nz"], name="find"), h.make_node("Shape", ["nz"], ["s"], name="count")]
+    path = _reshape_by(tmp_path, nodes)
+    assert _err(path) == (
+        "dyn.onnx: node 'view' (Reshape) has a data-dependent output shape: its input 'shape' (tensor 's') is "
+        "computed at run time from node 'find' (NonZero), whose output size depends on the data; npukit needs "
+        "shapes known at import"
+    )

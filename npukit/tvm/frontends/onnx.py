@@ -8,6 +8,7 @@ from typing import Any
 from ...errors import ModelError, UnsupportedOpError
 from .. import load as _load_tvm
 from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
+from .onnx_shapes import fold_shapes
 from .tagging import _finish
 
 def _import_onnx_file(path: Path, input_shapes) -> Imported:
@@ -77,7 +78,10 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
                             for d in tt.shape.dim]  # fmt: skip
     shapes = _check_input_shapes(path, declared, input_shapes)
 
-    marks = _Marks()
+    # shapes the graph computes from the (now static) input shapes become constants
+    m, pre_elided = fold_shapes(m, shapes, path, node_name)
+    graph = m.graph
+    marks = _Marks(pre_elided=pre_elided)
     nodes = list(graph.node)
     const_names: dict[Any, str] = {}
     # TVM sees internal names only: a model's tensor named "main", "lv1" or "R" never meets TVM's own

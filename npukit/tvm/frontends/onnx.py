@@ -8,6 +8,7 @@ from typing import Any
 from ...errors import ModelError, UnsupportedOpError
 from .. import load as _load_tvm
 from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
+from .onnx_qop import rewrite as rewrite_qop
 from .onnx_shapes import fold_shapes
 from .tagging import _finish
 
@@ -53,6 +54,9 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
         if o.name not in defined:
             raise ModelError(f"{path}: model output {o.name!r} is produced by no node (is the file truncated?)")
 
+    # quantized operators (QLinearConv, QGemm ...) become DequantizeLinear -> float op -> QuantizeLinear
+    m = rewrite_qop(m, path, node_name)
+    graph = m.graph
     cmap = F._get_convert_map()
     control = {"If", "Loop", "Scan"}
     bad = [(node_name(n), n.op_type if not n.domain or n.domain == "ai.onnx" else f"{n.domain}.{n.op_type}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ...errors import ModelError, UnsupportedOpError
 from .. import load as _load_tvm
 from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
@@ -78,11 +80,28 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
 
             return wrapped
 
+        def convert_dequantize(self, op):
+            """fp16 weights: a DEQUANTIZE of a float16 constant (dense, or made dense by DENSIFY) is
+            folded here to float32, as TFLite's runtime does once at load time."""
+            from tflite.TensorType import TensorType  # noqa: PLC0415
+
+            ins = self.get_input_tensors(op)
+            if len(ins) == 1 and ins[0].tensor.Type() == TensorType.FLOAT16 and self.is_prefetched(ins[0].tensor_idx):
+                value = np.asarray(self.get_prefetched_node(ins[0].tensor_idx))
+                out = self.get_output_tensors(op)[0]
+                self.set_prefetched_node(out.tensor_idx, value.astype(np.float16).astype(np.float32))
+                return None
+            return super().convert_dequantize(op)
+
         def check_unsupported_ops(self):
             bad = []
             for i in range(self.subgraph.OperatorsLength()):
                 op = self.subgraph.Operators(i)
-                code = self.get_op_code_str(op)
+                try:
+                    code = self.get_op_code_str(op)
+                except NotImplementedError:  # a custom operator (or a code this schema does not know)
+                    custom = self.model.OperatorCodes(op.OpcodeIndex()).CustomCode()
+                    code = f"custom {custom.decode('utf-8', 'replace')}" if custom else "an unknown operator code"
                 if code not in self.convert_map:
                     outs = self.get_output_tensors(op)
                     nm = outs[0].tensor.Name().decode("utf-8", "replace") if outs else f"op{i}"

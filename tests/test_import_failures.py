@@ -115,3 +115,38 @@ def test_reshape_by_the_shape_of_a_nonzero_is_refused(tmp_path):
         "computed at run time from node 'find' (NonZero), whose output size depends on the data; npukit needs "
         "shapes known at import"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# item 8: a failure inside TVM's converter names the node, its op type and inputs, in the model's words
+
+
+def test_converter_failures_name_the_node_and_its_inputs(tmp_path):
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("MatMul", ["x", "W"], ["y"], name="mm")], [tensor_info("x", [1, 5])],
+                   [tensor_info("y", None)], [initializer("W", [4, 3])])  # fmt: skip
+    assert _err(save_onnx(m, tmp_path / "mm.onnx", infer_shapes=False)) == (
+        "mm.onnx: TVM's ONNX importer failed at node 'mm' (MatMul; inputs 'x', 'W'): Matmul requires the reduction "
+        "length of the operands to be equal. However, the LHS 'x' has shape [1, 5], while the RHS a constant has "
+        "shape [4, 3]. The reduction dimensions of 5 and 4 are not equal."
+    )
+    m = onnx_model([h.make_node("Conv", ["x", "W"], ["y"], name="c1", kernel_shape=[3, 3])], [tensor_info("x", [1, 3, 8, 8])],
+                   [tensor_info("y", None)], [initializer("W", [8, 2, 3, 3])])  # fmt: skip
+    assert _err(save_onnx(m, tmp_path / "conv.onnx", infer_shapes=False)) == (
+        "conv.onnx: TVM's ONNX importer failed at node 'c1' (Conv; inputs 'x', 'W'): The channel size of the data "
+        "should equal to the product of input channel size of the weight and the number of groups. However, the data "
+        "channel size is 3 while the weight input channel size and number of groups are 2 and 1"
+    )
+
+
+def test_hostile_tensor_names_in_a_converter_failure_are_the_models(tmp_path):
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("MatMul", ["lv1", "gv"], ["main"], name="R")], [tensor_info("lv1", [1, 5])],
+                   [tensor_info("main", None)], [initializer("gv", [4, 3])])  # fmt: skip
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.import_model(save_onnx(m, tmp_path / "h.onnx", infer_shapes=False))
+    assert str(ei.value).endswith("failed at node 'R' (MatMul; inputs 'lv1', 'gv'): Matmul requires the reduction length "
+                                  "of the operands to be equal. However, the LHS 'lv1' has shape [1, 5], while the RHS a "
+                                  "constant has shape [4, 3]. The reduction dimensions of 5 and 4 are not equal.")

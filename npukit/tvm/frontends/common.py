@@ -4,6 +4,7 @@ running a TVM frontend quietly so that a failure becomes one NpukitError line.""
 from __future__ import annotations
 
 import contextlib
+import re
 import gc
 import io
 import os
@@ -92,13 +93,43 @@ class _Marks:
 
 
 def _first_line(err: BaseException) -> str:
+    """The message of ``err`` as one line, in the model's words: TVM's C++ backtrace, TVMScript
+    fragments and internal Relax names (``lv1``, ``R.ExternFunc``, ``T.int64(3)``, metadata
+    references, npukit's internal tensor names) are dropped or rewritten."""
     text = str(err).strip() or type(err).__name__
+    text = text.replace("# Metadata omitted. Use show_meta=True in script() method to show it.", "")
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    # TVM errors carry a C++ backtrace; the message is the last meaningful line
-    for ln in reversed(lines):
-        if not ln.startswith(("File ", "at ", "0:", "1:")) and "Traceback" not in ln:
-            return ln[:400]
-    return lines[0][:400] if lines else type(err).__name__
+    keep = [ln for ln in lines if not ln.startswith(("File ", "at ", "0:", "1:", "# ", "Stack trace", "Traceback"))]
+    msg = " ".join(keep) if keep else (lines[0] if lines else type(err).__name__)
+    return _model_words(msg)[:400]
+
+
+_REWRITES = [
+    (re.compile(r"T\.u?int\d+\((-?\d+)\)"), r"\1"),
+    (re.compile(r"T\.float\d+\(([-+.\deE]+)\)"), r"\1"),
+    (re.compile(r"R\.shape\(\[([^\]]*)\]\)"), r"[\1]"),
+    (re.compile(r"R\.Shape\(\[([^\]]*)\]\)"), r"shape [\1]"),
+    (re.compile(r'R\.Tensor\(\(([^)]*)\), dtype="(\w+)"\)'), r"\2[\1]"),
+    (re.compile(r'R\.Tensor\(dtype="(\w+)", ndim=(\d+)\)'), r"a \1 tensor of rank \2"),
+    (re.compile(r'metadata\["[^"]*"\]\[\d+\]'), "a constant"),
+    (re.compile(r"R\.ExternFunc\S*"), "an external function"),
+    (re.compile(r"relax\.(tensor_to_shape|shape_to_tensor|shape_of)\b"), "a shape conversion"),
+    (re.compile(r"relax\.ShapeType|ShapeExpr|ShapeType"), "a shape"),
+    (re.compile(r"relax\.TensorType|TensorType"), "a tensor"),
+    (re.compile(r"\b(?:lv|gv)\d*\b"), "an intermediate value"),
+    (re.compile(r"\bR\.(\w+)"), r"\1"),
+    (re.compile(r"\s+"), " "),
+]
+_INTERNAL = re.compile(r"npk_[tn]\d+")
+_NAMES: dict[str, str] = {}  # npukit's internal ONNX names -> the model's, for the import under way
+
+
+def _model_words(msg: str) -> str:
+    msg = msg.replace("# Metadata omitted. Use show_meta=True in script() method to show it.", "")
+    for pat, rep in _REWRITES:  # TVM's words first, so that a model's own "lv1" is left alone below
+        msg = pat.sub(rep, msg)
+    msg = _INTERNAL.sub(lambda m: repr(_NAMES.get(m.group(0), "?")), msg)
+    return msg.strip() or "TVM gave no reason"
 
 
 def _fix_hint(name: str, shape_hint: str) -> str:

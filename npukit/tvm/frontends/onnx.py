@@ -7,7 +7,7 @@ from typing import Any
 
 from ...errors import ModelError, UnsupportedOpError
 from .. import load as _load_tvm
-from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
+from .common import _NAMES, Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
 from .onnx_qop import rewrite as rewrite_qop
 from .onnx_shapes import fold_shapes
 from .tagging import _finish
@@ -106,7 +106,8 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
             k = len(marks.sources)
             n = nodes[k] if k < len(nodes) else None
             name = node_name(n) if n is not None else attrs.get("tvm_custom", {}).get("name", op_name)
-            marks.current = f"{name!r} ({op_name})"
+            ins = ", ".join(repr(original.get(t, t)) for t in (n.input if n is not None else ()) if t)
+            marks.current = f"{name!r} ({op_name}{'; inputs ' + ins if ins else ''})"
             sym = super()._convert_operator(op_name, inputs, attrs, opset)
             outs = tuple(n.output) if n is not None else ()
             return marks.record(self.bb, relax, sym, _Source(name, op_name, outs))
@@ -120,6 +121,8 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
                          "empty); is the file truncated?")  # fmt: skip
     # the importer is made inside the call so that nothing outside holds its BlockBuilder when a
     # conversion fails (see _run_quietly)
+    _NAMES.clear()
+    _NAMES.update(original)
     raw = _run_quietly(lambda: Importer(shapes, "float32", keep_params_in_input=False, sanitize=False).from_onnx(work, opset),
                        lambda err: ModelError(
         f"{path}: TVM's ONNX importer failed{_at('node', marks)}: {err}"))

@@ -70,7 +70,8 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
                 outs = self.get_output_tensors(op)
                 names = tuple(o.tensor.Name().decode("utf-8", "replace") for o in outs)
                 name = names[0] if names else code
-                marks.current = f"{name!r} ({code})"
+                ins = ", ".join(repr(t.tensor.Name().decode("utf-8", "replace")) for t in self.get_input_tensors(op))
+                marks.current = f"{name!r} ({code}{'; inputs ' + ins if ins else ''})"
                 ret = fn(*args, **kwargs)
                 if ret is None:  # prefetched constant: no op
                     marks.sources.append(_Source(name, code, names))

@@ -62,7 +62,8 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
         def _npk_wrap(self, key, fn):
             def wrapped(node, *rest):
                 src = _user_source(node, user_nodes, key)
-                marks.current = f"{src.name!r} ({src.op_type})"
+                ins = ", ".join(repr(a.name) for a in node.all_input_nodes)
+                marks.current = f"{src.name!r} ({src.op_type}{'; inputs ' + ins if ins else ''})"
                 ret = fn(node, *rest)
                 if not hasattr(ret, "same_as"):  # python values (shapes, ints): no op
                     idx = marks.index(src, merge=True)

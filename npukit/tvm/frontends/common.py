@@ -52,6 +52,7 @@ class _Marks:
     results: list[tuple[int, Any]] = field(default_factory=list)  # (source index, var) as converted
     current: str = ""  # the node being converted (for error messages)
     pre_elided: dict[str, str] = field(default_factory=dict)  # nodes a pre-pass removed -> why
+    progress: Any = None  # called with each new source index (a progress bar)
     _by_name: dict[str, int] = field(default_factory=dict)  # source name -> index (merged sources)
 
     def index(self, src: _Source, merge: bool = False) -> int:
@@ -61,6 +62,8 @@ class _Marks:
             return self._by_name[src.name]
         idx = len(self.sources)
         self.sources.append(src)
+        if self.progress is not None:
+            self.progress(idx)
         if merge:
             self._by_name[src.name] = idx
         return idx

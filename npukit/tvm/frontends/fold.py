@@ -82,7 +82,10 @@ def fold(raw, progress=None) -> Folded:
             continue
         if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op):
             call = relax.Call(v.op, [sub(a, True) for a in v.args], v.attrs, v.ty_args, v.span)
-            c = _fold_call(relax, tvm, scratch, call, counts)
+            try:
+                c = _fold_call(relax, tvm, scratch, call, counts)
+            except Exception:  # noqa: BLE001 - what cannot be evaluated stays a call (and is judged later)
+                c = None
             if isinstance(c, relax.Tuple):  # a tuple of constants stays a binding, as in FoldConstant
                 values.append(("expr", c))
                 continue

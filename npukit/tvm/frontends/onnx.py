@@ -8,6 +8,7 @@ from typing import Any
 from ...errors import ModelError, UnsupportedOpError
 from .. import load as _load_tvm
 from .common import _NAMES, Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
+from .progress import Progress
 from .onnx_qop import rewrite as rewrite_qop
 from .onnx_shapes import fold_shapes
 from .tagging import _finish
@@ -123,9 +124,11 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     # conversion fails (see _run_quietly)
     _NAMES.clear()
     _NAMES.update(original)
-    raw = _run_quietly(lambda: Importer(shapes, "float32", keep_params_in_input=False, sanitize=False).from_onnx(work, opset),
-                       lambda err: ModelError(
-        f"{path}: TVM's ONNX importer failed{_at('node', marks)}: {err}"))
+    marks.progress = Progress(len(nodes), "npukit: importing")
+    with marks.progress:
+        raw = _run_quietly(lambda: Importer(shapes, "float32", keep_params_in_input=False, sanitize=False).from_onnx(work, opset),
+                           lambda err: ModelError(
+            f"{path}: TVM's ONNX importer failed{_at('node', marks)}: {err}"))
     input_names = [i.name for i in graph.input if i.name not in inits]
     out_names = [o.name for o in graph.output]
     return _finish(raw, marks, "onnx", path, input_names, out_names, const_names)

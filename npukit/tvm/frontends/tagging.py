@@ -13,6 +13,7 @@ from ...errors import ModelError, ShapeError, UnsupportedOpError
 from ...graph import Op, OpGraph, Tensor, freeze, short_op
 from .. import load as _load_tvm
 from .common import MAC_KINDS, SPAN_PREFIX, Imported, _main_of, _Marks, _run_quietly
+from .progress import Progress
 
 def _const_array(c) -> np.ndarray:
     data = getattr(c, "data", None)
@@ -118,8 +119,7 @@ def _shape_of(ty, what: str, path: str) -> tuple[tuple[int, ...], str]:
     return tuple(dims), dtype
 
 
-def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names,
-            progress=None) -> Imported:  # fmt: skip
+def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names) -> Imported:
     tvm = _load_tvm()
     from tvm import relax  # noqa: PLC0415
 
@@ -130,7 +130,9 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     _attribute_pending(main, marks)
     computes = {marks.owner[b.var] for blk in main.body.blocks for b in blk.bindings
                 if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op) and b.var in marks.owner}  # fmt: skip
-    folded = _run_quietly(lambda: fold(main, progress), lambda err: ModelError(f"{path}: constant folding failed: {err}"))
+    nbind = sum(len(blk.bindings) for blk in main.body.blocks)
+    with Progress(nbind, "npukit: folding constants") as bar:
+        folded = _run_quietly(lambda: fold(main, bar), lambda err: ModelError(f"{path}: constant folding failed: {err}"))
     f = folded.func
 
     tensors: dict[str, Tensor] = {}

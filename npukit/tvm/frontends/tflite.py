@@ -9,6 +9,7 @@ import numpy as np
 from ...errors import ModelError, UnsupportedOpError
 from .. import load as _load_tvm
 from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
+from .progress import Progress
 from .tagging import _finish
 
 def _import_tflite(path: Path, input_shapes) -> Imported:
@@ -115,10 +116,12 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
                 )
             super().check_unsupported_ops()
 
-    raw = _run_quietly(
-        lambda: TF.from_tflite(model, shape_dict={k: tuple(v) for k, v in shapes.items()}, op_converter=Converter),
-        lambda err: ModelError(f"{path}: TVM's TFLite importer failed{_at('op', marks)}: {err}"),
-    )
+    marks.progress = Progress(nops, "npukit: importing")
+    with marks.progress:
+        raw = _run_quietly(
+            lambda: TF.from_tflite(model, shape_dict={k: tuple(v) for k, v in shapes.items()}, op_converter=Converter),
+            lambda err: ModelError(f"{path}: TVM's TFLite importer failed{_at('op', marks)}: {err}"),
+        )
     ins = list(declared)
     outs = [tensor_names[i] for i in outputs]
     return _finish(raw, marks, "tflite", str(path), ins, outs, {})

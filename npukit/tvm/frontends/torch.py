@@ -7,6 +7,7 @@ from pathlib import Path
 from ...errors import ModelError, UnsupportedOpError
 from .. import load as _load_tvm
 from .common import Imported, _at, _bind_input_shapes, _check_input_shapes, _Marks, _run_quietly, _Source
+from .progress import Progress
 from .tagging import _finish
 
 def _import_pt2(path: Path, input_shapes) -> Imported:
@@ -79,8 +80,10 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
         kinds = sorted({k for _, k in bad})
         listing = "; ".join(f"{n!r} ({k})" for n, k in bad[:20])
         raise UnsupportedOpError(f"{path}: {len(bad)} node(s) use ops TVM's PyTorch frontend cannot import ({', '.join(kinds)}): {listing}")
-    raw = _run_quietly(lambda: Importer().from_exported_program(ep, False, False, False, None), lambda err: ModelError(
-        f"{path}: TVM's PyTorch importer failed{_at('node', marks)}: {err}"))
+    marks.progress = Progress(len(user_nodes), "npukit: importing")
+    with marks.progress:
+        raw = _run_quietly(lambda: Importer().from_exported_program(ep, False, False, False, None), lambda err: ModelError(
+            f"{path}: TVM's PyTorch importer failed{_at('node', marks)}: {err}"))
     out_node = user_out if user_out is not None else next(n for n in ep.graph.nodes if n.op == "output")
     outs = [getattr(a, "name", str(a)) for a in _flatten(out_node.args[0])]
     raw = _bind_input_shapes(raw, user_inputs, input_shapes, path, marks)

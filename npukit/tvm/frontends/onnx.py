@@ -11,6 +11,7 @@ from .common import _NAMES, Imported, _at, _check_input_shapes, _first_line, _Ma
 from .progress import Progress
 from .onnx_qop import rewrite as rewrite_qop
 from .onnx_shapes import fold_shapes
+from .sizes import check_onnx_sizes as check_sizes
 from .tagging import _finish
 
 def _import_onnx_file(path: Path, input_shapes) -> Imported:
@@ -40,17 +41,39 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
         # an unnamed RNN/LSTM/GRU's first output may be an empty optional: its first real output names it
         return n.name or next((o for o in n.output if o), n.op_type)
 
+    # protobuf hands back bytes for a string field that is not UTF-8: a corrupt file
+    for k, n in enumerate(graph.node):
+        for what, v in (("name", n.name), ("op type", n.op_type), ("domain", n.domain), *(("tensor name", x) for x in
+                        list(n.input) + list(n.output))):  # fmt: skip
+            if not isinstance(v, str):
+                raise ModelError(f"{path}: node #{k} has a {what} that is not valid UTF-8 ({v!r}); is the file corrupt?")
+    for coll in (graph.input, graph.output, graph.initializer):
+        for t in coll:
+            if not isinstance(t.name, str):
+                raise ModelError(f"{path}: a tensor name is not valid UTF-8 ({t.name!r}); is the file corrupt?")
+
     # every tensor read must be defined somewhere: catches truncated files that still parse
     inits = {t.name for t in graph.initializer}
     defined = set(inits) | {i.name for i in graph.input} | {""}
+    maker = {o: n for n in graph.node for o in n.output if o}
     for n in graph.node:
         for t in n.input:
             if t not in defined:
+                later = maker.get(t)
+                if later is not None:
+                    raise ModelError(f"{path}: node {node_name(n)!r} ({n.op_type}) reads tensor {t!r}, which node "
+                                     f"{node_name(later)!r} ({later.op_type}) makes later: the graph has a cycle or "
+                                     "its nodes are out of order")  # fmt: skip
                 raise ModelError(
                     f"{path}: node {node_name(n)!r} ({n.op_type}) reads tensor {t!r} that nothing defines "
                     "(is the file truncated?)"
                 )
+        for o in n.output:
+            if o and o in defined:
+                raise ModelError(f"{path}: node {node_name(n)!r} ({n.op_type}) writes tensor {o!r}, which is already "
+                                 "defined; every tensor must have one producer")  # fmt: skip
         defined.update(n.output)
+    check_sizes(graph, path)
     for o in graph.output:
         if o.name not in defined:
             raise ModelError(f"{path}: model output {o.name!r} is produced by no node (is the file truncated?)")

@@ -10,6 +10,7 @@ from ...errors import ModelError, UnsupportedOpError
 from .. import load as _load_tvm
 from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
 from .progress import Progress
+from .sizes import check_tflite_tensor
 from .tagging import _finish
 
 def _import_tflite(path: Path, input_shapes) -> Imported:
@@ -35,6 +36,7 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
         for i in range(sg.TensorsLength()):
             t = sg.Tensors(i)
             b = model.Buffers(t.Buffer())
+            check_tflite_tensor(str(path), t, b, tensor_names[i])
             if b is not None and b.DataLength():
                 _ = b.DataAsNumpy()
             if t.ShapeLength():

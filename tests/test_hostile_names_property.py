@@ -84,3 +84,41 @@ def test_hostile_names_import_study_and_placement(tmp_path_factory, g):
     assert list(pl["name"]) == [op.name for op in graph.ops]
     assert set(pl["processor"]) <= {"arm", "dsp", "dla"}
     assert np.isfinite(study.totals["latency_us"])
+
+
+def test_torch_program_with_tvm_like_names():
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lv1 = torch.nn.Linear(4, 4)
+            self.gv = torch.nn.ReLU()
+
+        def forward(self, main):
+            return self.gv(self.lv1(main))
+
+    ep = torch.export.export(Net(), (torch.randn(1, 4),))
+    imp = npukit.import_model(ep)
+    assert [gv.name_hint for gv in imp.mod.get_global_vars()] == ["main"]
+    assert [imp.graph.tensors[t].name for t in imp.graph.inputs] == ["main"]
+    assert {op.source for op in imp.graph.ops} == {"linear", "relu"}
+
+
+def test_relax_module_with_duplicate_and_reserved_binding_names():
+    from npukit.tvm import load
+
+    tvm = load()
+    from tvm import relax
+
+    x = relax.Var("main", relax.TensorType((1, 4), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.nn.relu(x), name_hint="lv")
+            b = bb.emit(relax.op.sigmoid(a), name_hint="lv")  # the same name twice: still two nodes
+            out = bb.emit_output(relax.op.add(a, b))
+        bb.emit_func_output(out)
+    g = npukit.import_model(bb.get()).graph
+    assert [op.kind for op in g.ops] == ["relu", "sigmoid", "add"]
+    assert len({op.name for op in g.ops}) == 3

@@ -37,3 +37,19 @@ def test_custom_operators_are_listed_by_name_with_their_nodes(tmp_path):
         f"{path}: 2 op(s) TVM's TFLite frontend cannot import (custom Another.Custom-Op, custom MyPostprocess): "
         "'z' (custom MyPostprocess); 'v' (custom Another.Custom-Op)"
     )
+
+
+def test_tflite_tensors_named_like_tvm_identifiers(tmp_path):
+    from tflite_builder import Graph, Op, T, build
+
+    rng = np.random.default_rng(0)
+    ts = [T("main", (1, 4)), T("gv", (3, 4), data=rng.standard_normal((3, 4)).astype(np.float32)),
+          T("R", (3,), data=np.zeros(3, np.float32)), T("lv1", (1, 3)), T("metadata", (1, 3))]  # fmt: skip
+    ops = [Op("FULLY_CONNECTED", ["main", "gv", "R"], ["lv1"], "FullyConnectedOptions"), Op("RELU", ["lv1"], ["metadata"])]
+    path = tmp_path / "hostile.tflite"
+    path.write_bytes(build(Graph(ts, ops, ["main"], ["metadata"])))
+    g = npukit.import_model(path).graph
+    assert [op.name for op in g.ops] == ["lv1", "lv1/add", "metadata"]
+    assert [g.tensors[t].name for t in g.inputs] == ["main"]
+    s = npukit.Study(path, "arm-dsp-dla")
+    assert list(s.placement["name"]) == ["lv1", "lv1/add", "metadata"]

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_models"
 PROFILES = ROOT / "npukit" / "profiles"
 MODELS = ["digits_cnn.onnx", "tiny_detector.onnx", "digits_cnn_qop.onnx", "digits_cnn_float.tflite",
-          "digits_cnn_int8.tflite", "families/shufflenet.onnx"]  # fmt: skip
+          "digits_cnn_int8.tflite", "families/shufflenet.onnx", "digits_cnn.pt2"]  # fmt: skip
 MEMORY_LIMIT = 6 << 30  # address space of a mutant's process
 
 
@@ -129,6 +129,8 @@ def mutants(seed: int, n: int):
     rng = random.Random(seed)
     pool = []
     for name in MODELS:
+        if not (SAMPLES / name).exists():
+            continue
         data = (SAMPLES / name).read_bytes()
         suffix = Path(name).suffix
         for label, b in _bytes_mutations(data, rng):
@@ -223,6 +225,14 @@ def preload() -> None:
     import tflite  # noqa: F401
 
     from npukit.tvm.frontends import onnx as _o, tflite as _t  # noqa: F401
+
+    try:  # .pt2 mutants need torch; importing it once here keeps every child fast
+        import torch  # noqa: F401
+
+        from npukit.tvm.frontends import torch as _p  # noqa: F401
+        from tvm.relax.frontend.torch import exported_program_translator  # noqa: F401
+    except ImportError:
+        pass
 
     npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla").placement  # noqa: B018 - warm every lazy import
 

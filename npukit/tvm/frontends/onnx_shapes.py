@@ -63,9 +63,10 @@ def fold_shapes(model, shapes: dict[str, list[int]], path: str, node_name=_displ
                 return arr
         return None
 
+    outputs = {o.name for o in graph.output}
     for n in graph.node:
-        if n.domain not in ("", "ai.onnx") or n.op_type in _NEVER:
-            continue
+        if n.domain not in ("", "ai.onnx") or n.op_type in _NEVER or any(o in outputs for o in n.output):
+            continue  # (a node that makes a model output stays: the output needs its producer)
         if n.op_type in ("Shape", "Size") and n.input and n.input[0] in static:
             dims = np.asarray(static[n.input[0]], dtype=np.int64)
             if n.op_type == "Size":
@@ -126,10 +127,7 @@ def fold_shapes(model, shapes: dict[str, list[int]], path: str, node_name=_displ
     del out.graph.node[:]
     out.graph.node.extend(keep)
     have = {t.name for t in out.graph.initializer}
-    outputs = {o.name for o in graph.output}
     for name in sorted(t for t in derived if t in used and t not in have):
-        if name in outputs:
-            continue
         out.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value[name]), name))
     removed = {node_name(n): "computes a shape from the static input shapes: folded to a constant at import"
                for n in list(folded) + consts_gone}  # fmt: skip

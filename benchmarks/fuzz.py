@@ -224,13 +224,13 @@ def preload() -> None:
     import onnx  # noqa: F401
     import tflite  # noqa: F401
 
-    from npukit.tvm.frontends import onnx as _o, tflite as _t  # noqa: F401
+    from npukit.tvm.frontends import onnx as _o  # noqa: F401
 
     try:  # .pt2 mutants need torch; importing it once here keeps every child fast
         import torch  # noqa: F401
+        from tvm.relax.frontend.torch import exported_program_translator  # noqa: F401
 
         from npukit.tvm.frontends import torch as _p  # noqa: F401
-        from tvm.relax.frontend.torch import exported_program_translator  # noqa: F401
     except ImportError:
         pass
 

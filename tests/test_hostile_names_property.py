@@ -108,7 +108,7 @@ def test_torch_program_with_tvm_like_names():
 def test_relax_module_with_duplicate_and_reserved_binding_names():
     from npukit.tvm import load
 
-    tvm = load()
+    load()
     from tvm import relax
 
     x = relax.Var("main", relax.TensorType((1, 4), "float32"))

@@ -22,8 +22,9 @@ from pathlib import Path
 
 from ...errors import ModelError
 from .. import load as _load_tvm
+from ..spans import op_id_of_span
 from .common import MAC_KINDS, MODEL_EXTENSIONS, SPAN_PREFIX, Imported
-from .tagging import op_id_of_span
+
 
 def import_model(model, input_shapes: dict | None = None) -> Imported:
     """Import a model file path, an ``onnx.ModelProto``, an ExportedProgram or a Relax IRModule."""

@@ -4,10 +4,10 @@ running a TVM frontend quietly so that a failure becomes one NpukitError line.""
 from __future__ import annotations
 
 import contextlib
-import re
 import gc
 import io
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,12 +16,12 @@ import numpy as np
 
 from ...errors import ModelError, NpukitError, ShapeError, closest
 from ...graph import OpGraph
+from ...opset import KINDS
 from .. import load as _load_tvm
+from ..spans import SPAN_PREFIX  # noqa: F401 - re-exported
 
-SPAN_PREFIX = "npukit:"
 MODEL_EXTENSIONS = (".onnx", ".tflite", ".pt2")
-MAC_KINDS = frozenset({"conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose",
-                       "matmul", "attention", "dense", "linear", "einsum"})  # fmt: skip
+MAC_KINDS = frozenset(k for k, v in KINDS.items() if v.mac)  # the op that takes a model node's own name
 
 
 @dataclass

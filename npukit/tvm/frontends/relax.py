@@ -7,6 +7,7 @@ from .. import load as _load_tvm
 from .common import Imported, _bind_input_shapes, _check_input_shapes, _dim, _Marks, _Source
 from .tagging import _finish
 
+
 def _import_relax(mod, input_shapes) -> Imported:
     _load_tvm()
     from tvm import relax  # noqa: PLC0415

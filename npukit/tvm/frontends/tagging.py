@@ -12,8 +12,9 @@ from ...errors import ModelError, ShapeError, UnsupportedOpError
 from ...graph import Op, OpGraph, Tensor, freeze
 from .. import load as _load_tvm
 from .common import SPAN_PREFIX, Imported, _main_of, _Marks, _run_quietly
-from .naming import _Namer, _name_ops, _with_name
+from .naming import _name_ops, _Namer, _with_name
 from .progress import Progress
+
 
 def _const_array(c) -> np.ndarray:
     data = getattr(c, "data", None)
@@ -360,18 +361,5 @@ def _remapper(relax, mapping: dict):
         return x
 
     return m
-
-
-def op_id_of_span(span) -> int | None:
-    """The op id a tagged call carries, or None."""
-    if span is None:
-        return None
-    name = getattr(getattr(span, "source_name", None), "name", "")
-    if name.startswith(SPAN_PREFIX):
-        try:
-            return int(name[len(SPAN_PREFIX):])
-        except ValueError:
-            return None
-    return None
 
 

@@ -13,6 +13,7 @@ from .progress import Progress
 from .sizes import check_tflite_tensor
 from .tagging import _finish
 
+
 def _import_tflite(path: Path, input_shapes) -> Imported:
     buf = path.read_bytes()
     if len(buf) < 8 or buf[4:8] != b"TFL3":

@@ -10,6 +10,7 @@ from .common import Imported, _at, _bind_input_shapes, _check_input_shapes, _Mar
 from .progress import Progress
 from .tagging import _finish
 
+
 def _import_pt2(path: Path, input_shapes) -> Imported:
     import zipfile  # noqa: PLC0415
 

@@ -386,8 +386,15 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
     choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs)
     cost = _byoc(model, soc, constrain(vs, soc, choice))
     host = _byoc(model, soc, {k: (v if v.host or not v.ok else _refused_for_host(v)) for k, v in vs.items()})
-    best = min(((_latency(model, soc, cfg, p), n, p) for n, p in enumerate((cost, ff, host))), key=lambda x: (x[0], x[1]))
-    return CHOICES.put(key, best[2])
+    lats = [_latency(model, soc, cfg, p) for p in (cost, ff, host)]
+    k = min(range(3), key=lambda n: (lats[n], n))
+    names = ("the cost model's choice", "the profile's first-fit placement", "every op on the host")
+    summary = (f"estimated {lats[0]:,.1f} us with the cost model's choice, {lats[1]:,.1f} us first-fit, "
+               f"{lats[2]:,.1f} us all on {soc.host}: kept {names[k]}")  # fmt: skip
+    notes = {i: (choice.why[i] if k == 0 else summary) for i in range(len(g.ops))}
+    import dataclasses  # noqa: PLC0415
+
+    return CHOICES.put(key, dataclasses.replace((cost, ff, host)[k], notes=notes))
 
 
 def _refused_for_host(v: Verdict) -> Verdict:

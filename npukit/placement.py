@@ -364,21 +364,30 @@ def _moves_virtual(score, cands, a: list[str]) -> list[str]:
 
 
 def _reasons(ev: Evaluator, groups, cands, chosen, score) -> tuple[str, ...]:
-    """Per op: the chosen processor's model latency against each other candidate's (the whole model
-    re-estimated with only this group moved)."""
+    """Per op: the chosen processor against every other candidate, the whole model re-estimated with
+    only this group moved, split into the kernel's own time and the rest (call overheads, transfers,
+    conversions, lost overlap)."""
     base = score(chosen)[0]
+    add = Additive(ev)
+    host = ev.soc.host
     why = [""] * len(ev.g.ops)
     for k, (grp, c) in enumerate(zip(groups, cands)):
         p = chosen[k]
+        mine = add.kernel_us(k, p)
         alts = []
-        for q in c:
+        for q in c[:4]:
             if q == p:
                 continue
             alt = tuple(chosen[:k]) + (q,) + tuple(chosen[k + 1 :])
-            lat = score(alt)[0] if len(alts) < 3 else None
-            if lat is not None:
-                alts.append(f"on {q} the model takes {lat:,.1f} us ({lat - base:+,.1f})")
-        text = f"cost: {base:,.1f} us with this on {p}" + ("; " + "; ".join(alts) if alts else "; no other processor accepts it")
+            lat = score(alt)[0]
+            kern = add.kernel_us(k, q) - mine
+            rest = (lat - base) - kern
+            what = "saves" if kern < 0 else "costs"
+            alts.append(f"on {q} its kernel {what} {abs(kern):,.1f} us but overheads and transfers "
+                        f"{'add' if rest >= 0 else 'save'} {abs(rest):,.1f} us ({lat:,.1f} us in all)")  # fmt: skip
+        verb = "kept on" if p == host else "on"
+        head = f"{verb} {p} by cost: the model takes {base:,.1f} us"
+        text = head + ("; " + "; ".join(alts) if alts else "; no other processor accepts it")
         for i in grp:
             why[i] = text
     return tuple(why)

@@ -154,7 +154,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
             op_id = len(ops)
             static: dict = {}
             argnames = [a.name for a in v.op.arguments]
-            in_tids = [t for j, arg in enumerate(v.args)
+            in_tids = [t for j, arg in enumerate(canonical_args(tvm, v))
                        for t in tids_of(arg, argnames[j] if j < len(argnames) else f"arg{j}", static)]  # fmt: skip
             ty = var.ty
             if isinstance(ty, relax.TupleType):
@@ -314,6 +314,22 @@ def _env_of(e, env, const_tid):
     return None
 
 
+COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "equal", "not_equal", "logical_and", "logical_or",
+                         "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"})  # fmt: skip
+
+
+def canonical_args(tvm, call) -> list:
+    """A call's arguments in npukit's canonical order, so equivalent graphs from every format match the
+    same patterns and rules: a commutative binary op takes its activation first and its constant
+    second (PyTorch's ``bias + linear`` becomes ``linear + bias``, as ONNX and TFLite write it)."""
+    args = list(call.args)
+    if len(args) == 2 and call.op.name.rsplit(".", 1)[-1] in COMMUTATIVE:
+        const = [isinstance(a, tvm.ir.GenericConst) for a in args]
+        if const[0] and not const[1]:
+            args.reverse()
+    return args
+
+
 def _emit_tagged(relax, tvm, f, ops, names, labels):
     """Rebuild main as one dataflow block: op calls get readable names and an op-id span."""
     by_var = {o["bvar"]: o for o in ops}
@@ -322,6 +338,7 @@ def _emit_tagged(relax, tvm, f, ops, names, labels):
     params = [relax.Var(namer(lb), p.ty) for p, lb in zip(f.params, labels, strict=True)]
     mapping: dict[Any, Any] = dict(zip(f.params, params, strict=True))
     m = _remapper(relax, mapping)
+    tuples: dict[Any, Any] = {}  # var -> the Tuple expression it binds
     bb = relax.BlockBuilder()
     with bb.function("main", params):
         with bb.dataflow():
@@ -334,19 +351,26 @@ def _emit_tagged(relax, tvm, f, ops, names, labels):
                     elif o is not None:
                         i = o["op_id"]
                         span = tvm.ir.Span(tvm.ir.SourceName(f"{SPAN_PREFIX}{i}"), i, i, 0, 0)
-                        call = relax.Call(v.op, [m(a) for a in v.args], v.attrs, v.ty_args, span)
+                        call = relax.Call(v.op, [m(a) for a in canonical_args(tvm, v)], v.attrs, v.ty_args, span)
                         want = namer(names[i])
                         mapping[var] = bb.emit(call, name_hint=want)
                         var_names[i] = mapping[var].name
                         assert var_names[i] == want, (want, var_names[i])
                     elif isinstance(v, relax.TupleGetItem):
-                        mapping[var] = bb.emit(relax.TupleGetItem(m(v.tuple_value), v.index))
+                        tup = tuples.get(v.tuple_value) if isinstance(v.tuple_value, relax.Var) else None
+                        if tup is not None:  # (a, b)[0] is a: no tuple between two ops (canonical form)
+                            mapping[var] = m(tup.fields[v.index])
+                        else:
+                            mapping[var] = bb.emit(relax.TupleGetItem(m(v.tuple_value), v.index))
                     else:
+                        if isinstance(v, relax.Tuple):
+                            tuples[var] = v
                         mapping[var] = bb.emit(m(v))
             out = bb.emit_output(m(f.body.body))
         gv = bb.emit_func_output(out)
-    # the entry function is "main" whatever the bindings are called
-    return tvm.IRModule({"main": bb.get()[gv]}), var_names
+    # the entry function is "main" whatever the bindings are called; tuples left unread are dropped
+    main = relax.analysis.remove_all_unused(bb.get()[gv])
+    return tvm.IRModule({"main": main}), var_names
 
 
 def _remapper(relax, mapping: dict):

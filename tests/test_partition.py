@@ -22,6 +22,7 @@ from conftest import (
 )
 
 import npukit
+from npukit.tvm.importers import op_id_of_span
 
 # These tests pin down the BYOC mechanics themselves (patterns, priorities, pins, pruning, read-back),
 # so they run under the profile's first-fit placement; the cost policy has tests/test_placement.py.
@@ -40,7 +41,6 @@ def study_of():
 @pytest.fixture
 def digits(study_of):
     return study_of(DIGITS_ONNX, "arm-dsp-dla")
-from npukit.tvm.importers import op_id_of_span
 
 DIGITS_PLACEMENT = [
     ("/conv1/Conv", "conv2d", "dla"),

@@ -53,8 +53,8 @@ def _small_model(tmp_path):
     """12 ops on arm-dsp-dla where all three processors compete: convs (dla), sigmoid / softmax (dsp
     and, for sigmoid, dla), a branch."""
     import numpy as np
-    from onnx import numpy_helper
     from onnx import helper as h
+    from onnx import numpy_helper
 
     rng = np.random.default_rng(5)
     w = lambda n, s: numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)  # noqa: E731

@@ -14,6 +14,7 @@ A bit-width edit never re-partitions: the partition is keyed by the support edit
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -74,9 +75,28 @@ CODE = LRU(16)  # (model, soc, config, data) -> generated Project
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
 
 
+ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE)
+
+
 def clear_caches() -> None:
-    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE):
+    for c in ALL_CACHES:
         c.clear()
+
+
+@contextlib.contextmanager
+def from_scratch(keep=(IMPORTS, SIMS)):
+    """Inside the block every step is computed anew (each cache but ``keep`` is set aside, then
+    restored): what a Study built from scratch sees, for checking an incremental result against.
+    The imported model and the compiled simulation are kept by default -- the same file gives the
+    same ones, and re-importing is checked on its own."""
+    saved = [(c, c.d) for c in ALL_CACHES if c not in keep]
+    for c, _ in saved:
+        c.d = OrderedDict()
+    try:
+        yield
+    finally:
+        for c, d in saved:
+            c.d = d
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,244 @@
+"""The Code tab's data, as plain JSON (no widget, no tvm): the generated project's file tree, one
+file's text, the lines that run each op (from the manifest's ``calls``), the lines the last edit
+changed (difflib against the previous version of the project), and a build report as a view.
+
+The widget sends this only when the front end asks for it (the Code tab is open, a file or a node
+was chosen): a project can be megabytes of C, and generating it can take seconds on a large model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import math
+from collections.abc import Mapping
+from typing import Any
+
+MAX_TEXT = 1_000_000  # characters of one file sent to the front end; a longer one is cut at a line end
+MAX_REMOVED = 40  # removed lines shown per place a deletion happened
+MAX_REMOVED_TOTAL = 400  # and in all
+MAX_DIFF_LINES = 8_000  # above this many differing lines (after the common ends) mark the block whole
+DEFAULT_FILE = "src/model.c"  # the AOT entry point: what the tab opens first
+
+
+def code_key(study) -> str:
+    """What the generated code depends on besides the model and profile: the config and the data
+    it is calibrated on.  The front end compares it with the key of the code it shows."""
+    data = getattr(study, "_data", None)  # not loaded yet: the model's default data, loaded with the code
+    text = study.config.to_json() + "\n" + (data.key if data is not None else "default")
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def line_diff(old: str | None, new: str) -> dict[str, Any]:
+    """The lines of ``new`` that are not in ``old`` (1-based line numbers) and where lines of ``old``
+    were removed: ``removed`` is a list of ``[after, lines, more]`` -- the removed lines go after
+    line ``after`` of ``new`` (0: before the first), ``more`` counts those not listed."""
+    a = old.splitlines() if old else []
+    b = new.splitlines()
+    if old is None:
+        return {"changed": [], "removed": [], "added_file": False}
+    # the common ends first: an edit changes a few places, and SequenceMatcher is quadratic at worst
+    lo = 0
+    n = min(len(a), len(b))
+    while lo < n and a[lo] == b[lo]:
+        lo += 1
+    hi = 0
+    while hi < n - lo and a[len(a) - 1 - hi] == b[len(b) - 1 - hi]:
+        hi += 1
+    a_mid, b_mid = a[lo : len(a) - hi], b[lo : len(b) - hi]
+    if len(a_mid) + len(b_mid) > MAX_DIFF_LINES:
+        ops = [("replace", 0, len(a_mid), 0, len(b_mid))]
+    else:
+        ops = difflib.SequenceMatcher(None, a_mid, b_mid, autojunk=False).get_opcodes()
+    changed: list[int] = []
+    removed: list[list] = []
+    budget = MAX_REMOVED_TOTAL
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal":
+            continue
+        changed.extend(range(lo + j1 + 1, lo + j2 + 1))
+        if i2 > i1:
+            keep = max(0, min(i2 - i1, MAX_REMOVED, budget))
+            budget -= keep
+            removed.append([lo + j1, a_mid[i1 : i1 + keep], (i2 - i1) - keep])
+    return {"changed": changed, "removed": removed, "added_file": False}
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+
+
+def _cut(text: str) -> tuple[str, bool]:
+    if len(text) <= MAX_TEXT:
+        return text, False
+    end = text.rfind("\n", 0, MAX_TEXT)
+    return text[: end + 1 if end > 0 else MAX_TEXT], True
+
+
+class CodeState:
+    """What one widget has shown of the generated code: the project files as of the last view and
+    the version before that (the one the changed lines are marked against)."""
+
+    def __init__(self) -> None:
+        self.current: Mapping[str, str] | None = None
+        self.previous: Mapping[str, str] | None = None
+        self.path: str | None = None
+
+    def view(self, study, path: str | None = None, follow: int | None = None) -> dict[str, Any]:
+        """The Code tab's data for the Study's current code: ``path`` is the file asked for;
+        ``follow`` an op id whose call the tab should show (its file wins over ``path``)."""
+        proj = study.project
+        files = proj.files
+        if self.current is None:
+            self.current = files
+        elif files is not self.current and dict(files) != dict(self.current):
+            self.previous, self.current = self.current, files
+        prev = self.previous
+        paths = sorted(files)
+        index = {p: i for i, p in enumerate(paths)}
+        ops = sorted(proj.manifest.get("ops", []), key=lambda o: o["op_id"])
+        n_ops = len(study.graph.ops)
+        calls: list[list[int]] = [[] for _ in range(n_ops)]
+        for o in ops:
+            if not 0 <= o["op_id"] < n_ops:
+                continue
+            flat = calls[o["op_id"]]
+            for f, line in o.get("calls", []):
+                if f in index:
+                    flat.extend((index[f], int(line)))
+        functions = [""] * n_ops
+        for o in ops:
+            if 0 <= o["op_id"] < n_ops:
+                functions[o["op_id"]] = str(o.get("function", ""))
+        chosen = None
+        if isinstance(follow, int) and 0 <= follow < n_ops and calls[follow]:
+            chosen = paths[calls[follow][0]]
+        if chosen is None:
+            for cand in (path, self.path, DEFAULT_FILE):
+                if cand in files:
+                    chosen = cand
+                    break
+        if chosen is None:
+            chosen = paths[0]
+        self.path = chosen
+        text = files[chosen]
+        shown, truncated = _cut(text)
+        if prev is None:
+            diff = line_diff(None, text)
+        elif chosen not in prev:
+            diff = {"changed": list(range(1, _lines(text) + 1)), "removed": [], "added_file": True}
+        else:
+            diff = line_diff(prev[chosen], text)
+        tree = []
+        for p in paths:
+            status = "" if prev is None else "added" if p not in prev else "" if prev[p] == files[p] else "changed"
+            tree.append({"path": p, "bytes": len(files[p].encode()), "lines": _lines(files[p]), "change": status})
+        gone = sorted(set(prev) - set(files)) if prev is not None else []
+        for p in gone:
+            tree.append({"path": p, "bytes": 0, "lines": 0, "change": "removed"})
+        tree.sort(key=lambda e: e["path"])
+        return {
+            "key": code_key(study),
+            "paths": paths,
+            "tree": tree,
+            "path": chosen,
+            "text": shown,
+            "lines": _lines(text),
+            "bytes": len(text.encode()),
+            "truncated": truncated,
+            "diff": prev is not None,
+            "changed": diff["changed"],
+            "removed": diff["removed"],
+            "added_file": diff["added_file"],
+            "calls": calls,
+            "functions": functions,
+            "target": target_info(proj),
+        }
+
+
+def target_info(proj) -> dict[str, Any]:
+    """The profile's build target and whether its toolchain is installed here."""
+    from ..codegen.targets import available, get_target  # noqa: PLC0415
+
+    name = proj.manifest.get("target") or getattr(proj, "target", "host")
+    try:
+        tgt = get_target(name)
+    except Exception as e:  # noqa: BLE001 - an unknown target shows as unavailable
+        return {"name": str(name), "description": "", "separate": False, "available": False, "why": str(e)}
+    separate = bool(tgt.program_suffix)
+    ok, why = available(tgt) if separate else (True, "")
+    return {"name": tgt.name, "description": tgt.description, "separate": separate, "available": bool(ok), "why": why or ""}
+
+
+# ---------------------------------------------------------------------------------------------
+# build and run
+
+
+def _verdict(outputs: Mapping[str, Mapping]) -> tuple[str, str]:
+    """(kind, words) for one run's outputs against the simulation."""
+    if not outputs:
+        return "differs", "no outputs"
+    worst = max((o.get("max_abs", math.inf) for o in outputs.values()), default=math.inf)
+    if worst == 0.0:
+        return "exact", "bit-exact with the simulation"
+    agree = min(o.get("argmax_agreement", 0.0) for o in outputs.values())
+    rel = max(o.get("max_rel", math.inf) for o in outputs.values())
+    if agree == 1.0 and rel <= 0.01:
+        return "close", f"matches the simulation (same top-1, max error {rel:.2%} of the largest value)"
+    return "differs", f"differs from the simulation (top-1 agreement {agree:.0%}, max error {rel:.2%} of the largest value)"
+
+
+def _n(x):
+    if isinstance(x, bool) or x is None:
+        return x
+    if isinstance(x, (int, float)):
+        return x if math.isfinite(x) else None
+    return x
+
+
+def build_view(report: Mapping[str, Any]) -> dict[str, Any]:
+    """``study.build()``'s report as the rows the Code tab shows."""
+    runs = []
+    ok = True
+    for name, r in report.get("runs", {}).items():
+        if "skipped" in r:
+            runs.append({"name": name, "kind": "skipped", "verdict": f"not run: {r['skipped']}", "outputs": []})
+            continue
+        kind, words = _verdict(r.get("outputs", {}))
+        ok = ok and kind != "differs"
+        row = {"name": name, "kind": kind, "verdict": words, "outputs": []}
+        for out, o in r.get("outputs", {}).items():
+            row["outputs"].append({"output": out, "max_abs": _n(o.get("max_abs")), "max_rel": _n(o.get("max_rel")),
+                                   "argmax_agreement": _n(o.get("argmax_agreement"))})  # fmt: skip
+        if "bit_exact_with_host" in r:
+            same = bool(r["bit_exact_with_host"])
+            row["host"] = "bit-exact with the host build" if same else "DIFFERS from the host build"
+            ok = ok and same
+        runs.append(row)
+    mem = report.get("memory", {})
+    memory = [[k, _n(v)] for k, v in mem.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    sections = report.get("sections", {})
+    secs = [[k, _n(v)] for k, v in sections.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    extra = {k: v for k, v in report.items() if k not in ("runs", "memory", "sections", "directory", "samples")}
+    return {
+        "state": "ok" if ok else "differs",
+        "samples": report.get("samples"),
+        "runs": runs,
+        "memory": memory,
+        "sections": secs,
+        "sections_error": sections.get("error") if isinstance(sections, Mapping) else None,
+        "extra": _plain(extra),
+    }
+
+
+def _plain(x):
+    """JSON-safe nested data (non-finite floats become None)."""
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, (str, int, bool)) or x is None:
+        return x
+    return str(x)

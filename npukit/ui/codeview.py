@@ -1,5 +1,6 @@
 """The Code tab's data, as plain JSON (no widget, no tvm): the generated project's file tree, one
-file's text, the lines that run each op (from the manifest's ``calls``), the lines the last edit
+file's text, the lines that run each op (the manifest's ``calls`` -- the ``[op N]`` marker lines --
+and the statement under each marker), the lines the last edit
 changed (difflib against the previous version of the project), and a build report as a view.
 
 The widget sends this only when the front end asks for it (the Code tab is open, a file or a node
@@ -64,6 +65,25 @@ def line_diff(old: str | None, new: str) -> dict[str, Any]:
     return {"changed": changed, "removed": removed, "added_file": False}
 
 
+def statement_after(lines: list[str], n: int) -> range:
+    """The lines of the statement that a marker comment on line ``n`` (1-based, a line that is only
+    a ``/* ... */`` comment, like the manifest's ``[op N]`` lines) stands above: the kernel call or
+    its parameters, with any plain comment between.  Empty when the marker is not a comment line of
+    its own."""
+    text = lines[n - 1].strip() if 0 < n <= len(lines) else ""
+    if not (text.startswith("/*") and text.endswith("*/")):
+        return range(0)
+    for k in range(n + 1, min(len(lines), n + 12) + 1):
+        s = lines[k - 1].strip()
+        if s.startswith("/*") and s.endswith("*/") and "[op" not in s:
+            continue  # a plain comment between the marker and its statement
+        if not s or s.startswith(("/*", "//", "#", "}")):
+            return range(0)
+        if s.endswith((";", "{")):
+            return range(n + 1, k + 1)
+    return range(0)
+
+
 def _lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") or not text else 1)
 
@@ -99,13 +119,19 @@ class CodeState:
         ops = sorted(proj.manifest.get("ops", []), key=lambda o: o["op_id"])
         n_ops = len(study.graph.ops)
         calls: list[list[int]] = [[] for _ in range(n_ops)]
+        split: dict[str, list[str]] = {}
         for o in ops:
             if not 0 <= o["op_id"] < n_ops:
                 continue
             flat = calls[o["op_id"]]
             for f, line in o.get("calls", []):
-                if f in index:
-                    flat.extend((index[f], int(line)))
+                if f not in index:
+                    continue
+                if f not in split:
+                    split[f] = files[f].splitlines()
+                for n in (int(line), *statement_after(split[f], int(line))):
+                    if not any(flat[k] == index[f] and flat[k + 1] == n for k in range(0, len(flat), 2)):
+                        flat.extend((index[f], n))
         functions = [""] * n_ops
         for o in ops:
             if 0 <= o["op_id"] < n_ops:

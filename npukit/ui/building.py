@@ -28,6 +28,7 @@ class BuildJob:
         self.target = target
         self._done = done
         self.view: dict | None = None
+        self.delivered_on: str | None = None  # where done() ran: "kernel loop (MainThread)" in a notebook
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -63,8 +64,12 @@ class BuildJob:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:
-                loop.call_soon_threadsafe(self._done, view)
+                loop.call_soon_threadsafe(self._deliver, view, "kernel loop")
                 return
             except RuntimeError:  # the loop closed meanwhile
                 pass
+        self._deliver(view, "build thread")
+
+    def _deliver(self, view: dict, where: str) -> None:
+        self.delivered_on = f"{where} ({threading.current_thread().name})"
         self._done(view)

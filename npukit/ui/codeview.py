@@ -200,6 +200,13 @@ def target_info(proj) -> dict[str, Any]:
 # build and run
 
 
+MEMORY_LABELS = {
+    "arena_bytes": "arena (working memory)",
+    "lower_bound_bytes": "lower bound (live tensors at the peak)",
+    "weight_bytes": "weights (constant memory)",
+}
+
+
 def _verdict(outputs: Mapping[str, Mapping]) -> tuple[str, str]:
     """(kind, words) for one run's outputs against the simulation."""
     if not outputs:
@@ -242,9 +249,10 @@ def build_view(report: Mapping[str, Any]) -> dict[str, Any]:
             ok = ok and same
         runs.append(row)
     mem = report.get("memory", {})
-    memory = [[k, _n(v)] for k, v in mem.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    memory = [[k, MEMORY_LABELS.get(k, k.removesuffix("_bytes").replace("_", " ")), _n(v)]
+              for k, v in mem.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]  # fmt: skip
     sections = report.get("sections", {})
-    secs = [[k, _n(v)] for k, v in sections.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    secs = [[k, k, _n(v)] for k, v in sections.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     extra = {k: v for k, v in report.items() if k not in ("runs", "memory", "sections", "directory", "samples")}
     return {
         "state": "ok" if ok else "differs",

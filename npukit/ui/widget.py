@@ -252,7 +252,7 @@ class StudyWidget(anywidget.AnyWidget):
         if view["state"] in ("ok", "differs"):
             level = "ok" if view["state"] == "ok" else "error"
             runs = "; ".join(f"{r['name']}: {r['verdict']}" + (f", {r['host']}" if r.get("host") else "") for r in view["runs"])
-            mem = dict(view.get("memory", []))
+            mem = {k: v for k, _, v in view.get("memory", [])}
             text = f"build and run ({view.get('samples')} inputs, {view['seconds']} s): {runs}"
             if "arena_bytes" in mem:
                 text += f"; arena {mem['arena_bytes']:,} B"

@@ -202,8 +202,10 @@ def test_build_and_run_in_a_thread_while_the_widget_keeps_working(widget, study)
     assert 0 < out["max_abs"] < 1e-3
     assert run["verdict"] == f"matches the simulation (same top-1, max error {out['max_rel']:.2%} of the largest value)"
     assert view["samples"] == 16
-    assert dict(view["memory"]) == first.project.manifest["memory"]
-    secs = dict(view["sections"])
+    assert {k: v for k, _, v in view["memory"]} == first.project.manifest["memory"]
+    assert [label for _, label, _ in view["memory"]] == [
+        "arena (working memory)", "lower bound (live tensors at the peak)", "weights (constant memory)"]
+    secs = {k: v for k, _, v in view["sections"]}
     assert secs["text"] > 0 and secs["bss"] >= first.project.manifest["memory"]["arena_bytes"]
     assert widget.status["seq"] is None and widget.status["level"] == "ok"
     assert widget.status["text"].startswith("build and run (16 inputs, ")

@@ -315,6 +315,7 @@ export class CodeView {
     }
     this.treeEl.textContent = "";
     let dir = null;
+    let active = null;
     for (const e of tree) {
       const slash = e.path.lastIndexOf("/");
       const d = slash < 0 ? "" : e.path.slice(0, slash);
@@ -345,6 +346,13 @@ export class CodeView {
         badge ? h("span", { class: "nk-tbadge" }, badge) : null,
       );
       this.treeEl.append(el);
+      if (e.path === c.path) active = el;
+    }
+    // the open file in view in the tree (without scrolling the page around it)
+    if (active) {
+      const top = active.offsetTop; // .nk-tree is the offset parent
+      if (top < this.treeEl.scrollTop || top + active.offsetHeight > this.treeEl.scrollTop + this.treeEl.clientHeight)
+        this.treeEl.scrollTop = Math.max(0, top - this.treeEl.clientHeight / 3);
     }
   }
 
@@ -412,8 +420,10 @@ export class CodeView {
         rows,
       ),
     );
-    const mem = (b.memory || []).map(([k, v]) => h("tr", { testid: "build-memory-row", "data-key": k }, h("td", {}, k.replace(/_bytes$/, "").replace(/_/g, " ")), h("td", { class: "num" }, v == null ? "–" : `${v.toLocaleString("en-US")} B`)));
-    const secs = (b.sections || []).map(([k, v]) => h("tr", { testid: "build-section-row", "data-key": k }, h("td", {}, k), h("td", { class: "num" }, v == null ? "–" : `${v.toLocaleString("en-US")} B`)));
+    const row = (testid) => ([k, label, v]) =>
+      h("tr", { testid, "data-key": k }, h("td", {}, label), h("td", { class: "num" }, v == null ? "–" : `${v.toLocaleString("en-US")} B`));
+    const mem = (b.memory || []).map(row("build-memory-row"));
+    const secs = (b.sections || []).map(row("build-section-row"));
     el.append(
       h(
         "div",

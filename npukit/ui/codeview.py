@@ -193,7 +193,13 @@ def target_info(proj) -> dict[str, Any]:
         return {"name": str(name), "description": "", "separate": False, "available": False, "why": str(e)}
     separate = bool(tgt.program_suffix)
     ok, why = available(tgt) if separate else (True, "")
-    return {"name": tgt.name, "description": tgt.description, "separate": separate, "available": bool(ok), "why": why or ""}
+    return {
+        "name": tgt.name,
+        "description": tgt.description,
+        "separate": separate,
+        "available": bool(ok),
+        "why": why or "",
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,7 +224,10 @@ def _verdict(outputs: Mapping[str, Mapping]) -> tuple[str, str]:
     rel = max(o.get("max_rel", math.inf) for o in outputs.values())
     if agree == 1.0 and rel <= 0.01:
         return "close", f"matches the simulation (same top-1, max error {rel:.2%} of the largest value)"
-    return "differs", f"differs from the simulation (top-1 agreement {agree:.0%}, max error {rel:.2%} of the largest value)"
+    return (
+        "differs",
+        f"differs from the simulation (top-1 agreement {agree:.0%}, max error {rel:.2%} of the largest value)",
+    )
 
 
 def _n(x):

@@ -242,7 +242,12 @@ class StudyWidget(anywidget.AnyWidget):
             return "info", "a build is already running; its result will show in the Code tab"
         where = "the host and the profile's target" if target else "the host"
         self.build_job = BuildJob(self._study, self._build_done, samples=samples, target=target)
-        self.build = {"state": "running", "target": target, "key": self.build_job.key, "text": f"building for {where}\u2026"}
+        self.build = {
+            "state": "running",
+            "target": target,
+            "key": self.build_job.key,
+            "text": f"building for {where}\u2026",
+        }
         return "info", f"building and running the generated code for {where}\u2026"
 
     def _build_done(self, view: dict) -> None:
@@ -251,7 +256,9 @@ class StudyWidget(anywidget.AnyWidget):
         self._rev += 1
         if view["state"] in ("ok", "differs"):
             level = "ok" if view["state"] == "ok" else "error"
-            runs = "; ".join(f"{r['name']}: {r['verdict']}" + (f", {r['host']}" if r.get("host") else "") for r in view["runs"])
+            runs = "; ".join(
+                f"{r['name']}: {r['verdict']}" + (f", {r['host']}" if r.get("host") else "") for r in view["runs"]
+            )
             mem = {k: v for k, _, v in view.get("memory", [])}
             text = f"build and run ({view.get('samples')} inputs, {view['seconds']} s): {runs}"
             if "arena_bytes" in mem:

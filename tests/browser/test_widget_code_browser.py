@@ -162,7 +162,10 @@ def test_pin_and_the_marked_diff_shows_the_call_moving(page, expected, artifacts
     wait_code(page, "src/partitions_nvdla.c", "")
     removed = page.locator(f'{CODE} [data-testid="code-removed"] .nk-src').all_inner_texts()
     assert "    if ((st = nvdla_conv2d(&t_t2, &t_t5, &conv_2)) != 0) return st;" in removed
-    assert "nvdla_conv2d(&t_t2" in old["src/partitions_nvdla.c"] and "nvdla_conv2d(&t_t2" not in new["src/partitions_nvdla.c"]
+    assert (
+        "nvdla_conv2d(&t_t2" in old["src/partitions_nvdla.c"]
+        and "nvdla_conv2d(&t_t2" not in new["src/partitions_nvdla.c"]
+    )
     page.screenshot(path=str(artifacts / "widget_code_removed.png"))
     assert page.page_errors == []
 
@@ -187,10 +190,15 @@ def test_build_and_run_reports_matching_outputs(page, expected, artifacts):
         "els => els.map(e => [e.dataset.key, e.querySelectorAll('td')[1].textContent])"))  # fmt: skip
     want = expected["pinned_memory"]
     assert mem == {k: f"{v:,} B" for k, v in want.items()}
-    secs = page.locator(f'{result} [data-testid="build-section-row"]').evaluate_all("els => els.map(e => e.dataset.key)")
+    secs = page.locator(f'{result} [data-testid="build-section-row"]').evaluate_all(
+        "els => els.map(e => e.dataset.key)"
+    )
     assert {"text", "rodata", "data", "bss"} <= set(secs)
     level = page.get_attribute(f'{ROOT} [data-testid="status"]', "data-level")
-    assert level == "ok" and "host: bit-exact with the simulation" in page.locator(f'{ROOT} [data-testid="status"]').inner_text()
+    assert (
+        level == "ok"
+        and "host: bit-exact with the simulation" in page.locator(f'{ROOT} [data-testid="status"]').inner_text()
+    )
     assert not page.is_disabled(f'{CODE} [data-testid="build-run"]')
     page.screenshot(path=str(artifacts / "widget_code_build.png"))
     assert page.page_errors == []

@@ -204,7 +204,10 @@ def test_build_and_run_in_a_thread_while_the_widget_keeps_working(widget, study)
     assert view["samples"] == 16
     assert {k: v for k, _, v in view["memory"]} == first.project.manifest["memory"]
     assert [label for _, label, _ in view["memory"]] == [
-        "arena (working memory)", "lower bound (live tensors at the peak)", "weights (constant memory)"]
+        "arena (working memory)",
+        "lower bound (live tensors at the peak)",
+        "weights (constant memory)",
+    ]
     secs = {k: v for k, _, v in view["sections"]}
     assert secs["text"] > 0 and secs["bss"] >= first.project.manifest["memory"]["arena_bytes"]
     assert widget.status["seq"] is None and widget.status["level"] == "ok"

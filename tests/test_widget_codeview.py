@@ -108,7 +108,12 @@ def test_build_report_as_rows():
     assert (host["kind"], host["verdict"]) == ("exact", "bit-exact with the simulation")
     assert m7["kind"] == "differs" and m7["host"] == "DIFFERS from the host build"
     assert m7["verdict"] == "differs from the simulation (top-1 agreement 75%, max error 20.00% of the largest value)"
-    assert rv == {"name": "riscv64-linux", "kind": "skipped", "verdict": "not run: qemu-riscv64: not installed", "outputs": []}
+    assert rv == {
+        "name": "riscv64-linux",
+        "kind": "skipped",
+        "verdict": "not run: qemu-riscv64: not installed",
+        "outputs": [],
+    }
     assert v["memory"] == [
         ["arena_bytes", "arena (working memory)", 2048],
         ["lower_bound_bytes", "lower bound (live tensors at the peak)", 1024],
@@ -116,6 +121,32 @@ def test_build_report_as_rows():
     ]
     assert v["sections"] == [["text", "text", 10], ["bss", "bss", 2048]]
     assert v["extra"] == {"fit": {"sram_over": True}}
-    close = cv.build_view({"runs": {"host": {"outputs": {"y": {"max_abs": 1e-4, "max_rel": 1e-4, "argmax_agreement": 1.0}}}}})
+    close = cv.build_view(
+        {"runs": {"host": {"outputs": {"y": {"max_abs": 1e-4, "max_rel": 1e-4, "argmax_agreement": 1.0}}}}}
+    )
     assert close["state"] == "ok" and close["runs"][0]["kind"] == "close"
     assert close["runs"][0]["verdict"] == "matches the simulation (same top-1, max error 0.01% of the largest value)"
+
+
+def test_definition_line_skips_declarations():
+    src = [
+        "int32_t npk_host_0(const float* in0, float* out0);",
+        "int32_t __tvm_ffi_npk_host_0_f0(void* self_handle);",
+        "/* npk_host_0: ops #3 conv2d */",
+        "int32_t npk_host_0(const float* in0, float* out0) {",
+        "  rc = npk_host_0(a, b);",
+    ]
+    assert cv.definition_line(src, "npk_host_0") == 4
+    assert cv.definition_line(src, "npk_host") == 0
+
+
+def test_file_tree_says_what_the_last_edit_did():
+    prev = {"a.c": "x\n", "b.c": "y\n", "gone.c": "z\n"}
+    files = {"a.c": "x\n", "b.c": "y2\n", "new/c.c": "w\nv\n"}
+    assert cv.file_tree(files, prev) == [
+        {"path": "a.c", "bytes": 2, "lines": 1, "change": ""},
+        {"path": "b.c", "bytes": 3, "lines": 1, "change": "changed"},
+        {"path": "gone.c", "bytes": 0, "lines": 0, "change": "removed"},
+        {"path": "new/c.c", "bytes": 4, "lines": 2, "change": "added"},
+    ]
+    assert [e["change"] for e in cv.file_tree(files, None)] == ["", "", ""]

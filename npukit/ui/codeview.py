@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -115,27 +116,9 @@ class CodeState:
             self.previous, self.current = self.current, files
         prev = self.previous
         paths = sorted(files)
-        index = {p: i for i, p in enumerate(paths)}
-        ops = sorted(proj.manifest.get("ops", []), key=lambda o: o["op_id"])
         n_ops = len(study.graph.ops)
-        calls: list[list[int]] = [[] for _ in range(n_ops)]
-        split: dict[str, list[str]] = {}
-        for o in ops:
-            if not 0 <= o["op_id"] < n_ops:
-                continue
-            flat = calls[o["op_id"]]
-            for f, line in o.get("calls", []):
-                if f not in index:
-                    continue
-                if f not in split:
-                    split[f] = files[f].splitlines()
-                for n in (int(line), *statement_after(split[f], int(line))):
-                    if not any(flat[k] == index[f] and flat[k + 1] == n for k in range(0, len(flat), 2)):
-                        flat.extend((index[f], n))
-        functions = [""] * n_ops
-        for o in ops:
-            if 0 <= o["op_id"] < n_ops:
-                functions[o["op_id"]] = str(o.get("function", ""))
+        ops = [o for o in proj.manifest.get("ops", []) if 0 <= o["op_id"] < n_ops]
+        calls, where = op_places(files, paths, ops, n_ops)
         chosen = None
         if isinstance(follow, int) and 0 <= follow < n_ops and calls[follow]:
             chosen = paths[calls[follow][0]]
@@ -155,18 +138,10 @@ class CodeState:
             diff = {"changed": list(range(1, _lines(text) + 1)), "removed": [], "added_file": True}
         else:
             diff = line_diff(prev[chosen], text)
-        tree = []
-        for p in paths:
-            status = "" if prev is None else "added" if p not in prev else "" if prev[p] == files[p] else "changed"
-            tree.append({"path": p, "bytes": len(files[p].encode()), "lines": _lines(files[p]), "change": status})
-        gone = sorted(set(prev) - set(files)) if prev is not None else []
-        for p in gone:
-            tree.append({"path": p, "bytes": 0, "lines": 0, "change": "removed"})
-        tree.sort(key=lambda e: e["path"])
         return {
             "key": code_key(study),
             "paths": paths,
-            "tree": tree,
+            "tree": file_tree(files, prev),
             "path": chosen,
             "text": shown,
             "lines": _lines(text),
@@ -177,9 +152,66 @@ class CodeState:
             "removed": diff["removed"],
             "added_file": diff["added_file"],
             "calls": calls,
-            "functions": functions,
+            "where": where,
             "target": target_info(proj),
         }
+
+
+def op_places(files: Mapping[str, str], paths: list[str], ops: list[dict], n_ops: int) -> tuple[list, list]:
+    """Per op: ``calls``, the lines that run it as a flat ``[file index, line, ...]`` (the manifest's
+    marker lines and the statement under each), and ``where``, ``[file index, line, function]`` of
+    the function that holds it (the wrapper or the host function; index -1 when not in the project)."""
+    index = {p: i for i, p in enumerate(paths)}
+    split: dict[str, list[str]] = {}
+
+    def lines_of(f: str) -> list[str]:
+        if f not in split:
+            split[f] = files[f].splitlines()
+        return split[f]
+
+    calls: list[list[int]] = [[] for _ in range(n_ops)]
+    where: list[list] = [[-1, 0, ""] for _ in range(n_ops)]
+    defs: dict[tuple[str, str], int] = {}
+    for o in sorted(ops, key=lambda o: o["op_id"]):
+        flat = calls[o["op_id"]]
+        seen: set[tuple[int, int]] = set()
+        for f, line in o.get("calls", []):
+            if f not in index:
+                continue
+            for n in (int(line), *statement_after(lines_of(f), int(line))):
+                if (index[f], n) not in seen:
+                    seen.add((index[f], n))
+                    flat.extend((index[f], n))
+        f, fn = str(o.get("file", "")), str(o.get("function", ""))
+        if f in index and fn:
+            if (f, fn) not in defs:
+                defs[(f, fn)] = definition_line(lines_of(f), fn)
+            where[o["op_id"]] = [index[f], defs[(f, fn)], fn]
+        else:
+            where[o["op_id"]] = [-1, 0, fn]
+    return calls, where
+
+
+def definition_line(lines: list[str], name: str) -> int:
+    """The line (1-based) where C function ``name`` is defined (a line at column 0 naming it, not a
+    declaration ending in ';'); 0 when there is none."""
+    pat = re.compile(rf"^[A-Za-z_].*\b{re.escape(name)}\s*\(")
+    for n, line in enumerate(lines, 1):
+        if pat.match(line) and not line.rstrip().endswith(";"):
+            return n
+    return 0
+
+
+def file_tree(files: Mapping[str, str], prev: Mapping[str, str] | None) -> list[dict]:
+    """The project's files (sorted) with what the last edit did to each: added, changed, removed."""
+    tree = []
+    for p in sorted(files):
+        change = "" if prev is None else "added" if p not in prev else "" if prev[p] == files[p] else "changed"
+        tree.append({"path": p, "bytes": len(files[p].encode()), "lines": _lines(files[p]), "change": change})
+    for p in sorted(set(prev or ()) - set(files)):
+        tree.append({"path": p, "bytes": 0, "lines": 0, "change": "removed"})
+    tree.sort(key=lambda e: e["path"])
+    return tree
 
 
 def target_info(proj) -> dict[str, Any]:

@@ -114,6 +114,10 @@ def test_select_a_node_and_the_code_tab_marks_its_call(page, expected, artifacts
     # highlighted as C by the bundled highlighter
     assert line(page, 32).locator(".hljs-keyword").first.inner_text() == "if"
     assert line(page, 29).locator(".hljs-comment").count() == 1
+    where = page.locator(f'{CODE} [data-testid="code-where"]').inner_text()
+    assert (
+        where == "op 3 /conv2/Conv runs in partition_dla_0() · src/partitions_nvdla.c:11 · 4 marked lines in this file"
+    )
     tree = page.locator(f'{CODE} [data-testid="code-file"]')
     assert sorted(tree.evaluate_all("els => els.map(e => e.dataset.path)")) == sorted(expected["default"])
     page.screenshot(path=str(artifacts / "widget_code_selected.png"))
@@ -145,6 +149,11 @@ def test_pin_and_the_marked_diff_shows_the_call_moving(page, expected, artifacts
         assert "nk-selline" in cls and "nk-chg" in cls, (n, cls)
         assert row.locator(".nk-src").inner_text() == src[n - 1]
     assert "npk_host_0(" in src[want[-1] - 1]
+    # the link to the function that now runs it: TVM's host C
+    host = new["host/npk_host.c"].splitlines()
+    n = next(i for i, t in enumerate(host, 1) if t.startswith("int32_t npk_host_0("))
+    where = page.locator(f'{CODE} [data-testid="code-where"]').inner_text()
+    assert where == f"op 3 /conv2/Conv runs in npk_host_0() · host/npk_host.c:{n} · 2 marked lines in this file"
     # lines of the old entry point that the edit replaced are shown as removed
     removed = page.locator(f'{CODE} [data-testid="code-removed"] .nk-src').all_inner_texts()
     assert any("partition 0 on dla: 13 ops" in r for r in removed), removed
@@ -156,6 +165,14 @@ def test_pin_and_the_marked_diff_shows_the_call_moving(page, expected, artifacts
     assert change["kernels/npk_ref_conv.c"] == ""
     assert set(change) == set(new)
     page.screenshot(path=str(artifacts / "widget_code_pinned.png"))
+
+    page.click(f'{CODE} [data-testid="code-where-link"]')
+    wait_code(page, "host/npk_host.c", "")
+    assert (
+        page.get_attribute(f'{CODE} [data-testid="code-file"][data-path="host/npk_host.c"]', "data-change") == "added"
+    )
+    assert line(page, n).locator(".nk-src").inner_text() == host[n - 1]
+    assert "nk-chg" in line(page, n).get_attribute("class")  # a new file: every line is new
 
     # the DLA wrapper lost the call: the old conv2 call is among its removed lines
     page.click(f'{CODE} [data-testid="code-file"][data-path="src/partitions_nvdla.c"]')

@@ -116,6 +116,9 @@ def test_a_selected_node_opens_the_file_of_its_call(widget, study):
     assert text[30 - 1].startswith("    nvdla_conv2d_params conv_2 = {1, 1, 1, 1,")
     assert text[31 - 1] == "    /* [op 3] /conv2/Conv (conv2d, fused bias, clamp [0, inf]) */"
     assert text[32 - 1] == "    if ((st = nvdla_conv2d(&t_t2, &t_t5, &conv_2)) != 0) return st;"
+    # the function that holds it: the DLA wrapper, defined on line 11
+    assert c["where"][CONV2] == [c["paths"].index(c["path"]), 11, "partition_dla_0"]
+    assert text[11 - 1] == "int32_t partition_dla_0(uint8_t *arena) {"
     # a file asked for by path, and a bad one falls back to the last file shown
     request(widget, type="code", path="include/npukit_model.h")
     assert widget.code["path"] == "include/npukit_model.h"
@@ -140,6 +143,10 @@ def test_pin_moves_the_call_and_the_diff_shows_it(widget, study):
         "(float *)(npukit_arena + 0))) != 0) return st;"
     )
     assert marker in c["changed"] and line in c["changed"]
+    # it now runs in TVM's host C: the function and the line that defines it
+    f, n, fn = c["where"][CONV2]
+    assert (c["paths"][f], fn) == ("host/npk_host.c", "npk_host_0")
+    assert new["host/npk_host.c"].splitlines()[n - 1].startswith("int32_t npk_host_0(const float* in0")
     # the changed lines are difflib's, and with the removed lines they give back the old file
     a, b = old["src/model.c"].splitlines(), new["src/model.c"].splitlines()
     want = [j + 1 for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()

@@ -85,6 +85,7 @@ export class CodeView {
       this.buildBtn,
       h("label", { class: "nk-check", testid: "build-target-label" }, this.targetBox, this.targetLabel),
     );
+    this.whereEl = h("div", { class: "nk-code-where", testid: "code-where" });
     this.treeEl = h("div", { class: "nk-tree", testid: "code-tree" });
     this.win = h("div", { class: "nk-code-win" });
     this.spacer = h("div", { class: "nk-code-spacer" }, this.win);
@@ -93,7 +94,7 @@ export class CodeView {
     this.scroller.addEventListener("click", (ev) => this._click(ev));
     this.emptyEl = h("div", { class: "nk-muted nk-code-empty", testid: "code-empty" }, "Open this tab to see the generated C project.");
     this.buildEl = h("div", { class: "nk-build", testid: "build-result", "data-state": "idle" });
-    this.host.append(bar, h("div", { class: "nk-code-main" }, this.treeEl, h("div", { class: "nk-code-col" }, this.emptyEl, this.scroller)), this.buildEl);
+    this.host.append(bar, this.whereEl, h("div", { class: "nk-code-main" }, this.treeEl, h("div", { class: "nk-code-col" }, this.emptyEl, this.scroller)), this.buildEl);
     this._renderBuild();
   }
 
@@ -132,7 +133,8 @@ export class CodeView {
     if (!sameText) this.scroller.scrollTop = 0;
     this.win.textContent = "";
     this.drawn = null;
-    if (this.pendingScroll === "sel" && this.selLines.size) this._scrollToLine(Math.min(...this.selLines));
+    if (typeof this.pendingScroll === "number") this._scrollToLine(this.pendingScroll);
+    else if (this.pendingScroll === "sel" && this.selLines.size) this._scrollToLine(Math.min(...this.selLines));
     else if (!sameText && this.changed.size) this._scrollToLine(Math.min(...this.changed));
     this.pendingScroll = null;
     this._draw(true);
@@ -205,6 +207,48 @@ export class CodeView {
       for (let k = 0; k < flat.length; k += 2) if (flat[k] === this.fileIdx) this.selLines.add(flat[k + 1]);
     }
     this.host.dataset.selLines = [...this.selLines].sort((a, b) => a - b).join(",");
+    this._renderWhere();
+  }
+
+  // "op N name: in function() of file:line" for the selection, a link to the function
+  _renderWhere() {
+    const el = this.whereEl;
+    el.textContent = "";
+    const c = this.code;
+    const op = this.sel[0];
+    if (op == null || !c.where || !c.where[op]) return;
+    const [file, line, fn] = c.where[op];
+    const who = this.sel.length > 1 ? `${this.sel.length} ops (${this.opName(op)} …)` : `op ${op} ${this.opName(op)}`;
+    el.append(h("span", {}, `${who} runs in `));
+    if (file >= 0) {
+      const path = c.paths[file];
+      el.append(
+        h(
+          "a",
+          {
+            href: "#",
+            class: "nk-link",
+            testid: "code-where-link",
+            title: "open the function",
+            onclick: (ev) => {
+              ev.preventDefault();
+              this.following = false;
+              if (path === c.path) {
+                if (line) this._scrollToLine(line);
+                this._draw(true);
+              } else {
+                this.pendingScroll = line || null;
+                this.send({ type: "code", path });
+              }
+            },
+          },
+          `${fn}()`,
+        ),
+        h("span", { class: "nk-muted" }, ` · ${path}${line ? ":" + line : ""}`),
+      );
+    } else el.append(h("span", {}, fn ? `${fn}()` : "(no generated function)"));
+    const n = this.selLines.size;
+    el.append(h("span", { class: "nk-muted" }, n ? ` · ${n} marked line${n > 1 ? "s" : ""} in this file` : " · not called from this file"));
   }
 
   _click(ev) {

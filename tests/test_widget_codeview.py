@@ -128,7 +128,7 @@ def test_build_report_as_rows():
     assert close["runs"][0]["verdict"] == "matches the simulation (same top-1, max error 0.01% of the largest value)"
 
 
-def test_definition_line_skips_declarations():
+def test_definitions_skip_declarations():
     src = [
         "int32_t npk_host_0(const float* in0, float* out0);",
         "int32_t __tvm_ffi_npk_host_0_f0(void* self_handle);",
@@ -136,8 +136,9 @@ def test_definition_line_skips_declarations():
         "int32_t npk_host_0(const float* in0, float* out0) {",
         "  rc = npk_host_0(a, b);",
     ]
-    assert cv.definition_line(src, "npk_host_0") == 4
-    assert cv.definition_line(src, "npk_host") == 0
+    defs = cv.definitions(src)
+    assert defs["npk_host_0"] == 4 and "npk_host" not in defs and "__tvm_ffi_npk_host_0_f0" not in defs
+    assert cv.definitions(["static inline int32_t *f(int x) {", "int g(void)", "{"]) == {"f": 1, "g": 2}
 
 
 def test_file_tree_says_what_the_last_edit_did():

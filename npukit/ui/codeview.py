@@ -104,6 +104,7 @@ class CodeState:
         self.current: Mapping[str, str] | None = None
         self.previous: Mapping[str, str] | None = None
         self.path: str | None = None
+        self._places: tuple | None = None  # (files, calls, where) of the last project
 
     def view(self, study, path: str | None = None, follow: int | None = None) -> dict[str, Any]:
         """The Code tab's data for the Study's current code: ``path`` is the file asked for;
@@ -117,8 +118,10 @@ class CodeState:
         prev = self.previous
         paths = sorted(files)
         n_ops = len(study.graph.ops)
-        ops = [o for o in proj.manifest.get("ops", []) if 0 <= o["op_id"] < n_ops]
-        calls, where = op_places(files, paths, ops, n_ops)
+        if self._places is None or self._places[0] is not files:  # once per generated project
+            ops = [o for o in proj.manifest.get("ops", []) if 0 <= o["op_id"] < n_ops]
+            self._places = (files, *op_places(files, paths, ops, n_ops))
+        _, calls, where = self._places
         chosen = None
         if isinstance(follow, int) and 0 <= follow < n_ops and calls[follow]:
             chosen = paths[calls[follow][0]]
@@ -171,7 +174,7 @@ def op_places(files: Mapping[str, str], paths: list[str], ops: list[dict], n_ops
 
     calls: list[list[int]] = [[] for _ in range(n_ops)]
     where: list[list] = [[-1, 0, ""] for _ in range(n_ops)]
-    defs: dict[tuple[str, str], int] = {}
+    defs: dict[str, dict[str, int]] = {}
     for o in sorted(ops, key=lambda o: o["op_id"]):
         flat = calls[o["op_id"]]
         seen: set[tuple[int, int]] = set()
@@ -184,22 +187,26 @@ def op_places(files: Mapping[str, str], paths: list[str], ops: list[dict], n_ops
                     flat.extend((index[f], n))
         f, fn = str(o.get("file", "")), str(o.get("function", ""))
         if f in index and fn:
-            if (f, fn) not in defs:
-                defs[(f, fn)] = definition_line(lines_of(f), fn)
-            where[o["op_id"]] = [index[f], defs[(f, fn)], fn]
+            if f not in defs:
+                defs[f] = definitions(lines_of(f))
+            where[o["op_id"]] = [index[f], defs[f].get(fn, 0), fn]
         else:
             where[o["op_id"]] = [-1, 0, fn]
     return calls, where
 
 
-def definition_line(lines: list[str], name: str) -> int:
-    """The line (1-based) where C function ``name`` is defined (a line at column 0 naming it, not a
-    declaration ending in ';'); 0 when there is none."""
-    pat = re.compile(rf"^[A-Za-z_].*\b{re.escape(name)}\s*\(")
+_DEF = re.compile(r"^[A-Za-z_][\w\s\*]*?\b([A-Za-z_]\w*)\s*\(")
+
+
+def definitions(lines: list[str]) -> dict[str, int]:
+    """C function name -> the line (1-based) that defines it: the first line at column 0 that opens
+    a function's parameters and is not a declaration ending in ';'."""
+    out: dict[str, int] = {}
     for n, line in enumerate(lines, 1):
-        if pat.match(line) and not line.rstrip().endswith(";"):
-            return n
-    return 0
+        m = _DEF.match(line)
+        if m and not line.rstrip().endswith(";") and m.group(1) not in out:
+            out[m.group(1)] = n
+    return out
 
 
 def file_tree(files: Mapping[str, str], prev: Mapping[str, str] | None) -> list[dict]:

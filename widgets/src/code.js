@@ -218,7 +218,7 @@ export class CodeView {
     const op = this.sel[0];
     if (op == null || !c.where || !c.where[op]) return;
     const [file, line, fn] = c.where[op];
-    const who = this.sel.length > 1 ? `${this.sel.length} ops (${this.opName(op)} …)` : `op ${op} ${this.opName(op)}`;
+    const who = this.sel.length > 1 ? `${this.sel.length} ops; the first, op ${op} ${this.opName(op)},` : `op ${op} ${this.opName(op)}`;
     el.append(h("span", {}, `${who} runs in `));
     if (file >= 0) {
       const path = c.paths[file];

@@ -120,7 +120,7 @@ def test_build_report_as_rows():
         ["weight_bytes", "weights (constant memory)", 100],
     ]
     assert v["sections"] == [["text", "text", 10], ["bss", "bss", 2048]]
-    assert v["extra"] == {"fit": {"sram_over": True}}
+    assert v["extra"] == {} and v["fit"] == []  # a fit without figures shows nothing
     close = cv.build_view(
         {"runs": {"host": {"outputs": {"y": {"max_abs": 1e-4, "max_rel": 1e-4, "argmax_agreement": 1.0}}}}}
     )
@@ -151,3 +151,26 @@ def test_file_tree_says_what_the_last_edit_did():
         {"path": "new/c.c", "bytes": 4, "lines": 2, "change": "added"},
     ]
     assert [e["change"] for e in cv.file_tree(files, None)] == ["", "", ""]
+
+
+def test_fit_rows_from_memfit():
+    from npukit.codegen.memfit import fit_report
+
+    sizes = {"text": 40_000, "rodata": 20_000, "data": 1_000, "bss": 300_000, "heap": 0, "stack": 4_096}
+    fit = fit_report(sizes, flash_bytes=2 * 1024 * 1024, sram_bytes=256 * 1024)
+    rows = cv.fit_rows("cortex-m7-mps2", fit)
+    assert rows == [
+        {"run": "cortex-m7-mps2", "memory": "flash", "used": 61_000, "budget": 2_097_152, "over": False,
+         "text": "2.9% · 2,036,152 B free"},
+        {"run": "cortex-m7-mps2", "memory": "sram", "used": 305_096, "budget": 262_144, "over": True,
+         "text": "116.4% · OVER by 42,952 B"},
+    ]  # fmt: skip
+    v = cv.build_view(
+        {
+            "runs": {
+                "host": {"outputs": {"y": {"max_abs": 0.0}}},
+                "cortex-m7-mps2": {"outputs": {"y": {"max_abs": 0.0}}, "fit": fit},
+            }
+        }
+    )
+    assert v["fit"] == rows and v["state"] == "over_budget"  # never shown as a plain success

@@ -301,16 +301,40 @@ def build_view(report: Mapping[str, Any]) -> dict[str, Any]:
               for k, v in mem.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]  # fmt: skip
     sections = report.get("sections", {})
     secs = [[k, k, _n(v)] for k, v in sections.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    extra = {k: v for k, v in report.items() if k not in ("runs", "memory", "sections", "directory", "samples")}
+    fit = fit_rows("", report.get("fit"))
+    for name, r in report.get("runs", {}).items():
+        fit += fit_rows(name, r.get("fit") if isinstance(r, Mapping) else None)
+    skip = ("runs", "memory", "sections", "directory", "samples", "fit")
+    extra = {k: v for k, v in report.items() if k not in skip}
     return {
-        "state": "ok" if ok else "differs",
+        "state": "differs" if not ok else "over_budget" if any(row["over"] for row in fit) else "ok",
         "samples": report.get("samples"),
         "runs": runs,
         "memory": memory,
         "sections": secs,
         "sections_error": sections.get("error") if isinstance(sections, Mapping) else None,
+        "fit": fit,
         "extra": _plain(extra),
     }
+
+
+def fit_rows(run: str, fit) -> list[dict]:
+    """A fit report (``codegen.memfit.fit_report``: ``flash_used`` / ``flash_bytes`` / ``flash_over``,
+    the same for ``sram``) as one row per memory; an over-budget row says by how much."""
+    if not isinstance(fit, Mapping):
+        return []
+    rows = []
+    for mem in ("flash", "sram"):
+        used, budget = fit.get(f"{mem}_used"), fit.get(f"{mem}_bytes")
+        if not isinstance(used, int) or not isinstance(budget, int):
+            continue
+        over = bool(fit.get(f"{mem}_over", used > budget))
+        pct = f"{100.0 * used / budget:.1f}%" if budget else "-"
+        text = f"OVER by {used - budget:,} B" if over else f"{budget - used:,} B free"
+        rows.append(
+            {"run": run, "memory": mem, "used": used, "budget": budget, "over": over, "text": f"{pct} · {text}"}
+        )
+    return rows
 
 
 def _plain(x):

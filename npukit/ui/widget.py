@@ -254,7 +254,7 @@ class StudyWidget(anywidget.AnyWidget):
         if self.comm is None:  # the widget was closed meanwhile
             return
         self._rev += 1
-        if view["state"] in ("ok", "differs"):
+        if view["state"] in ("ok", "differs", "over_budget"):
             level = "ok" if view["state"] == "ok" else "error"
             runs = "; ".join(
                 f"{r['name']}: {r['verdict']}" + (f", {r['host']}" if r.get("host") else "") for r in view["runs"]
@@ -263,6 +263,13 @@ class StudyWidget(anywidget.AnyWidget):
             text = f"build and run ({view.get('samples')} inputs, {view['seconds']} s): {runs}"
             if "arena_bytes" in mem:
                 text += f"; arena {mem['arena_bytes']:,} B"
+            over = [
+                f"{f['run'] + ' ' if f['run'] else ''}{f['memory']} {f['text']}"
+                for f in view.get("fit", [])
+                if f["over"]
+            ]
+            if over:
+                text += "; does not fit: " + ", ".join(over)
         else:
             level = "error"
             text = f"build and run failed: {view.get('messages', '').strip().splitlines()[0] if view.get('messages') else ''}"

@@ -477,6 +477,25 @@ export class CodeView {
         b.sections_error ? h("div", { class: "nk-muted" }, b.sections_error) : null,
       ),
     );
+    if ((b.fit || []).length) {
+      el.append(
+        h(
+          "table",
+          { class: "nk-small", testid: "build-fit" },
+          h("tr", {}, h("th", {}, "does it fit?"), h("th", {}, "used"), h("th", {}, "budget"), h("th", {}, "")),
+          b.fit.map((f) =>
+            h(
+              "tr",
+              { class: f.over ? "nk-over" : "", testid: "build-fit-row", "data-memory": f.memory, "data-over": f.over ? "1" : "0" },
+              h("td", {}, (f.run ? f.run + ": " : "") + f.memory),
+              h("td", { class: "num" }, `${f.used.toLocaleString("en-US")} B`),
+              h("td", { class: "num" }, `${f.budget.toLocaleString("en-US")} B`),
+              h("td", {}, f.text),
+            ),
+          ),
+        ),
+      );
+    }
     const extra = b.extra && Object.keys(b.extra).length ? b.extra : null;
     if (extra) el.append(h("pre", { class: "nk-build-extra", testid: "build-extra" }, JSON.stringify(extra, null, 1)));
   }

@@ -131,6 +131,15 @@ def test_select_a_node_and_the_code_tab_marks_its_call(page, expected, artifacts
     line(page, 32).click()
     assert page.locator(f'{ROOT} [data-testid="selected-name"]').inner_text() == "/conv2/Conv"
     wait_code(page, path, ",".join(map(str, want)))
+
+    # from another tab: "show code" of the selected node opens the Code tab at its lines
+    page.click(f'{ROOT} [data-testid="tab-costs"]')
+    page.click(f'{ROOT} [data-testid="graph-node"][data-name="/fc1/Gemm"]')
+    page.click(f'{ROOT} [data-testid="show-code"]')
+    assert "on" in page.get_attribute(f'{ROOT} [data-testid="tab-code"]', "class")
+    wait_code(page, path, ",".join(map(str, op_lines(expected["default_ops"], path, 8, text))))
+    page.click(f'{ROOT} [data-testid="graph-node"][data-name="/conv2/Conv"]')
+    wait_code(page, path, ",".join(map(str, want)))
     assert page.page_errors == []
 
 

@@ -2,12 +2,22 @@
 // The code view draws only the lines in view, so a file of any size costs the same: a cheap scan
 // over the whole text finds the lines that start inside a /* block comment */, and each visible
 // line is highlighted on its own, its comment head (if any) as a comment.
+// highlight.js is part of widget.js but evaluated only when the first line is highlighted (as the
+// timeline's plotly): loading the widget does not pay for it.
 
-import hljs from "highlight.js/lib/core";
-import c from "highlight.js/lib/languages/c";
 import { esc } from "./format.js";
 
-hljs.registerLanguage("c", c);
+let hljs = null;
+function highlighter() {
+  if (!hljs) {
+    // esbuild turns these requires into lazily evaluated modules inside the one bundle
+    // eslint-disable-next-line no-undef
+    hljs = require("highlight.js/lib/core");
+    // eslint-disable-next-line no-undef
+    hljs.registerLanguage("c", require("highlight.js/lib/languages/c"));
+  }
+  return hljs;
+}
 
 export function languageOf(path) {
   return /\.(c|h|cc|cpp|hpp|inc)$/i.test(path || "") ? "c" : null;
@@ -63,5 +73,5 @@ export function highlightLine(line, inBlock, language = "c") {
     rest = line.slice(k + 2);
   }
   if (!rest) return head;
-  return head + hljs.highlight(rest, { language, ignoreIllegals: true }).value;
+  return head + highlighter().highlight(rest, { language, ignoreIllegals: true }).value;
 }

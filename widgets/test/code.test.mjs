@@ -4,6 +4,11 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { commentStates, highlightLine, languageOf } from "../src/hl.js";
 import { buildRows, callLines } from "../src/code.js";
+import { createRequire } from "node:module";
+
+// hl.js loads highlight.js with a lazy require (esbuild resolves it inside the bundle); under node's
+// ESM loader give it node's own require
+globalThis.require = createRequire(import.meta.url);
 
 test("lines that start inside a block comment", () => {
   const lines = [

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import hashlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,22 +44,26 @@ class LRU:
     def __init__(self, size: int):
         self.size = size
         self.d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()  # the widget builds in a thread beside the kernel
 
     def get(self, key):
-        v = self.d.get(key)
-        if v is not None:
-            self.d.move_to_end(key)
-        return v
+        with self._lock:
+            v = self.d.get(key)
+            if v is not None:
+                self.d.move_to_end(key)
+            return v
 
     def put(self, key, value):
-        self.d[key] = value
-        self.d.move_to_end(key)
-        while len(self.d) > self.size:
-            self.d.popitem(last=False)
-        return value
+        with self._lock:
+            self.d[key] = value
+            self.d.move_to_end(key)
+            while len(self.d) > self.size:
+                self.d.popitem(last=False)
+            return value
 
     def clear(self) -> None:
-        self.d.clear()
+        with self._lock:
+            self.d.clear()
 
 
 # one cache per step

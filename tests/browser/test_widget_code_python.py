@@ -20,7 +20,7 @@ CONV2 = 3  # op id of /conv2/Conv in the digits CNN
 def study():
     import npukit
 
-    return npukit.Study(DIGITS, "arm-dsp-dla")
+    return npukit.Study(DIGITS, "arm-dsp-dla", placement="first-fit")  # one pin moves one call
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ def test_build_and_run_in_a_thread_while_the_widget_keeps_working(widget, study)
     assert view is not None and widget.build is view
     updates = [m for m in widget.sent[n:] if m["data"]["method"] == "update"]
     assert len(updates) == 1 and set(updates[0]["data"]["state"]) == {"build", "status"}
-    assert view["config"] == {} and view["state"] == "ok", view
+    assert view["config"] == {"placement": "first-fit"} and view["state"] == "ok", view
     assert view["key"] != widget.status["code_key"]  # the front end says "for an earlier config"
     # the same figures as study.build() of that config, as rows
     from npukit.ui.codeview import build_view

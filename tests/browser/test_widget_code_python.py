@@ -224,7 +224,7 @@ def test_build_and_run_in_a_thread_while_the_widget_keeps_working(widget, study)
     # the pinned config (the conv on the host's float path) is bit-exact
     request(widget, type="build")
     view = widget.build_job.wait(120)
-    assert view["config"] == {"pins": {"#3": "arm"}} and view["key"] == widget.status["code_key"]
+    assert view["config"] == {"pins": {"#3": "arm"}, "placement": "first-fit"} and view["key"] == widget.status["code_key"]
     assert view["runs"][0]["kind"] == "exact" and view["runs"][0]["verdict"] == "bit-exact with the simulation"
 
 

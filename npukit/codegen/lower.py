@@ -159,12 +159,17 @@ class KernelLowering:
         fn, p, g = self.fn, self.p, self.g
         fn.op = root.op_id
         bits = p.bits[root.op_id]
-        xin = fn.desc(x, "spatial" if root.kind == "conv2d" else "model")
-        yout = fn.desc(out, "spatial" if root.kind == "conv2d" else "model")
-        fin, fout = p.fmt(x, fn.where), p.fmt(out, fn.where)
+        view = "spatial" if root.kind == "conv2d" else "model"
+        xin = fn.desc(x, view)
+        yout = fn.desc(out, view)
+        fin, fout = fn._copy(x).fmt, fn._copy(out).fmt
         integer = fin.dtype in INTEGER and fout.dtype in INTEGER and fin.dtype not in ("S32", "S64")
         real, model_q = self._weights_real(root, w)
         label = g.ops[root.op_id].name
+        if not integer and fin.dtype in INTEGER:  # an integer input of a float kernel: dequantized first
+            xin = self._dequantized(x, view, label)
+            fin = fn._copy(x).fmt
+            fin = type(fin)("F32", fin.model_layout or "ROW", 1, 1.0, 0, fin.shape, fin.model_shape, fin.model_layout)
         if root.kind == "conv2d":
             kl = str(root.attrs.get("kernel_layout", "OIHW"))
             perm = [kl.index(c) for c in "OHWI"]
@@ -202,8 +207,10 @@ class KernelLowering:
                 bq = np.round(b / eff)
                 bsym = p.weights.add("bias", label, "int64_t" if wide else "int32_t",
                                      bq.astype(np.int64 if wide else np.int32), f"{label}: bias at in_scale*w_scale")  # fmt: skip
-        else:
-            wr = real if fin.dtype != "F16" else quantize_weight(real, "fp16", axis_o)
+        else:  # the simulation's weights: a model's float weights rounded at the kernel's bit-width
+            wr = quantize_weight(real, bits if model_q is None else "fp32", axis_o)
+            if fin.dtype == "F16":
+                wr = quantize_weight(wr, "fp16", axis_o)
             qo = np.transpose(wr, perm) if perm else wr
             wsym = p.weights.add("w", label, "float", np.asarray(qo, np.float32), f"{label}: {wdt} weights")
             msym = ssym = "NULL"
@@ -229,6 +236,21 @@ class KernelLowering:
             v = fn.var("mm")
             fn.line(f"{L}_matmul_params {v} = {{1, 0, {bsym}, {msym}, {ssym}, {_f(lo)}, {_f(hi)}}};")
             fn.call(f"{L}_matmul", xin, bt, yout, f"&{v}", note=f"{label} (matmul, constant weights)")
+
+    def _dequantized(self, tid: str, view: str, label: str) -> str:
+        """A float copy of an integer tensor (kernel scratch, the model's axis order), made by an
+        explicit dequantize call; its descriptor."""
+        fn = self.fn
+        src = fn.desc(tid, view)
+        f = fn._copy(tid).fmt
+        ff = type(f)("F32", f.model_layout or "ROW", 1, 1.0, 0, f.shape, f.model_shape, f.model_layout)
+        c = self.p.add_copy((tid, fn.where, "f"), ff)
+        self.p.use(c)
+        dst = fn._decl(c, view)
+        op, fn.op = fn.op, None
+        fn.call(f"{fn.lib}_dequantize", src, dst, note=f"[op {op}] {label}: integer input of a float kernel")
+        fn.op = op
+        return dst
 
     def _fusion_desc(self, root, bias, act) -> list[str]:
         out = ["bias"] if bias else []

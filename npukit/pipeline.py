@@ -69,11 +69,12 @@ COSTS = LRU(8)  # (model, soc) -> CostModel (it memoizes kernels and boundaries 
 RESULTS = LRU(64)  # (model, soc, config) -> Result
 SIMS = LRU(4)  # model key -> compiled Simulator
 CODE = LRU(16)  # (model, soc, config, data) -> generated Project
+HOSTC = LRU(32)  # (model, host kernel groups) -> TVM's C for the host's ops (npukit.tvm.hostc.HostC)
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
 
 
 def clear_caches() -> None:
-    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, COSTS, RESULTS, SIMS, ERRORS, CODE):
+    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC):
         c.clear()
 
 
@@ -511,5 +512,25 @@ def code(result: Result, data=None):
     key = (model.key, result.soc.digest, result.config, data.key)
     hit = CODE.get(key)
     if hit is None:
-        hit = CODE.put(key, generate(result, lambda: error_model(model, data).ranges))
+        hit = CODE.put(key, generate(result, lambda: error_model(model, data).ranges,
+                                     host_c=lambda groups: host_code(model, groups)))  # fmt: skip
+    return hit
+
+
+def code_if_generated(result: Result, data=None):
+    """The generated project of ``result`` if it is already in the cache, else None (no work)."""
+    model = result.model
+    data = default_data(model) if data is None else data
+    return CODE.get((model.key, result.soc.digest, result.config, data.key))
+
+
+def host_code(model: Model, groups) -> Any:
+    """TVM's C for the host's kernels ``groups`` (tuples of op ids): it depends on the model and the
+    groups alone, so an edit that moves no op to or from the host (a bit-width edit) reuses it."""
+    key = (model.key, tuple(tuple(g) for g in groups))
+    hit = HOSTC.get(key)
+    if hit is None:
+        from .tvm.hostc import host_kernels  # noqa: PLC0415
+
+        hit = HOSTC.put(key, host_kernels(model.module, model.graph, list(groups), prefix="npk_host"))
     return hit

@@ -41,9 +41,10 @@ def _target_name(soc) -> str:
     return soc.target
 
 
-def generate(result, ranges_of, *, target: str | None = None) -> Project:
+def generate(result, ranges_of, *, target: str | None = None, host_c=None) -> Project:
     """The project for a pipeline Result.  ``ranges_of()`` returns the calibrated [min, max] of the
-    model's tensors (called only when a tensor is stored on an integer grid)."""
+    model's tensors (called only when a tensor is stored on an integer grid); ``host_c(groups)``
+    the host's C from TVM (default: ``npukit.tvm.hostc.host_kernels``, uncached)."""
     from ..tvm.byoc import partition_sources  # noqa: PLC0415
     from ..tvm.hostc import host_kernels  # noqa: PLC0415
 
@@ -53,8 +54,9 @@ def generate(result, ranges_of, *, target: str | None = None) -> Project:
     names = Names()
     prog = Program(result, ranges, names)
     model = result.model
-    prog.build(lambda groups: host_kernels(model.module, g, groups, prefix="npk_host"),
-               lambda proc: soc.processor(proc).kernel_library)  # fmt: skip
+    if host_c is None:
+        host_c = lambda groups: host_kernels(model.module, g, groups, prefix="npk_host")  # noqa: E731
+    prog.build(host_c, lambda proc: soc.processor(proc).kernel_library)
     prog.plan_memory()
     prog.partition_symbol = {}
     by_function = {}
@@ -147,7 +149,7 @@ def op_lines(files: dict[str, str]) -> dict[int, list[list]]:
     marked ``[op N]`` / ``[ops N,M]``."""
     out: dict[int, list[list]] = {}
     for rel in sorted(files):
-        if not rel.endswith(".c"):
+        if not rel.endswith(".c") or rel.startswith(("kernels/", "host/")):  # generated model code only
             continue
         for n, line in enumerate(files[rel].splitlines(), 1):
             for m in _MARK.finditer(line):

@@ -34,7 +34,7 @@ def _check_path(kind: str, path: str) -> str:
     return path
 
 
-def _target_section(t: Target, program: str) -> list[str]:
+def _target_section(t: Target, program: str, dflag: str = "") -> list[str]:
     if not t.program_suffix:
         return [
             f"# The profile's target is {t.name} ({t.description}): the host build itself.",
@@ -79,7 +79,7 @@ def _target_section(t: Target, program: str) -> list[str]:
         "target: $(TARGET_PROGRAM)",
         "",
         "$(TARGET_PROGRAM): $(SRCS) $(TARGET_SRCS) $(TARGET_DEPS) $(HEADERS) Makefile",
-        "\t$(TARGET_CC) $(NPK_CFLAGS) $(DEFINES) $(INCLUDES) $(TARGET_CFLAGS) -o $@ $(SRCS) $(TARGET_SRCS) "
+        f"\t$(TARGET_CC) $(NPK_CFLAGS) {dflag}$(INCLUDES) $(TARGET_CFLAGS) -o $@ $(SRCS) $(TARGET_SRCS) "
         "$(TARGET_LDFLAGS) $(LDLIBS)",
         "",
         "run-target: $(TARGET_PROGRAM) check-io",
@@ -106,6 +106,7 @@ def makefile(target_name: str | Target, sources: Sequence[str], *, program: str 
         raise ValueError(f"makefile: repeated sources in {srcs}")
     dirs = sorted({posixpath.dirname(s) or "." for s in srcs} | {"."} | {_check_path("include dir", d) for d in include_dirs})
     built = t.program_name(program)
+    dflag = "$(DEFINES) " if defines else ""
     for d in defines:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", d):
             raise ValueError(f"makefile: define {d!r} must be a C identifier")
@@ -136,13 +137,13 @@ def makefile(target_name: str | Target, sources: Sequence[str], *, program: str 
         "all: $(PROGRAM)",
         "",
         "$(PROGRAM): $(SRCS) $(HEADERS) Makefile",
-        "\t$(CC) $(NPK_CFLAGS) $(DEFINES) $(INCLUDES) $(CPPFLAGS) $(CFLAGS) -o $@ $(SRCS) $(LDFLAGS) $(LDLIBS)",
+        f"\t$(CC) $(NPK_CFLAGS) {dflag}$(INCLUDES) $(CPPFLAGS) $(CFLAGS) -o $@ $(SRCS) $(LDFLAGS) $(LDLIBS)",
         "",
         "run: $(PROGRAM) check-io",
         "\t@mkdir -p $(OUT)",
         "\t./$(PROGRAM) $(IN) $(OUT)",
         "",
-        *_target_section(t, program),
+        *_target_section(t, program, dflag),
         "check-io:",
         "\t@test -n \"$(IN)\" && test -n \"$(OUT)\" || "
         "{ echo 'usage: make run IN=\"in0.npy ...\" OUT=outdir (or make run-target ...)' >&2; exit 2; }",

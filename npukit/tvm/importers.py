@@ -696,6 +696,8 @@ def _var_name(s: str) -> str:
     s = _IDENT.sub("_", s).strip("_") or "op"
     if s[0].isdigit():
         s = "n" + s
+    if s == "main":  # a binding named "main" would push the function itself to "main1"
+        s = "main_"
     return s[:48]
 
 

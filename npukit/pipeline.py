@@ -70,11 +70,12 @@ RESULTS = LRU(64)  # (model, soc, config) -> Result
 SIMS = LRU(4)  # model key -> compiled Simulator
 CODE = LRU(16)  # (model, soc, config, data) -> generated Project
 HOSTC = LRU(32)  # (model, host kernel groups) -> TVM's C for the host's ops (npukit.tvm.hostc.HostC)
+FITS = LRU(32)  # (model, soc, config, data) -> the measured memory fit of the target build (codegen.fit)
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
 
 
 def clear_caches() -> None:
-    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC):
+    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS):
         c.clear()
 
 
@@ -522,6 +523,35 @@ def code_if_generated(result: Result, data=None):
     model = result.model
     data = default_data(model) if data is None else data
     return CODE.get((model.key, result.soc.digest, result.config, data.key))
+
+
+def _code_key(result: Result, data) -> tuple:
+    model = result.model
+    data = default_data(model) if data is None else data
+    return (model.key, result.soc.digest, result.config, data.key)
+
+
+def measured_fit(result: Result, data=None) -> dict | None:
+    """The memory fit measured on the target build of ``result``'s project (``Study.fit`` /
+    ``Study.build(target=True)``), or None when none was measured."""
+    return FITS.get(_code_key(result, data))
+
+
+def record_fit(result: Result, data, fit: dict) -> dict:
+    return FITS.put(_code_key(result, data), fit)
+
+
+def memory(result: Result, data=None) -> dict:
+    """``totals["memory"]``: the profile's target and budgets; ``estimate``, the generated project's
+    weights and arena against them (None until the code of this config is generated); ``measured``,
+    the toolchain's figures of the target build (None until measured).  Generates nothing."""
+    from .codegen.fit import estimate  # noqa: PLC0415
+
+    soc = result.soc
+    proj = code_if_generated(result, data)
+    return {"target": soc.target, "flash_bytes": soc.flash_bytes, "sram_bytes": soc.sram_bytes,
+            "estimate": estimate(proj.manifest, soc) if proj is not None else None,
+            "measured": measured_fit(result, data)}  # fmt: skip
 
 
 def host_code(model: Model, groups) -> Any:

@@ -169,6 +169,13 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
             report["sections"] = section_sizes(directory / "model")
         except NpukitError as e:
             report["sections"] = {"error": str(e)}
+        if target and (runs.get(tgt.name) is not None or not tgt.program_suffix):
+            from . import fit as fit_mod  # noqa: PLC0415
+
+            fr = fit_mod.report(section_sizes(directory / tgt.program_name("model"), tgt.size_tool), study.soc, tgt.name)
+            fr["program"] = tgt.program_name("model")
+            fr["estimate"] = fit_mod.estimate(proj.manifest, study.soc)
+            report["fit"] = pipeline.record_fit(study.result, data, fr)
         shutil.rmtree(work, ignore_errors=True)
         return json.loads(json.dumps(report))
     finally:

@@ -61,7 +61,7 @@ def cold_export(model: str, soc: str) -> dict:
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("NPUKIT_COLD ")), None)
     if line is None:
         return {"model": model, "profile": soc, "error": (r.stderr or r.stdout)[-800:]}
-    d = {k: round(v, 3) if isinstance(v, float) else v for k, v in json.loads(line[len("NPUKIT_COLD "):]).items()}
+    d = {k: round(v, 3) if isinstance(v, float) else v for k, v in json.loads(line[len("NPUKIT_COLD ") :]).items()}
     return {"model": model, "profile": soc, **d, "goal_s": 2.0, "meets_goal": d["export_s"] <= 2.0}
 
 

@@ -55,7 +55,7 @@ def memory_html(study, generate: bool = True) -> str:
     mem = study.totals["memory"]
     if mem["estimate"] is None and generate:
         try:
-            study.project
+            study.project  # noqa: B018 - generates the code of this config
         except Exception as ex:  # noqa: BLE001 - the report still renders; the reason is shown
             return f"<h2>memory</h2><p>code generation failed: {e(str(ex))}</p>"
         mem = study.totals["memory"]

@@ -63,7 +63,10 @@ def report(sizes: dict, soc, target: str) -> dict:
 def fit_lines(r: dict) -> str:
     """Two lines for people: used / budget per memory, OVER where a budget is exceeded."""
     lines = []
-    for mem, label in (("flash", "flash (code + constants + .data image)"), ("sram", "SRAM (.data + .bss + heap + stack)")):
+    for mem, label in (
+        ("flash", "flash (code + constants + .data image)"),
+        ("sram", "SRAM (.data + .bss + heap + stack)"),
+    ):
         used, total = r[f"{mem}_used"], r[f"{mem}_bytes"]
         if total is None:
             lines.append(f"{label}: {used:,} bytes (the profile sets no {mem}_bytes)")

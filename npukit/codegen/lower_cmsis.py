@@ -159,7 +159,9 @@ class CmsisLowering(KernelLowering):
             kh, kw = kshape[kl.index("H")], kshape[kl.index("W")]
             on, oc, oh, ow = cout.fmt.shape
             st, dl, pad = a.get("strides", (1, 1)), a.get("dilation", (1, 1)), a.get("padding", (0, 0, 0, 0))
-            order = "IHWO" if depthwise else "OHWI"  # CMSIS-NN: depthwise [1, KH, KW, C_out], conv [C_out, KH, KW, C_in]
+            order = (
+                "IHWO" if depthwise else "OHWI"
+            )  # CMSIS-NN: depthwise [1, KH, KW, C_out], conv [C_out, KH, KW, C_in]
             wsym = p.weights.add("w", label, "int8_t", np.transpose(q, [kl.index(ch) for ch in order]),
                                  f"{label}: int8 weights {order}")  # fmt: skip
             fdims = _dims(1, kh, kw, oc) if depthwise else _dims(oc, kh, kw, kshape[kl.index("I")])
@@ -176,7 +178,9 @@ class CmsisLowering(KernelLowering):
             k, nout = q.shape
             rows = int(np.prod(fin.model_shape[:-1]))
             idims, odims = _dims(rows, 1, 1, k), _dims(rows, 1, 1, nout)
-            per_tensor = model_q is not None and np.all(ip["mult"] == ip["mult"][0]) and np.all(ip["shift"] == ip["shift"][0])
+            per_tensor = (
+                model_q is not None and np.all(ip["mult"] == ip["mult"][0]) and np.all(ip["shift"] == ip["shift"][0])
+            )
             wsym = p.weights.add("w", label, "int8_t", q.T, f"{label}: int8 weights [C_out][K]")
             if per_tensor:
                 fname, ptype, mult, geo = "arm_fully_connected_s8", "cmsis_nn_fc_params", "", f".activation = {act_s}"
@@ -253,7 +257,17 @@ class CmsisLowering(KernelLowering):
             ctx = fn.var("ctx")
             fn.line(f"cmsis_nn_context {ctx} = {{.buf = NULL, .size = 0}};")
         fname = "arm_avgpool_s8" if avg else "arm_max_pool_s8"
-        fn.call(fname, f"&{ctx}", f"&{v}", f"&{dv[0]}", xs, f"&{dv[1]}", f"&{dv[2]}", ys, note=f"{op.name} ({op.kind}, int8)")
+        fn.call(
+            fname,
+            f"&{ctx}",
+            f"&{v}",
+            f"&{dv[0]}",
+            xs,
+            f"&{dv[1]}",
+            f"&{dv[2]}",
+            ys,
+            note=f"{op.name} ({op.kind}, int8)",
+        )
         return True
 
     def _softmax(self, op: Op) -> bool:

@@ -5,8 +5,9 @@
 * ``cold_export``: in a fresh process per profile (TVM imported and the model loaded first, the
   simulator's compiled artefacts taken from npukit's disk cache as on any second run), the first
   ``study.export(dir)`` of MobileNet-v1-0.25 int8 (146 ops): calibration (the activation ranges the
-  integer grids need) + generation (TVM's host C, the BYOC wrappers, weights, memory plan) + the
-  atomic write.  Goal <= 2 s.
+  integer grids need; its disk-cache entry deleted first) + generation (TVM's host C, the BYOC
+  wrappers, weights, memory plan) + the atomic write.  Goal <= 2 s.  ``cold_export_cached_ranges``:
+  the same in a later process, the ranges read from npukit's disk cache.
 * ``regenerate``: on one study, ``set_bits`` on an accelerator then ``study.code`` (the pipeline's
   project cache is cleared before each, every other cache kept: what an edit really pays), alternating
   two bit-widths; and ``set_support`` toggles: an op moved off an accelerator the first time (TVM
@@ -46,23 +47,30 @@ from npukit import pipeline
 import npukit.tvm.byoc, npukit.tvm.hostc  # TVM imported before timing
 s = npukit.Study(sys.argv[1], sys.argv[2]); s.result; s.data
 t0 = time.perf_counter(); pipeline.simulator(s._model); t1 = time.perf_counter()
-pipeline.error_model(s._model, s.data).ranges; t2 = time.perf_counter()
+f = pipeline._ranges_file(s._model, s.data)
+if sys.argv[3] == "fresh" and f is not None and f.exists():
+    f.unlink()
+cached = f is not None and f.exists()
+t1 = time.perf_counter()
+pipeline.calibration(s._model, s.data); t2 = time.perf_counter()
 p = s.project; t3 = time.perf_counter()
 d = tempfile.mkdtemp(); s.export(d + "/export"); t4 = time.perf_counter()
 print("NPUKIT_COLD " + json.dumps({"simulator_load_s": t1 - t0, "calibration_s": t2 - t1, "generate_s": t3 - t2,
-      "write_s": t4 - t3, "export_s": t4 - t1, "export_with_simulator_s": t4 - t0, "files": len(p.files)}))
+      "write_s": t4 - t3, "export_s": t4 - t1, "export_with_simulator_s": t4 - t0, "files": len(p.files),
+      "ranges_from_disk_cache": cached}))
 """
 
 
-def cold_export(model: str, soc: str) -> dict:
+def cold_export(model: str, soc: str, fresh: bool = True) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    r = subprocess.run([sys.executable, "-c", COLD, str(SAMPLES / model), soc], capture_output=True, text=True,
+    mode = "fresh" if fresh else "cached"
+    r = subprocess.run([sys.executable, "-c", COLD, str(SAMPLES / model), soc, mode], capture_output=True, text=True,
                        cwd=str(ROOT), env=env, timeout=900)  # fmt: skip
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("NPUKIT_COLD ")), None)
     if line is None:
         return {"model": model, "profile": soc, "error": (r.stderr or r.stdout)[-800:]}
     d = {k: round(v, 3) if isinstance(v, float) else v for k, v in json.loads(line[len("NPUKIT_COLD ") :]).items()}
-    return {"model": model, "profile": soc, **d, "goal_s": 2.0, "meets_goal": d["export_s"] <= 2.0}
+    return {"model": model, "profile": soc, **d, "goal_s": 2.0, "meets_goal": d["export_with_simulator_s"] <= 2.0}
 
 
 def regenerate(model: str, soc: str, accel: str, bits: tuple[str, str], toggle: list[str], repeat: int) -> dict:
@@ -159,6 +167,8 @@ def main() -> None:
 
     cold_profiles = ["cortex-m7-cmsis-nn"] if a.quick else ["cortex-m7-cmsis-nn", "ethos-u55-256", "arm-dsp-dla"]
     doc = {"benchmark": "export", "cold_export": [cold_export(MOBILENET, p) for p in cold_profiles]}
+    # a later process: the calibrated ranges come from npukit's disk cache
+    doc["cold_export_cached_ranges"] = [cold_export(MOBILENET, p, fresh=False) for p in cold_profiles]
     doc["regenerate"] = [
         regenerate(MOBILENET, "cortex-m7-cmsis-nn", "cmsis_nn", ("int16", "int8"), ["softmax", "conv2d"], a.repeat),
         regenerate(MOBILENET, "ethos-u55-256", "npu", ("int16", "int8"), ["avg_pool2d"], a.repeat),

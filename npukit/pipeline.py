@@ -15,6 +15,7 @@ A bit-width edit never re-partitions: the partition is keyed by the support edit
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -71,11 +72,12 @@ SIMS = LRU(4)  # model key -> compiled Simulator
 CODE = LRU(16)  # (model, soc, config, data) -> generated Project
 HOSTC = LRU(32)  # (model, host kernel groups) -> TVM's C for the host's ops (npukit.tvm.hostc.HostC)
 FITS = LRU(32)  # (model, soc, config, data) -> the measured memory fit of the target build (codegen.fit)
+RANGES = LRU(8)  # (model, data) -> calibrated activation ranges (also kept on disk: calibration())
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
 
 
 def clear_caches() -> None:
-    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS):
+    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES):
         c.clear()
 
 
@@ -513,9 +515,53 @@ def code(result: Result, data=None):
     key = (model.key, result.soc.digest, result.config, data.key)
     hit = CODE.get(key)
     if hit is None:
-        hit = CODE.put(key, generate(result, lambda: error_model(model, data).ranges,
+        hit = CODE.put(key, generate(result, lambda: calibration(model, data),
                                      host_c=lambda groups: host_code(model, groups)))  # fmt: skip
     return hit
+
+
+RANGES_FORMAT = "ranges-v1"  # bump when the calibration procedure (quant.error.ErrorModel) changes
+
+
+def _ranges_file(model: Model, data) -> Path | None:
+    from .tvm.simulate import default_cache_dir  # noqa: PLC0415 - npukit.tvm imports tvm lazily
+
+    root = default_cache_dir()
+    sim_key = getattr(simulator(model), "key", None)
+    if root is None or sim_key is None:
+        return None
+    return root / "ranges" / f"{RANGES_FORMAT}-{sim_key}-{data.key}.json"
+
+
+def calibration(model: Model, data) -> dict[str, tuple[float, float]]:
+    """The calibrated [min, max] of the model's float tensors on ``data`` (the simulation run in
+    fp32 over the calibration inputs), as the generated code's integer grids need them.  Kept in
+    memory and in npukit's disk cache (``~/.cache/npukit/ranges``, keyed by the compiled simulation
+    module's key -- the module's text, its constants, TVM's version -- and the data's content), so a
+    later process exports without running the calibration again."""
+    key = (model.key, data.key)
+    hit = RANGES.get(key)
+    if hit is not None:
+        return hit
+    em = ERRORS.get(key)
+    path = _ranges_file(model, data) if em is None else None
+    if path is not None and path.is_file():
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            return RANGES.put(key, {t: (float(a), float(b)) for t, (a, b) in doc.items()})
+        except (OSError, ValueError, TypeError):
+            pass  # a damaged cache file is recomputed
+    ranges = dict(error_model(model, data).ranges)
+    path = path or _ranges_file(model, data)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps({t: [a, b] for t, (a, b) in sorted(ranges.items())}), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only cache directory only costs the next process the calibration
+    return RANGES.put(key, ranges)
 
 
 def code_if_generated(result: Result, data=None):

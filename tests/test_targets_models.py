@@ -139,6 +139,7 @@ def test_cmsis_single_rounding_build_option(tmp_path):
 # does it fit
 
 
+@pytest.mark.slow  # two firmware builds
 def test_fit_equals_size_and_warns_over_budget(tmp_path):
     need("cortex-m7-mps2")
     s = npukit.Study(DIGITS_INT8, "cortex-m7-cmsis-nn")

@@ -331,6 +331,9 @@ def cmd_build(args) -> int:
             print(f"  {run}: {'bit-exact with' if res['bit_exact_with_host'] else 'DIFFERS from'} the host build")
     mem = r["memory"]
     print(f"  memory: arena {mem['arena_bytes']:,} B (lower bound {mem['lower_bound_bytes']:,} B), weights {mem['weight_bytes']:,} B")
+    if "fit" in r:
+        print(f"  fit of the {r['fit']['target']} build ({r['fit']['program']}, from size):")
+        print("\n".join("    " + ln for ln in r["fit"]["text"].splitlines()))
     return 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -77,10 +78,13 @@ COSTS = LRU(8)  # (model, soc) -> CostModel (it memoizes kernels and boundaries 
 RESULTS = LRU(64)  # (model, soc, config) -> Result
 SIMS = LRU(4)  # model key -> compiled Simulator
 CODE = LRU(16)  # (model, soc, config, data) -> generated Project
+HOSTC = LRU(32)  # (model, host kernel groups) -> TVM's C for the host's ops (npukit.tvm.hostc.HostC)
+FITS = LRU(32)  # (model, soc, config, data) -> the measured memory fit of the target build (codegen.fit)
+RANGES = LRU(8)  # (model, data) -> calibrated activation ranges (also kept on disk: calibration())
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
 
 
-ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE)
+ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES)
 
 
 def clear_caches() -> None:
@@ -607,5 +611,98 @@ def code(result: Result, data=None):
     key = (model.key, result.soc.digest, result.config, data.key)
     hit = CODE.get(key)
     if hit is None:
-        hit = CODE.put(key, generate(result, lambda: error_model(model, data).ranges))
+        hit = CODE.put(key, generate(result, lambda: calibration(model, data),
+                                     host_c=lambda groups: host_code(model, groups)))  # fmt: skip
+    return hit
+
+
+RANGES_FORMAT = "ranges-v1"  # bump when the calibration procedure (quant.error.ErrorModel) changes
+
+
+def _ranges_file(model: Model, data) -> Path | None:
+    from .tvm.simulate import default_cache_dir  # noqa: PLC0415 - npukit.tvm imports tvm lazily
+
+    root = default_cache_dir()
+    sim_key = getattr(simulator(model), "key", None)
+    if root is None or sim_key is None:
+        return None
+    return root / "ranges" / f"{RANGES_FORMAT}-{sim_key}-{data.key}.json"
+
+
+def calibration(model: Model, data) -> dict[str, tuple[float, float]]:
+    """The calibrated [min, max] of the model's float tensors on ``data`` (the simulation run in
+    fp32 over the calibration inputs), as the generated code's integer grids need them.  Kept in
+    memory and in npukit's disk cache (``~/.cache/npukit/ranges``, keyed by the compiled simulation
+    module's key -- the module's text, its constants, TVM's version -- and the data's content), so a
+    later process exports without running the calibration again."""
+    key = (model.key, data.key)
+    hit = RANGES.get(key)
+    if hit is not None:
+        return hit
+    em = ERRORS.get(key)
+    path = _ranges_file(model, data) if em is None else None
+    if path is not None and path.is_file():
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            return RANGES.put(key, {t: (float(a), float(b)) for t, (a, b) in doc.items()})
+        except (OSError, ValueError, TypeError):
+            pass  # a damaged cache file is recomputed
+    ranges = dict(error_model(model, data).ranges)
+    path = path or _ranges_file(model, data)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps({t: [a, b] for t, (a, b) in sorted(ranges.items())}), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only cache directory only costs the next process the calibration
+    return RANGES.put(key, ranges)
+
+
+def code_if_generated(result: Result, data=None):
+    """The generated project of ``result`` if it is already in the cache, else None (no work)."""
+    model = result.model
+    data = default_data(model) if data is None else data
+    return CODE.get((model.key, result.soc.digest, result.config, data.key))
+
+
+def _code_key(result: Result, data) -> tuple:
+    model = result.model
+    data = default_data(model) if data is None else data
+    return (model.key, result.soc.digest, result.config, data.key)
+
+
+def measured_fit(result: Result, data=None) -> dict | None:
+    """The memory fit measured on the target build of ``result``'s project (``Study.fit`` /
+    ``Study.build(target=True)``), or None when none was measured."""
+    return FITS.get(_code_key(result, data))
+
+
+def record_fit(result: Result, data, fit: dict) -> dict:
+    return FITS.put(_code_key(result, data), fit)
+
+
+def memory(result: Result, data=None) -> dict:
+    """``totals["memory"]``: the profile's target and budgets; ``estimate``, the generated project's
+    weights and arena against them (None until the code of this config is generated); ``measured``,
+    the toolchain's figures of the target build (None until measured).  Generates nothing."""
+    from .codegen.fit import estimate  # noqa: PLC0415
+
+    soc = result.soc
+    proj = code_if_generated(result, data)
+    return {"target": soc.target, "flash_bytes": soc.flash_bytes, "sram_bytes": soc.sram_bytes,
+            "estimate": estimate(proj.manifest, soc) if proj is not None else None,
+            "measured": measured_fit(result, data)}  # fmt: skip
+
+
+def host_code(model: Model, groups) -> Any:
+    """TVM's C for the host's kernels ``groups`` (tuples of op ids): it depends on the model and the
+    groups alone, so an edit that moves no op to or from the host (a bit-width edit) reuses it."""
+    key = (model.key, tuple(tuple(g) for g in groups))
+    hit = HOSTC.get(key)
+    if hit is None:
+        from .tvm.hostc import host_kernels  # noqa: PLC0415
+
+        hit = HOSTC.put(key, host_kernels(model.module, model.graph, list(groups), prefix="npk_host"))
     return hit

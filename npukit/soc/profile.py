@@ -69,6 +69,7 @@ class Processor:
     weight_port: str = "shared"
     output_elems_per_cycle: float = 0.0
     reduction: Mapping[str, float] | None = None  # {unroll, serial, exponent}; None: util_red = 1
+    kernel_api: str = "npukit"  # "npukit" (kernel_library's vendor-style API) or "cmsis-nn"
 
     @property
     def bits(self) -> tuple[str, ...]:
@@ -121,6 +122,9 @@ class SocProfile:
     quantize_on: str
     path: str
     raw: Mapping[str, Any]  # the validated document, for round trips and what-if edits
+    target: str = "host"  # the build target of generated projects (npukit.codegen.targets)
+    flash_bytes: int | None = None  # program-image budget (code + constants), None: none
+    sram_bytes: int | None = None  # working-memory budget (data + bss + heap + stack), None: none
 
     def __reduce__(self):
         """Pickles as its validated document: a worker process re-validates it into an equal profile."""

@@ -173,6 +173,7 @@ class Simulator:
             h.update(f"{t}:{a.dtype}:{a.shape}".encode())
             h.update(a.tobytes())
         key = h.hexdigest()[:24]
+        self.key = key  # the simulation module's content (and TVM's version): what its results depend on
         path = None
         if cache_dir is not None:
             path = Path(cache_dir) / f"sim-{key}.so"

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import PLACEMENTS
 from ..report import LINK_COLOR, processor_colors
 
 # numeric columns and their dtypes when packed (the front end maps them to typed arrays)
@@ -278,8 +279,47 @@ def controls_model(study) -> dict[str, Any]:
         "pins": pins,
         "bits": {p: dict(cfg.bits).get(p, "") for p in soc.names},
         "layer_bits": layer_bits,
+        "placement": cfg.placement,
+        "placements": list(PLACEMENTS),
+        "rules": support_rules(study),
         "config": cfg.to_dict(),
     }
+
+
+def support_rules(study) -> dict[str, dict[str, dict[str, Any]]]:
+    """Where the profile's shape and dtype rules, not the user, keep ops of a kind off an
+    accelerator: ``{proc: {kind: {"n", "ok", "text"}}}`` for the kinds some of whose ops a rule
+    refuses, e.g. "matmul: 0 of 96 ops accepted: rank-3 tensor, supports ranks [2, 4]" (the most
+    common refusal among them, in the rule's own words; ties go to the first op)."""
+    from ..pipeline import capabilities_of  # noqa: PLC0415
+
+    g = study.graph
+    caps = capabilities_of(study.result.model, study.soc)
+    enabled = study.config.enabled
+    by_kind: dict[str, list[int]] = {}
+    for op in g.ops:
+        by_kind.setdefault(op.kind, []).append(op.op_id)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for a in study.soc.accelerators:
+        out[a] = {}
+        for kind in sorted(by_kind):
+            ids = by_kind[kind]
+            ok, why = 0, {}
+            for i in ids:
+                v = caps[(i, a)]
+                if v.ok or (v.rule == "unsupported" and (a, kind) in enabled):
+                    ok += 1
+                elif v.rule != "unsupported":
+                    why[v.failures[0].text] = why.get(v.failures[0].text, 0) + 1
+            if not why:
+                continue
+            top = max(why, key=lambda t: why[t])  # dict order is op order: the first op wins a tie
+            more = len(why) - 1
+            text = f"{kind}: {ok} of {len(ids)} op{'' if len(ids) == 1 else 's'} accepted: {top}"
+            if more:
+                text += f" (and {more} other reason{'' if more == 1 else 's'})"
+            out[a][kind] = {"n": len(ids), "ok": ok, "text": text}
+    return out
 
 
 def error_model(study, measure: bool) -> dict[str, Any]:

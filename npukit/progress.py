@@ -10,9 +10,10 @@ It shows only where someone can see it: when stderr is a terminal, or in a Jupyt
 when tqdm is not installed.
 
 ``listen(fn)`` lets an application see the same steps as lines of text: while its block runs
-(in this context: a contextvar), every step that has run for more than ``DELAY_S`` calls
-``fn("measuring error: 120/450 samples")`` at most every ``EVERY_S`` seconds, the innermost step
-first; ``fn(None)`` when a reported step ends.  The notebook widget listens while it handles a
+(in this context: a contextvar), once the outermost step has run for more than ``DELAY_S`` the
+innermost step calls ``fn("measuring error: 120/450 samples")`` as it advances, at most every
+``EVERY_S`` seconds; when it ends, the step around it reports again, and ``fn(None)`` says the
+last reported step ended.  The notebook widget listens while it handles a
 request and shows the line in its status area.  ``step(desc)`` is a ``phase`` for listeners only
 (no bar): the widget names the request it is working on with it.
 """
@@ -41,7 +42,7 @@ class _Step:
 
     def line(self) -> str:
         if self.total is None:
-            return f"{self.desc} ({time.monotonic() - self.start:.0f} s)"
+            return f"{self.desc}\u2026 {time.monotonic() - self.start:.0f} s"
         return f"{self.desc}: {self.done}/{self.total} {self.unit}{'' if self.total == 1 else 's'}"
 
 
@@ -53,30 +54,43 @@ class _Hub:
         self.steps: list[_Step] = []
         self.last = -1e9
         self.shown: _Step | None = None
+        self.said: str | None = None
         self.lock = threading.Lock()
 
     def begin(self, step: _Step) -> None:
         with self.lock:
             self.steps.append(step)
 
+    def _due(self, now: float) -> bool:
+        """Long enough to report: the outermost step has run for the delay (so a request made of
+        several short steps still reports once it is long as a whole)."""
+        return bool(self.steps) and now - self.steps[0].start >= (DELAY_S if self.delay is None else self.delay)
+
     def end(self, step: _Step) -> None:
         with self.lock:
             if step in self.steps:
                 self.steps.remove(step)
-            shown, self.shown = self.shown, (None if self.shown is step else self.shown)
-        if shown is step:
-            self._call(None)
+            if self.shown is not step:
+                return
+            now = time.monotonic()
+            if self._due(now):  # back to the step around it
+                self.shown, self.last, line = self.steps[-1], now, self.steps[-1].line()
+            else:
+                self.shown, line = None, None
+            self.said = line
+        self._call(line)
 
     def tick(self, step: _Step) -> None:
         now = time.monotonic()
-        delay = DELAY_S if self.delay is None else self.delay
         with self.lock:
-            if not self.steps or self.steps[-1] is not step or now - step.start < delay:
+            if not self.steps or self.steps[-1] is not step or not self._due(now):
                 return
             if self.shown is step and now - self.last < self.every:
                 return
-            self.last, self.shown = now, step
             line = step.line()
+            if self.shown is step and line == self.said:  # a phase's clock ticks twice a second
+                return
+            self.last, self.shown, self.said = now, step, line
         self._call(line)
 
     def _call(self, line: str | None) -> None:

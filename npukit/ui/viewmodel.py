@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -294,8 +295,14 @@ def support_rules(study) -> dict[str, dict[str, dict[str, Any]]]:
     from ..pipeline import capabilities_of  # noqa: PLC0415
 
     g = study.graph
-    caps = capabilities_of(study.result.model, study.soc)
+    model = study.result.model
     enabled = study.config.enabled
+    key = (model.key, study.soc.digest, enabled)
+    hit = _RULES.get(key)
+    if hit is not None:
+        _RULES.move_to_end(key)
+        return hit
+    caps = capabilities_of(model, study.soc)
     by_kind: dict[str, list[int]] = {}
     for op in g.ops:
         by_kind.setdefault(op.kind, []).append(op.op_id)
@@ -319,7 +326,13 @@ def support_rules(study) -> dict[str, dict[str, dict[str, Any]]]:
             if more:
                 text += f" (and {more} other reason{'' if more == 1 else 's'})"
             out[a][kind] = {"n": len(ids), "ok": ok, "text": text}
+    _RULES[key] = out
+    while len(_RULES) > 16:
+        _RULES.popitem(last=False)
     return out
+
+
+_RULES: OrderedDict = OrderedDict()  # (model, profile, user-enabled kinds) -> support_rules()
 
 
 def error_model(study, measure: bool) -> dict[str, Any]:
@@ -340,10 +353,23 @@ def error_model(study, measure: bool) -> dict[str, Any]:
         "accuracy": _num(d.get("accuracy")) if d.get("accuracy") is not None else None,
         "accuracy_fp32": _num(d.get("accuracy_fp32")) if d.get("accuracy_fp32") is not None else None,
         "samples": _jsonable(d.get("samples")),
+        "per_op_samples": _jsonable(d.get("per_op_samples")),
+        "per_op_note": per_op_note(d.get("samples"), d.get("per_op_samples")),
         "data_source": _jsonable(d.get("data_source")),
         "ops": ops,
         "config": error_key(study),
     }
+
+
+def per_op_note(samples, per_op) -> str:
+    """The line over the per-op table: the samples its figures are measured on, said against the
+    headline's count when they differ (the per-op figures keep every op's output, so they use the
+    first samples only)."""
+    if not samples or per_op is None:
+        return ""
+    if per_op >= samples:
+        return f"per-op figures over all {samples} sample{'' if samples == 1 else 's'}, like the outputs above"
+    return f"per-op figures over the first {per_op} of the {samples} samples (every op's output is kept for them)"
 
 
 def error_key(study) -> str:

@@ -11,6 +11,10 @@ import { esc, shorten, us, tint } from "./format.js";
 const SVGNS = "http://www.w3.org/2000/svg";
 const SYNC_BUDGET_MS = 120; // lay out this long before the first paint, then continue in the background
 const MARGIN_PX = 150; // items this close to the view are drawn too (smooth panning)
+// "fit" never goes below this zoom: node labels (11 px) stay legible; a graph taller than the
+// view at this zoom is fitted to the width and scrolled vertically instead of shrunk to dots
+export const MIN_READABLE_ZOOM = 0.75;
+const PAD = 10;
 
 export class GraphView {
   constructor(host, { onSelect, onLayout, tooltip }) {
@@ -34,7 +38,13 @@ export class GraphView {
     this.tip = document.createElement("div");
     this.tip.className = "nk-tip";
     this.tip.setAttribute("data-testid", "graph-tooltip");
-    host.append(this.svg, this.tip);
+    this.vbar = document.createElement("div");
+    this.vbar.className = "nk-vscroll";
+    this.vbar.setAttribute("data-testid", "graph-vscroll");
+    this.thumb = document.createElement("div");
+    this.thumb.className = "nk-vthumb";
+    this.vbar.append(this.thumb);
+    host.append(this.svg, this.vbar, this.tip);
     this.view = { s: 1, tx: 10, ty: 10 };
     this.viewSet = false;
     this.userMoved = false;
@@ -44,7 +54,10 @@ export class GraphView {
       const r = entries[entries.length - 1].contentRect;
       this.size = { width: r.width, height: r.height };
       if (r.width && !this.viewSet && this.cols) this.initialView();
-      else this._cull();
+      else {
+        this._scrollbar();
+        this._cull();
+      }
     });
     this._ro.observe(this.svg);
     this.structure = null;
@@ -138,7 +151,10 @@ export class GraphView {
         if (performance.now() - start > (first ? SYNC_BUDGET_MS : 40) && !this.cols.done) break;
       }
       if (!this.viewSet) this.initialView(); // also culls
-      else this._cull();
+      else {
+        this._scrollbar();
+        this._cull();
+      }
       this.paint();
       if (first && !this.host.dataset.firstPaint) requestAnimationFrame(() => (this.host.dataset.firstPaint = epoch()));
       first = false;
@@ -472,28 +488,72 @@ export class GraphView {
   // ---------------------------------------------------------------------------------------------
   // view: zoom and pan
 
-  initialView() {
-    // the whole graph if it stays readable, else readable size from the top
+  // The view "fit" gives: the whole graph when it fits at a readable zoom; else fitted to the
+  // width (never below MIN_READABLE_ZOOM, never above `most`) from the top, to be scrolled.
+  fitView(most = 1.5) {
     const r = this.size;
     const W = this.cols.w || 1;
     const H = this.cols.h || 1;
-    const fit = Math.min((r.width - 20) / W, (r.height - 20) / H, 1.1);
-    const s = !r.width ? 1 : fit >= 0.7 ? fit : 0.8;
-    const tx = W * s <= r.width - 20 ? (r.width - W * s) / 2 : 10;
-    this.view = { s, tx, ty: 10 };
+    const sw = (r.width - 2 * PAD) / W;
+    const sh = (r.height - 2 * PAD) / H;
+    const whole = Math.min(sw, sh, most);
+    if (whole >= MIN_READABLE_ZOOM) return { s: whole, tx: (r.width - W * whole) / 2, ty: (r.height - H * whole) / 2 };
+    const s = Math.max(MIN_READABLE_ZOOM, Math.min(sw, most));
+    const tx = W * s <= r.width - 2 * PAD ? (r.width - W * s) / 2 : PAD;
+    return { s, tx, ty: PAD };
+  }
+
+  initialView() {
+    const r = this.size;
+    this.view = r.width ? this.fitView(1.1) : { s: 1, tx: PAD, ty: PAD };
     if (r.width) this.viewSet = true;
     this._apply();
   }
 
   fit() {
     if (!this.cols) return;
-    const r = this.size;
-    const W = this.cols.w || 1;
-    const H = this.cols.h || 1;
-    const s = Math.min((r.width - 20) / W, (r.height - 20) / H, 1.5);
-    this.view = { s, tx: (r.width - W * s) / 2, ty: (r.height - H * s) / 2 };
+    this.view = this.fitView();
     this.userMoved = this.viewSet = true;
     this._apply();
+  }
+
+  // scroll the view by (dx, dy) screen pixels, within the graph's extent (plus a margin)
+  scrollBy(dx, dy) {
+    const before = this.view.ty + ":" + this.view.tx;
+    this.view.ty = this._clampY(this.view.ty - dy);
+    this.view.tx = this._clampX(this.view.tx - dx);
+    this.userMoved = this.viewSet = true;
+    this._apply();
+    return before !== this.view.ty + ":" + this.view.tx;
+  }
+
+  _clampY(ty) {
+    const H = (this.cols ? this.cols.h : 0) * this.view.s;
+    const vh = this.size.height;
+    if (H <= vh - 2 * PAD) return ty; // fits: free
+    return Math.min(PAD, Math.max(vh - H - PAD, ty));
+  }
+
+  _clampX(tx) {
+    const W = (this.cols ? this.cols.w : 0) * this.view.s;
+    const vw = this.size.width;
+    if (W <= vw - 2 * PAD) return tx;
+    return Math.min(PAD, Math.max(vw - W - PAD, tx));
+  }
+
+  // the scrollbar: shown when the graph is taller than the view
+  _scrollbar() {
+    const vh = this.size.height;
+    const H = (this.cols ? this.cols.h : 0) * this.view.s + 2 * PAD;
+    const on = !!vh && H > vh + 1;
+    this.vbar.classList.toggle("on", on);
+    this.host.dataset.scrollable = on ? "1" : "0";
+    if (!on) return;
+    const track = vh - 4;
+    const th = Math.max(18, (track * vh) / H);
+    const pos = Math.min(1, Math.max(0, (PAD - this.view.ty) / (H - vh)));
+    this.thumb.style.height = th + "px";
+    this.thumb.style.top = (track - th) * pos + "px";
   }
 
   zoom(f, cx, cy) {
@@ -513,6 +573,8 @@ export class GraphView {
     const { s, tx, ty } = this.view;
     this.vp.setAttribute("transform", `translate(${tx.toFixed(1)},${ty.toFixed(1)}) scale(${s.toFixed(4)})`);
     this.svg.classList.toggle("nk-far", s < 0.35);
+    this.host.dataset.zoom = s.toFixed(3);
+    this._scrollbar();
     this._cull();
   }
 
@@ -522,12 +584,39 @@ export class GraphView {
     svg.addEventListener(
       "wheel",
       (ev) => {
-        ev.preventDefault();
-        const r = svg.getBoundingClientRect();
-        this.zoom(Math.exp(-ev.deltaY * (ev.deltaMode ? 0.05 : 0.0015)), ev.clientX - r.left, ev.clientY - r.top);
+        if (ev.ctrlKey || ev.metaKey) {
+          // ctrl / cmd + wheel, and a trackpad's pinch: zoom at the pointer
+          ev.preventDefault();
+          const r = svg.getBoundingClientRect();
+          this.zoom(Math.exp(-ev.deltaY * (ev.deltaMode ? 0.05 : 0.0015)), ev.clientX - r.left, ev.clientY - r.top);
+          return;
+        }
+        // the wheel scrolls the graph; at its top or bottom end the page scrolls on
+        const k = ev.deltaMode === 1 ? 16 : ev.deltaMode === 2 ? this.size.height : 1;
+        const dx = ev.shiftKey && !ev.deltaX ? ev.deltaY : ev.deltaX;
+        const dy = ev.shiftKey && !ev.deltaX ? 0 : ev.deltaY;
+        if (this.scrollBy(dx * k, dy * k)) ev.preventDefault();
       },
       { passive: false },
     );
+    let bar = null;
+    this.thumb.addEventListener("pointerdown", (ev) => {
+      ev.stopPropagation();
+      ev.preventDefault();
+      bar = { y: ev.clientY, ty: this.view.ty };
+    });
+    window.addEventListener("pointermove", (this._bm = (ev) => {
+      if (!bar) return;
+      const vh = this.size.height;
+      const H = this.cols.h * this.view.s + 2 * PAD;
+      const track = vh - 4;
+      const th = Math.max(18, (track * vh) / H);
+      const per = (H - vh) / Math.max(1, track - th); // graph pixels per thumb pixel
+      this.view.ty = this._clampY(bar.ty - (ev.clientY - bar.y) * per);
+      this.userMoved = this.viewSet = true;
+      this._apply();
+    }));
+    window.addEventListener("pointerup", (this._bu = () => (bar = null)));
     svg.addEventListener("pointerdown", (ev) => {
       if (ev.button !== 0) return;
       drag = { x: ev.clientX, y: ev.clientY, tx: this.view.tx, ty: this.view.ty, moved: false };
@@ -615,6 +704,8 @@ export class GraphView {
     this._ro.disconnect();
     window.removeEventListener("pointermove", this._pm);
     window.removeEventListener("pointerup", this._pu);
+    window.removeEventListener("pointermove", this._bm);
+    window.removeEventListener("pointerup", this._bu);
   }
 }
 

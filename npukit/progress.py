@@ -213,19 +213,22 @@ def phase(desc: str, delay: float | None = None, bar: bool = True):
             out = os.fdopen(os.dup(2), "w")
 
     def tick() -> None:
-        if stop.wait(delay):
+        waits = [delay] if tqdm is not None else []
+        if hub is not None:
+            waits.append(DELAY_S if hub.delay is None else hub.delay)
+        if stop.wait(min(waits)):
             return
         shown = None
-        if tqdm is not None:
-            shown = tqdm(total=None, desc=desc, bar_format="{desc}: {elapsed}", leave=False, file=out or sys.stderr)
         try:
             while True:
+                if tqdm is not None and shown is None and time.monotonic() - step.start >= delay:
+                    shown = tqdm(total=None, desc=desc, bar_format="{desc}: {elapsed}", leave=False, file=out or sys.stderr)
+                elif shown is not None:
+                    shown.refresh()
                 if hub is not None:
                     hub.tick(step)
-                if stop.wait(0.5):
+                if stop.wait(0.25):
                     break
-                if shown is not None:
-                    shown.refresh()
         finally:
             if shown is not None:
                 shown.close()

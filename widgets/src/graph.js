@@ -503,6 +503,24 @@ export class GraphView {
     return { s, tx, ty: PAD };
   }
 
+  // A graph that does not fit the view at a readable zoom: the view grows, up to most of the
+  // window's height (never shrinks: the user may have made it taller), then it scrolls.
+  _growFor(most) {
+    const r = this.size;
+    if (!r.width || !r.height) return;
+    const W = this.cols.w || 1;
+    const H = this.cols.h || 1;
+    const s = Math.min((r.width - 2 * PAD) / W, most);
+    if (Math.min(s, (r.height - 2 * PAD) / H) >= MIN_READABLE_ZOOM) return;
+    const want = H * Math.max(s, MIN_READABLE_ZOOM) + 2 * PAD;
+    const cap = Math.max(r.height, Math.round(0.85 * window.innerHeight));
+    const h = Math.min(want, cap);
+    if (h <= r.height + 1) return;
+    const extra = this.host.offsetHeight - this.host.clientHeight; // borders
+    this.host.style.height = Math.ceil(h + extra) + "px";
+    this.size = { width: r.width, height: h };
+  }
+
   initialView() {
     const r = this.size;
     this.view = r.width ? this.fitView(1.1) : { s: 1, tx: PAD, ty: PAD };
@@ -512,6 +530,7 @@ export class GraphView {
 
   fit() {
     if (!this.cols) return;
+    this._growFor(1.5);
     this.view = this.fitView();
     this.userMoved = this.viewSet = true;
     this._apply();

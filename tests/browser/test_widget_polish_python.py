@@ -154,3 +154,24 @@ def test_an_edit_on_a_large_model_says_it_is_placing_ops(transformer, monkeypatc
     finally:
         transformer.reset()
         w.close()
+
+
+def test_exports_go_to_a_directory_git_ignores(digits, tmp_path, monkeypatch):
+    """The Export tab's default paths are under npukit_out/, which the repository ignores both at
+    its root and in notebooks/ (where the notebooks' kernels run); an export there writes it."""
+    import subprocess
+
+    paths = digits.options["export_paths"]
+    assert paths == {"model_explorer": "npukit_out/model_explorer", "annotated_onnx": "npukit_out/annotated.onnx"}
+    for base in ("", "notebooks/"):
+        for p in paths.values():
+            r = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", f"{base}{p}/file"], check=False)
+            assert r.returncode == 0, f"{base}{p} is not ignored by git"
+    monkeypatch.chdir(tmp_path)
+    request(digits, type="export", what="annotated_onnx", path=paths["annotated_onnx"])
+    assert digits.status["level"] == "ok", digits.status["text"]
+    assert digits.status["text"] == "annotated ONNX: wrote npukit_out/annotated.onnx"
+    assert (tmp_path / "npukit_out" / "annotated.onnx").is_file()
+    request(digits, type="export", what="model_explorer", path=paths["model_explorer"])
+    assert digits.status["level"] == "ok", digits.status["text"]
+    assert (tmp_path / "npukit_out" / "model_explorer").is_dir()

@@ -545,7 +545,7 @@ export class App {
     this.panels.export.append(
       row("model_explorer", "Model Explorer JSON", "export-me", "directory"),
       row("annotated_onnx", "annotated ONNX", "export-onnx", "file.onnx"),
-      h("div", { class: "nk-muted" }, "Paths are relative to the notebook's kernel; the result shows in the status line."),
+      h("div", { class: "nk-muted" }, "Paths are relative to the notebook's kernel (npukit_out/ is in the repository's .gitignore); the result shows in the status line."),
     );
   }
 

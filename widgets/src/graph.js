@@ -7,14 +7,11 @@
 
 import { Columns, COL_ITEMS, planLayout, sizeCluster, layoutStats, NODE_W, NODE_H, CLUSTER_HEAD } from "./layout.js";
 import { esc, shorten, us, tint } from "./format.js";
+import { fitView, neededHeight, clampOffset, thumb, PAD } from "./viewport.js";
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const SYNC_BUDGET_MS = 120; // lay out this long before the first paint, then continue in the background
 const MARGIN_PX = 150; // items this close to the view are drawn too (smooth panning)
-// "fit" never goes below this zoom: node labels (11 px) stay legible; a graph taller than the
-// view at this zoom is fitted to the width and scrolled vertically instead of shrunk to dots
-export const MIN_READABLE_ZOOM = 0.75;
-const PAD = 10;
 
 export class GraphView {
   constructor(host, { onSelect, onLayout, tooltip }) {
@@ -488,33 +485,13 @@ export class GraphView {
   // ---------------------------------------------------------------------------------------------
   // view: zoom and pan
 
-  // The view "fit" gives: the whole graph when it fits at a readable zoom; else fitted to the
-  // width (never below MIN_READABLE_ZOOM, never above `most`) from the top, to be scrolled.
-  fitView(most = 1.5) {
-    const r = this.size;
-    const W = this.cols.w || 1;
-    const H = this.cols.h || 1;
-    const sw = (r.width - 2 * PAD) / W;
-    const sh = (r.height - 2 * PAD) / H;
-    const whole = Math.min(sw, sh, most);
-    if (whole >= MIN_READABLE_ZOOM) return { s: whole, tx: (r.width - W * whole) / 2, ty: (r.height - H * whole) / 2 };
-    const s = Math.max(MIN_READABLE_ZOOM, Math.min(sw, most));
-    const tx = W * s <= r.width - 2 * PAD ? (r.width - W * s) / 2 : PAD;
-    return { s, tx, ty: PAD };
-  }
-
   // A graph that does not fit the view at a readable zoom: the view grows, up to most of the
   // window's height (never shrinks: the user may have made it taller), then it scrolls.
   _growFor(most) {
     const r = this.size;
     if (!r.width || !r.height) return;
-    const W = this.cols.w || 1;
-    const H = this.cols.h || 1;
-    const s = Math.min((r.width - 2 * PAD) / W, most);
-    if (Math.min(s, (r.height - 2 * PAD) / H) >= MIN_READABLE_ZOOM) return;
-    const want = H * Math.max(s, MIN_READABLE_ZOOM) + 2 * PAD;
-    const cap = Math.max(r.height, Math.round(0.85 * window.innerHeight));
-    const h = Math.min(want, cap);
+    const want = neededHeight(r, this.cols.w || 1, this.cols.h || 1, most);
+    const h = Math.min(want, Math.max(r.height, Math.round(0.85 * window.innerHeight)));
     if (h <= r.height + 1) return;
     const extra = this.host.offsetHeight - this.host.clientHeight; // borders
     this.host.style.height = Math.ceil(h + extra) + "px";
@@ -523,7 +500,7 @@ export class GraphView {
 
   initialView() {
     const r = this.size;
-    this.view = r.width ? this.fitView(1.1) : { s: 1, tx: PAD, ty: PAD };
+    this.view = r.width ? fitView(r, this.cols.w || 1, this.cols.h || 1, 1.1) : { s: 1, tx: PAD, ty: PAD };
     if (r.width) this.viewSet = true;
     this._apply();
   }
@@ -531,7 +508,7 @@ export class GraphView {
   fit() {
     if (!this.cols) return;
     this._growFor(1.5);
-    this.view = this.fitView();
+    this.view = fitView(this.size, this.cols.w || 1, this.cols.h || 1);
     this.userMoved = this.viewSet = true;
     this._apply();
   }
@@ -547,32 +524,22 @@ export class GraphView {
   }
 
   _clampY(ty) {
-    const H = (this.cols ? this.cols.h : 0) * this.view.s;
-    const vh = this.size.height;
-    if (H <= vh - 2 * PAD) return ty; // fits: free
-    return Math.min(PAD, Math.max(vh - H - PAD, ty));
+    return clampOffset(ty, (this.cols ? this.cols.h : 0) * this.view.s, this.size.height);
   }
 
   _clampX(tx) {
-    const W = (this.cols ? this.cols.w : 0) * this.view.s;
-    const vw = this.size.width;
-    if (W <= vw - 2 * PAD) return tx;
-    return Math.min(PAD, Math.max(vw - W - PAD, tx));
+    return clampOffset(tx, (this.cols ? this.cols.w : 0) * this.view.s, this.size.width);
   }
 
   // the scrollbar: shown when the graph is taller than the view
   _scrollbar() {
-    const vh = this.size.height;
-    const H = (this.cols ? this.cols.h : 0) * this.view.s + 2 * PAD;
-    const on = !!vh && H > vh + 1;
-    this.vbar.classList.toggle("on", on);
-    this.host.dataset.scrollable = on ? "1" : "0";
-    if (!on) return;
-    const track = vh - 4;
-    const th = Math.max(18, (track * vh) / H);
-    const pos = Math.min(1, Math.max(0, (PAD - this.view.ty) / (H - vh)));
-    this.thumb.style.height = th + "px";
-    this.thumb.style.top = (track - th) * pos + "px";
+    const t = thumb(this.view.ty, (this.cols ? this.cols.h : 0) * this.view.s, this.size.height);
+    this.vbar.classList.toggle("on", !!t);
+    this.host.dataset.scrollable = t ? "1" : "0";
+    this.thumbPer = t ? t.per : 0;
+    if (!t) return;
+    this.thumb.style.height = t.size + "px";
+    this.thumb.style.top = t.top + "px";
   }
 
   zoom(f, cx, cy) {
@@ -626,12 +593,7 @@ export class GraphView {
     });
     window.addEventListener("pointermove", (this._bm = (ev) => {
       if (!bar) return;
-      const vh = this.size.height;
-      const H = this.cols.h * this.view.s + 2 * PAD;
-      const track = vh - 4;
-      const th = Math.max(18, (track * vh) / H);
-      const per = (H - vh) / Math.max(1, track - th); // graph pixels per thumb pixel
-      this.view.ty = this._clampY(bar.ty - (ev.clientY - bar.y) * per);
+      this.view.ty = this._clampY(bar.ty - (ev.clientY - bar.y) * (this.thumbPer || 1));
       this.userMoved = this.viewSet = true;
       this._apply();
     }));

@@ -222,7 +222,9 @@ def phase(desc: str, delay: float | None = None, bar: bool = True):
         try:
             while True:
                 if tqdm is not None and shown is None and time.monotonic() - step.start >= delay:
-                    shown = tqdm(total=None, desc=desc, bar_format="{desc}: {elapsed}", leave=False, file=out or sys.stderr)
+                    shown = tqdm(
+                        total=None, desc=desc, bar_format="{desc}: {elapsed}", leave=False, file=out or sys.stderr
+                    )
                 elif shown is not None:
                     shown.refresh()
                 if hub is not None:

@@ -20,7 +20,12 @@ def test_a_counted_step_reports_each_advance_once_it_is_long():
     with listening, progress.Progress(3, "npukit: measuring error", unit="sample") as bar:
         for i in range(3):
             bar(i)
-    assert lines == ["measuring error: 1/3 samples", "measuring error: 2/3 samples", "measuring error: 3/3 samples", None]
+    assert lines == [
+        "measuring error: 1/3 samples",
+        "measuring error: 2/3 samples",
+        "measuring error: 3/3 samples",
+        None,
+    ]
 
 
 def test_short_steps_stay_silent():
@@ -47,7 +52,11 @@ def test_the_innermost_step_speaks_and_the_outer_one_resumes():
             bar(0)
             bar(1)
     assert lines[0] == "measuring error\u2026 0 s"
-    assert lines[1:4] == ["calibrating ranges: 1/2 samples", "calibrating ranges: 2/2 samples", "measuring error\u2026 0 s"]
+    assert lines[1:4] == [
+        "calibrating ranges: 1/2 samples",
+        "calibrating ranges: 2/2 samples",
+        "measuring error\u2026 0 s",
+    ]
     assert lines[-1] is None
 
 

@@ -173,7 +173,9 @@ class StudyWidget(anywidget.AnyWidget):
         """What a request is busy with, in the words of its interim status line."""
         kind = m.get("type")
         policy = m.get("placement") if kind == "placement" else self._study.config.placement
-        if kind in ("support", "pin", "unpin", "reset", "placement") or (kind in ("bits", "layer_bits") and policy == "cost"):
+        if kind in ("support", "pin", "unpin", "reset", "placement") or (
+            kind in ("bits", "layer_bits") and policy == "cost"
+        ):
             return f"placing ops ({policy} policy)"
         if kind in ("bits", "layer_bits"):
             return "updating the figures"

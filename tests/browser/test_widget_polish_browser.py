@@ -208,7 +208,9 @@ def test_fit_scrolls_a_tall_graph_at_a_readable_zoom(tall_page, artifacts):
         f"{ROOT} .nk-node .nk-t1", "t => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a"
     )
     assert size >= 8, size
-    first = page.eval_on_selector_all(f'{ROOT} [data-testid="graph-node"]:not([display])', "els => els.map(e => e.dataset.nodeId)")
+    first = page.eval_on_selector_all(
+        f'{ROOT} [data-testid="graph-node"]:not([display])', "els => els.map(e => e.dataset.nodeId)"
+    )
     page.screenshot(path=str(artifacts / "widget_fit_tall_top.png"))
     # the wheel scrolls down (the page does not move), keeping the zoom
     box = page.locator(host).bounding_box()
@@ -220,7 +222,9 @@ def test_fit_scrolls_a_tall_graph_at_a_readable_zoom(tall_page, artifacts):
     assert float(page.get_attribute(host, "data-zoom")) == zoom
     y1 = page.evaluate("() => document.querySelector('.jp-WindowedPanel-outer, .jp-Notebook')?.scrollTop ?? 0")
     assert y1 == y0
-    later = page.eval_on_selector_all(f'{ROOT} [data-testid="graph-node"]:not([display])', "els => els.map(e => e.dataset.nodeId)")
+    later = page.eval_on_selector_all(
+        f'{ROOT} [data-testid="graph-node"]:not([display])', "els => els.map(e => e.dataset.nodeId)"
+    )
     assert later and set(later) != set(first)
     assert max(map(int, later)) > max(map(int, first))
     page.screenshot(path=str(artifacts / "widget_fit_tall_scrolled.png"))

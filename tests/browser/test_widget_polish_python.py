@@ -97,7 +97,9 @@ def test_support_rules_name_the_rule_that_keeps_ops_off(transformer):
     pl = transformer.placement
     mm = pl[pl["op"].str.endswith("matmul")]
     assert len(mm) == 320 and mm["dla"].str.contains("supports ranks [2]", regex=False).all()
-    assert mm["dla"].str.startswith("rank-3 tensor").sum() == 240 and mm["dla"].str.startswith("rank-4 tensor").sum() == 80
+    assert (
+        mm["dla"].str.startswith("rank-3 tensor").sum() == 240 and mm["dla"].str.startswith("rank-4 tensor").sum() == 80
+    )
     # a user's "off" does not hide what the rules say
     transformer.set_support("dla", "matmul", False)
     try:
@@ -111,7 +113,9 @@ def test_error_panel_says_how_many_samples_the_per_op_figures_use(digits):
     e = digits.errors
     assert e["state"] == "ok"
     assert (e["samples"], e["per_op_samples"]) == (450, 64)
-    assert e["per_op_note"] == "per-op figures over the first 64 of the 450 samples (every op's output is kept for them)"
+    assert (
+        e["per_op_note"] == "per-op figures over the first 64 of the 450 samples (every op's output is kept for them)"
+    )
     # with fewer samples than the per-op limit both figures are over the same samples
     x = np.random.default_rng(0).standard_normal((20, 1, 8, 8)).astype("float32")
     digits.study.set_data(x)

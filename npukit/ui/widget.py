@@ -18,6 +18,7 @@ from pathlib import Path
 import anywidget
 import traitlets as t
 
+from .. import progress
 from ..errors import NpukitError
 from . import viewmodel as vm
 from .building import BuildJob
@@ -148,17 +149,43 @@ class StudyWidget(anywidget.AnyWidget):
         seq = content.get("seq")
         t0 = time.perf_counter()
         before = self.values.get("totals")
-        with self.hold_sync():  # whatever the request changes leaves in one message
-            self._editing = True
-            try:
-                level, text = self._dispatch(content)
-            except NpukitError as e:
-                level, text = "error", str(e)
-            except Exception as e:  # noqa: BLE001 - shown in the status line, never in the Jupyter log
-                level, text = "error", f"unexpected {type(e).__name__}: {e}"
-            finally:
-                self._editing = False
-            self._refresh(seq, level, text, t0, before)
+        # a long request reports its steps as they run ("working: measuring error: 120/450
+        # samples"): custom messages, since the traits are held until the request ends
+        with self.hold_sync(), progress.listen(lambda line: self._working(seq, line)):
+            with progress.step(self._step_name(content)):  # whatever the request changes leaves in one message
+                self._editing = True
+                try:
+                    level, text = self._dispatch(content)
+                except NpukitError as e:
+                    level, text = "error", str(e)
+                except Exception as e:  # noqa: BLE001 - shown in the status line, never in the Jupyter log
+                    level, text = "error", f"unexpected {type(e).__name__}: {e}"
+                finally:
+                    self._editing = False
+                self._refresh(seq, level, text, t0, before)
+
+    def _working(self, seq, line: str | None) -> None:
+        """One interim status line of a long request (``None``: the step it named ended)."""
+        if self.comm is not None:
+            self.send({"type": "progress", "seq": seq, "text": line})
+
+    def _step_name(self, m: dict) -> str:
+        """What a request is busy with, in the words of its interim status line."""
+        kind = m.get("type")
+        policy = m.get("placement") if kind == "placement" else self._study.config.placement
+        if kind in ("support", "pin", "unpin", "reset", "placement") or (
+            kind in ("bits", "layer_bits") and policy == "cost"
+        ):
+            return f"placing ops ({policy} policy)"
+        if kind in ("bits", "layer_bits"):
+            return "updating the figures"
+        if kind == "measure_error":
+            return "measuring error"
+        if kind == "export":
+            return f"writing the {EXPORTS.get(str(m.get('what')), ('', 'export'))[1]}"
+        if kind == "code":
+            return "generating the code"
+        return "updating the view"
 
     def _dispatch(self, m: dict) -> tuple[str, str]:
         s = self._study
@@ -187,6 +214,10 @@ class StudyWidget(anywidget.AnyWidget):
         if kind == "reset":
             s.reset()
             return "ok", "reset to the profile's defaults \u2192"
+        if kind == "placement":
+            old = s.config.placement
+            s.set_placement(str(m.get("placement")))
+            return "ok", f"placement policy {s.config.placement} (was {old}) \u2192"
         if kind == "measure_error":
             self._error_wanted = True
             if "auto" in m:

@@ -177,16 +177,28 @@ class SocProfile:
         return best
 
     def with_changes(self, changes: Mapping[str, Any]) -> SocProfile:
-        """A new validated profile with dotted fields replaced: ``{"processors.dla.clock_mhz": 800}``."""
+        """A new validated profile with dotted fields replaced: ``{"processors.dla.clock_mhz": 800}``;
+        a number indexes a list of tables (``"links.0.bandwidth_gbps"``)."""
         doc = _thaw(self.raw)
         for dotted, value in changes.items():
             cur = doc
             parts = dotted.split(".")
-            for p in parts[:-1]:
-                cur = cur.setdefault(p, {})
-                if not isinstance(cur, dict):
+            for k, p in enumerate(parts):
+                last = k == len(parts) - 1
+                if isinstance(cur, list):
+                    if not p.isdigit() or int(p) >= len(cur):
+                        raise ProfileError(f"{self.path}: {dotted}: {'.'.join(parts[:k]) or p} is a list of "
+                                           f"{len(cur)}; index it with 0..{len(cur) - 1}")  # fmt: skip
+                    if last:
+                        cur[int(p)] = value
+                    else:
+                        cur = cur[int(p)]
+                elif last:
+                    cur[p] = value
+                else:
+                    cur = cur.setdefault(p, {})
+                if not last and not isinstance(cur, (dict, list)):
                     raise ProfileError(f"{self.path}: {dotted}: {p} is not a table")
-            cur[parts[-1]] = value
         from .load import parse_profile  # noqa: PLC0415 - the loader builds profiles; this edits one
 
         return parse_profile(doc, f"{self.path} (edited)")

@@ -11,7 +11,7 @@ from ..graph import Tensor
 from ..plan import Plan
 from ..soc import SocProfile
 from .boundary import BoundaryCost, boundary_cost, boundary_trace
-from .grouping import contexts, kernels
+from .grouping import plan_contexts, plan_kernels
 from .kernel import KernelCost, UtilMemo, kernel_cost
 from .tables import Tables
 from .trace import Trace, kernel_trace, member_trace
@@ -22,7 +22,7 @@ class OpCost:
     other members.  ``compute``, ``memory`` and ``overhead`` cycles add up as the formula says:
     ``cycles = max(compute_cycles, memory_cycles) + overhead_cycles``."""
 
-    __slots__ = ("op_id", "processor", "bits", "kernel", "role", "k", "_t", "_anchor")
+    __slots__ = ("op_id", "processor", "bits", "kernel", "role", "k", "_t", "_anchor", "macs", "latency_us", "energy_uj")
 
     def __init__(self, op_id: int, k: KernelCost, t: Tables, role: str):
         self.op_id = op_id
@@ -32,12 +32,15 @@ class OpCost:
         self.role = role
         self.k = k
         self._t = t
-        self._anchor = op_id == k.anchor
+        self._anchor = a = op_id == k.anchor
+        # the figures every schedule and total reads, as plain attributes (sweeps read them often)
+        self.macs = k.macs if a else 0
+        self.latency_us = k.latency_us if a else 0
+        self.energy_uj = k.energy_uj if a else 0
 
     def _f(self, name: str):
         return getattr(self.k, name) if self._anchor else 0
 
-    macs = property(lambda s: s._f("macs"))
     vector_ops = property(lambda s: s._f("vector_ops"))
     bytes = property(lambda s: s.k.bytes if s._anchor else 0.0)
     dram_bytes = property(lambda s: s.k.act_dram + s.k.weights if s._anchor else 0.0)
@@ -47,8 +50,6 @@ class OpCost:
     memory_cycles = property(lambda s: s._f("memory_cycles"))
     overhead_cycles = property(lambda s: s._f("overhead_cycles"))
     cycles = property(lambda s: s._f("cycles"))
-    latency_us = property(lambda s: s._f("latency_us"))
-    energy_uj = property(lambda s: s._f("energy_uj"))
 
     @property
     def trace(self) -> tuple[Trace, ...]:
@@ -83,8 +84,8 @@ class CostModel:
     def evaluate(self, plan: Plan, bits: Mapping[int, str] | Sequence[str]) -> tuple[list[OpCost], list[BoundaryCost]]:
         g, t = self.g, self.t
         bits_l = [bits[i] for i in range(len(g.ops))]
-        klist = kernels(plan, g, t)
-        ctxs = contexts(g, plan, self.soc, t, bits_l.__getitem__, klist)
+        klist = plan_kernels(plan, t)
+        ctxs = plan_contexts(plan, self.soc, t, bits_l)
         out: list[OpCost | None] = [None] * len(g.ops)
         memo = self._kernels
         n = 0

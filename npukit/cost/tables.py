@@ -87,6 +87,7 @@ class Tables:
         self._bytes: dict[tuple[str, str], float] = {}
         self._geo: dict[int, tuple] = {}
         self._cls: dict[int, str] = {}
+        self.plan_memo: dict = {}  # per plan: its kernels, its memory contexts per (bits, on-chip sizes)
 
     def geometry(self, i: int) -> tuple:
         geo = self._geo.get(i)

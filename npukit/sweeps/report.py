@@ -49,8 +49,8 @@ def pareto_figure(df, x: str = "latency_us", y: str = "energy_uj", objectives=No
         ))  # fmt: skip
     objs = ", ".join(("max " if mx else "") + c for c, mx in objectives_of(df, objectives))
     fig.update_layout(title=title or f"{y} vs {x} (Pareto set of {objs})", xaxis_title=x, yaxis_title=y,
-                      height=480, margin=dict(l=60, r=20, t=50, b=50), hovermode="closest",
-                      legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))  # fmt: skip
+                      height=480, margin=dict(l=60, r=20, t=90, b=50), hovermode="closest",
+                      title_y=0.97, legend=dict(orientation="h", y=1.01, yanchor="bottom", x=0))  # fmt: skip
     return fig
 
 

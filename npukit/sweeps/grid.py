@@ -197,14 +197,14 @@ def parse_grid(doc: Mapping, where: str, lines: Mapping[str, int]) -> Grid:
         fail("seed", f"must be an integer, got {seed!r}")
     axes = []
     for key, raw in _flatten(g):
-        axes.append(_axis(key, raw, lines.get(f"grid.{key}", 0), fail))
+        axes.append(_axis(key, raw, lines.get(f"grid.{key}", 0), fail, mode))
     if not axes:
         raise GridError(f"{where}: the [grid] table has no keys; use {FORMS}")
     full = {f"grid.{a.key}": a.line for a in axes} | {k: v for k, v in lines.items() if k.startswith("grid.")}
     grid = Grid(tuple(axes), mode, samples, seed, where, {k.removeprefix("grid."): v for k, v in full.items()})
     if mode == "list":
         long = [a for a in axes if len(a.values) > 1]
-        n = max((len(a.values) for a in long), default=1)
+        n = len(long[0].values) if long else 1
         for a in long:
             if len(a.values) != n:
                 fail(a.key, f"mode = \"list\" zips the lists: {len(a.values)} values, but "
@@ -221,13 +221,13 @@ def parse_grid(doc: Mapping, where: str, lines: Mapping[str, int]) -> Grid:
     return grid
 
 
-def _axis(key: str, raw, line: int, fail) -> Axis:
+def _axis(key: str, raw, line: int, fail, mode: str) -> Axis:
     head, _, rest = key.partition(".")
     values = tuple(raw) if isinstance(raw, list) else (raw,)
     if not values:
         fail(key, "must list at least one value")
     for i, v in enumerate(values):
-        if any(v == w and type(v) is type(w) for w in values[:i]):
+        if mode != "list" and any(v == w and type(v) is type(w) for w in values[:i]):
             fail(key, f"value {v!r} is listed twice")
     if head == "placement" and not rest:
         if not has_placement():
@@ -413,7 +413,11 @@ def _check_soc_axis(grid: Grid, a: Axis, soc) -> None:
             msg = str(e)
             for pre in (f"{soc.path} (edited): ", f"{soc.path}: "):
                 msg = msg.removeprefix(pre)
-            raise grid.fail(a.key, f"{canon(v)}: {msg}") from None
+            if msg.startswith(path + ": "):  # about the field itself: the message already says the value
+                msg = msg[len(path) + 2:]
+            else:
+                msg = f"{canon(v)}: {msg}"
+            raise grid.fail(a.key, msg) from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import pipeline as pl
@@ -107,18 +107,27 @@ class Evaluator:
         """The Study's own checks (names, pins, bit-widths where each op runs), once per partition
         and bit-width assignment; ``rep`` is the profile the partition was made on (the checks read
         only what the partition depends on, and which bit-widths each processor runs)."""
-        ck = (key, cfg.bits, cfg.layer_bits)
-        hit = self._checks.get(ck)
-        if hit is None:
-            try:
-                pl.check(self.model, rep, cfg)
-                pl.check_placed(self.model, rep, cfg, plan)
-                hit = False
-            except Exception as e:  # noqa: BLE001
-                hit = e
-            _lru(self._checks, ck, hit, 4096)
-        if hit is not False:
-            raise hit
+        for ck, fn in (((key,), lambda: pl.check(self.model, rep, replace(cfg, bits=(), layer_bits=()))),
+                       ((key, cfg.bits, cfg.layer_bits), lambda: self._check_bits(rep, cfg, plan))):  # fmt: skip
+            hit = self._checks.get(ck)
+            if hit is None:
+                try:
+                    fn()
+                    hit = False
+                except Exception as e:  # noqa: BLE001
+                    hit = e
+                _lru(self._checks, ck, hit, 4096)
+            if hit is not False:
+                raise hit
+
+    def _check_bits(self, rep, cfg, plan) -> None:
+        """``pipeline.check``'s bit-width checks (the rest of it ran once per partition), then
+        ``check_placed``."""
+        for p, b in cfg.bits:
+            pl.check_bits(rep, p, b)
+        for node, _b in cfg.layer_bits:
+            pl.resolve(self.model.graph, node)
+        pl.check_placed(self.model, rep, cfg, plan)
 
     # -- one configuration ----------------------------------------------------------------------
     def result(self, values: tuple):

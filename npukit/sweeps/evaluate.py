@@ -135,7 +135,7 @@ class Evaluator:
         changes = soc_changes(self.axes, values)
         soc = self.profile(changes)
         cfg = config_of(self.axes, values, soc)
-        moving = {k: v for k, v in changes.items() if moves_ops(k)}
+        moving = {k: v for k, v in changes.items() if moves_ops(k, v, self.soc)}
         if getattr(cfg, "placement", "first-fit") != "first-fit":
             moving = changes  # a cost-aware placement reads the costs: any profile change can move ops
         key = (canon(moving), cfg.partition_key, getattr(cfg, "placement", None))

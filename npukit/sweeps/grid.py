@@ -435,13 +435,16 @@ COST_FIELDS = frozenset({
 COST_TOP = frozenset({"description", "sources", "conversion", "links"})
 
 
-def moves_ops(path: str) -> bool:
-    """Can changing profile field ``path`` change the first-fit partition?  (Whole macs_per_cycle
-    tables can: their keys are the bit-widths a processor runs, which the checks read.)"""
+def moves_ops(path: str, value=None, soc=None) -> bool:
+    """Can setting profile field ``path`` (to ``value`` on ``soc``) change the first-fit partition?
+    A whole macs_per_cycle table can when its keys (the bit-widths the processor runs, which the
+    checks read) differ from the profile's; without a profile, assume it can."""
     parts = path.split(".")
     if parts[0] == "processors" and len(parts) >= 3:
-        if parts[2] == "macs_per_cycle":
-            return len(parts) == 3
+        if parts[2] == "macs_per_cycle" and len(parts) == 3:
+            if soc is None or not isinstance(value, Mapping) or parts[1] not in soc.names:
+                return True
+            return set(value) != set(soc.processor(parts[1]).macs_per_cycle)
         return parts[2] not in COST_FIELDS
     return parts[0] not in COST_TOP
 

@@ -16,12 +16,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import DETECTOR, DIGITS_ONNX, ROOT, assert_cli_error, run_cli
 
 import npukit
 from npukit.sweeps import GridError, SweepError, load_grid, pareto, pareto_mask
 from npukit.sweeps.grid import COST_FIELDS, has_placement, key_lines
-
-from conftest import DETECTOR, DIGITS_ONNX, ROOT, assert_cli_error, run_cli
 
 GRID = """\
 [grid]
@@ -357,7 +356,7 @@ def test_identical_rows_on_processes_localcluster_and_cli_cluster(tmp_path, digi
         r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out,
                     "--dask", f"tcp://127.0.0.1:{port}", timeout=300)  # fmt: skip
         assert r.returncode == 0, r.stderr
-        assert f"Dask dashboard http://" in r.stderr
+        assert "Dask dashboard http://" in r.stderr
         assert pd.read_parquet(out).equals(digits_rows)
     finally:
         for p in reversed(procs):

@@ -227,6 +227,17 @@ def test_error_rows_equal_study_error(tmp_path):
         assert row.top1_agreement == e["outputs"][0]["top1_agreement"]
 
 
+def test_memory_rows_equal_study_project():
+    grid = '[grid]\n"bits.dla" = ["int8", "fp16"]\n"support.dsp.softmax" = [true, false]\n'
+    df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, memory=True, progress=False)
+    assert df["failure"].isna().all() and str(df["arena_bytes"].dtype) == "int64"
+    for row in df.itertuples():
+        s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla").set_bits(row._3, processor="dla")
+        s.set_support("dsp", "softmax", bool(row._4))
+        p = s.project
+        assert (row.arena_bytes, row.lower_bound_bytes, row.weight_bytes) == (p.arena_bytes, p.lower_bound, p.weight_bytes)
+
+
 def test_failing_configurations_record_their_error():
     grid = '[grid]\n"pin./softmax/Softmax" = ["dsp", "dla", "none"]\n"layer_bits./conv1/Conv" = ["int8", "int16"]\n'
     df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, progress=False)

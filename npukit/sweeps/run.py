@@ -37,7 +37,8 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
     ``failure`` (None, or the error that configuration raised: the sweep goes on).
 
     ``workers``: local worker processes (default: the core count; 0 runs in this process).
-    ``client``: a ``distributed.Client`` or a scheduler address (``"tcp://127.0.0.1:8786"``).
+    ``client``: a ``distributed.Client`` or a scheduler address (``"tcp://127.0.0.1:8786"``); its
+    workers import npukit and read the model file from the same path (a shared file system).
     ``out``: a Parquet file, written incrementally; a re-run skips what it already holds.
     """
     soc = load_soc(soc)
@@ -132,6 +133,7 @@ def _run(job: Job, todo, sink, client, workers, progress, chunk_size, total, ini
 def _run_pool(job: Job, chunks, sink, n: int, bar) -> None:
     import multiprocessing as mp  # noqa: PLC0415
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait  # noqa: PLC0415
+    from concurrent.futures.process import BrokenProcessPool  # noqa: PLC0415
 
     from .evaluate import init_local, run_local  # noqa: PLC0415
 
@@ -151,7 +153,11 @@ def _run_pool(job: Job, chunks, sink, n: int, bar) -> None:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for f in finished:
                 pending.pop(f)
-                rows = f.result()
+                try:
+                    rows = f.result()
+                except BrokenProcessPool as e:
+                    raise SweepError(f"a worker process died ({e}); the finished configurations are kept: run the "
+                                     "same sweep again to resume") from None  # fmt: skip
                 sink(rows)
                 bar is not None and bar.update(len(rows))
                 nxt = next(it, None)

@@ -387,7 +387,8 @@ def cost_model(model: Model, soc: SocProfile) -> CostModel:
     key = (model.key, soc.digest)
     cm = COSTS.get(key)
     if cm is None:
-        cm = COSTS.put(key, CostModel(tables(model), soc))
+        t = tables(model)
+        cm = COSTS.put(key, CostModel(t, soc, t.kernel_memo))
     return cm
 
 

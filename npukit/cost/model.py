@@ -4,12 +4,15 @@ are recomputed after an edit)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from ..graph import Tensor
 from ..plan import Plan
 from ..soc import SocProfile
+from ..soc.profile import _thaw
 from .boundary import BoundaryCost, boundary_cost, boundary_trace
 from .grouping import plan_contexts, plan_kernels
 from .kernel import KernelCost, UtilMemo, kernel_cost
@@ -65,16 +68,27 @@ def input_bits(t: Tensor) -> str:
     return {"float16": "fp16", "int8": "int8", "uint8": "int8", "int16": "int16"}.get(t.dtype, "fp32")
 
 
+def processor_key(soc: SocProfile, name: str) -> tuple[str, str]:
+    """(name, digest of the processor's table in the profile): what a kernel's cost depends on of
+    the profile, beside the memory contexts."""
+    doc = json.dumps(_thaw(soc.raw["processors"][name]), sort_keys=True).encode()
+    return name, hashlib.sha256(doc).hexdigest()[:16]
+
+
 class CostModel:
     """Per-kernel and per-boundary costs of one (graph, profile) with bounded memos."""
 
-    MEMO = 8192
+    MEMO = 65536
 
-    def __init__(self, tables: Tables, soc: SocProfile):
+    def __init__(self, tables: Tables, soc: SocProfile, memo: OrderedDict | None = None):
         self.t = tables
         self.g = tables.g
         self.soc = soc
-        self._kernels: OrderedDict[tuple, list[OpCost]] = OrderedDict()
+        # costed kernels, keyed by the content of their processor: cost models given one ``memo``
+        # (the pipeline passes the graph's) share the kernels of profiles that differ elsewhere --
+        # in another processor, a link -- as a sweep's do
+        self._kernels: OrderedDict[tuple, list[OpCost]] = OrderedDict() if memo is None else memo
+        self._pkey = {p.name: processor_key(soc, p.name) for p in soc.processors}
         self._bounds: OrderedDict[tuple, BoundaryCost] = OrderedDict()
         self._procs = {p.name: p for p in soc.processors}
         self._links: dict[tuple[str, str], object] = {}
@@ -93,9 +107,9 @@ class CostModel:
             proc = plan.processor[ids[0]]
             if len(ids) == 1:
                 i = ids[0]
-                key = (ids, proc, bits_l[i], ctxs[i])
+                key = (ids, self._pkey[proc], bits_l[i], ctxs[i])
             else:
-                key = (ids, proc, tuple(bits_l[i] for i in ids), tuple(ctxs[i] for i in ids))
+                key = (ids, self._pkey[proc], tuple(bits_l[i] for i in ids), tuple(ctxs[i] for i in ids))
             cs = memo.get(key)
             if cs is None:
                 k = kernel_cost(ids, t, self._procs[proc], bits_l, ctxs, self._util)

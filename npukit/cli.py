@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bits", action="append", type=_pair("=", "PROC=BITS"), default=[], metavar="PROC=BITS")
     p.add_argument("--bits-layer", action="append", type=_pair("=", "NODE=BITS"), default=[], metavar="NODE=BITS")
     p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...")
+    p.add_argument("--placement", choices=("cost", "first-fit"),
+                   help="cost (default): the cost model chooses among the processors the rules allow; "
+                        "first-fit: the profile's preference order")  # fmt: skip
     p.add_argument("--data", help=".npz with x (inputs) and optionally y (labels) for the error figures")
     p.add_argument("--error", action="store_true", help="measure the numeric error of the bit-widths (runs the model)")
     p.add_argument("--report", help="write an HTML report here")
@@ -232,7 +235,7 @@ def _build_study(args):
             cfg = Config.from_json(text) if path.suffix == ".json" else Config.from_toml(text)
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
-    s = Study(args.model, args.soc, cfg, input_shapes=dict(args.input_shape) or None)
+    s = Study(args.model, args.soc, cfg, input_shapes=dict(args.input_shape) or None, placement=args.placement)
     for proc, op in args.disable:
         s.set_support(proc, op, False)
     for proc, op in args.enable:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from .errors import ConfigError
 from .soc import BITS
 
+PLACEMENTS = ("cost", "first-fit")
+
 
 @dataclass(frozen=True)
 class Config:
@@ -22,6 +24,13 @@ class Config:
     pins: tuple[tuple[str, str], ...] = ()  # (node, processor), sorted
     bits: tuple[tuple[str, str], ...] = ()  # (processor, bits), sorted
     layer_bits: tuple[tuple[str, str], ...] = ()  # (node, bits), sorted
+    # "cost": npukit's cost model chooses among the processors that accept each op (and whether an
+    # offload pays for its call and transfers); "first-fit": the profile's preference order decides
+    placement: str = "cost"
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(f"placement: must be one of {', '.join(map(repr, PLACEMENTS))}, got {self.placement!r}")
 
     # -- edits (each returns a new Config) -----------------------------------------------------
     def with_support(self, proc: str, op: str, on: bool) -> Config:
@@ -57,10 +66,16 @@ class Config:
             pb[processor] = bits
         return replace(self, bits=tuple(sorted(pb.items())))
 
+    def with_placement(self, placement: str) -> Config:
+        return replace(self, placement=placement)
+
     @property
     def partition_key(self) -> tuple:
-        """The part of the config the partition depends on (bit-widths do not move ops)."""
-        return (self.disabled, self.enabled, self.pins)
+        """The part of the config the partition depends on.  With "first-fit" bit-widths never move
+        ops; with "cost" they can (a narrower width makes an accelerator cheaper), so they are part of it."""
+        if self.placement == "first-fit":
+            return (self.disabled, self.enabled, self.pins, self.placement)
+        return (self.disabled, self.enabled, self.pins, self.placement, self.bits, self.layer_bits)
 
     # -- serialisation -------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -75,13 +90,15 @@ class Config:
             d["bits"] = dict(self.bits)
         if self.layer_bits:
             d["layer_bits"] = dict(self.layer_bits)
+        if self.placement != "cost":
+            d["placement"] = self.placement
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping, where: str = "config") -> Config:
         if not isinstance(d, Mapping):
             raise ConfigError(f"{where}: must be a table, got {type(d).__name__}")
-        valid = ("disabled", "enabled", "pins", "bits", "layer_bits")
+        valid = ("disabled", "enabled", "pins", "bits", "layer_bits", "placement")
         for k in d:
             if k not in valid:
                 raise ConfigError(f"{where}: unknown field {k!r}; valid: {', '.join(valid)}")
@@ -105,7 +122,11 @@ class Config:
                     raise ConfigError(f"{where}: {key}.{k}: must be {want}, got {v!r}")
             return tuple(sorted((str(k), str(v)) for k, v in t.items()))
 
-        return cls(pairs("disabled"), pairs("enabled"), table("pins", False), table("bits", True), table("layer_bits", True))
+        placement = d.get("placement", "cost")
+        if placement not in PLACEMENTS:
+            raise ConfigError(f"{where}: placement: must be one of {', '.join(map(repr, PLACEMENTS))}, got {placement!r}")
+        return cls(pairs("disabled"), pairs("enabled"), table("pins", False), table("bits", True), table("layer_bits", True),
+                   placement)  # fmt: skip
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)

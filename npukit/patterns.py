@@ -36,21 +36,21 @@ class PatternSpec:
 TAIL_SLOTS = (("add",), ACTIVATIONS, ("quantize",), ("clip",))
 
 
-def chain_shapes(g: OpGraph) -> frozenset[tuple[tuple[str, ...], int]]:
-    """The fusable chains that occur in the graph: ((kinds...), index of the root).
+def chains(g: OpGraph) -> list[tuple[tuple[int, ...], int]]:
+    """The fusable chains of the graph as op ids: ((ids...), index of the root).
 
     A chain is an optional ``dequantize`` feeding a root op (a MAC op: conv, matmul, ...), then the
     root's single-consumer epilogue in the order bias ``add``, activation, ``quantize``, ``clip``.
     """
-    shapes = set()
+    out = []
     for op in g.ops:
         if not is_mac(op.kind) or not op.inputs:
             continue
-        chain = [op.kind]
+        ids = [op.op_id]
         root = 0
         first = g.tensors[op.inputs[0]]
         if first.kind == "act" and g.ops[first.producer].kind == "dequantize":
-            chain.insert(0, "dequantize")
+            ids.insert(0, first.producer)
             root = 1
         cur = op
         slot = 0
@@ -63,11 +63,16 @@ def chain_shapes(g: OpGraph) -> frozenset[tuple[tuple[str, ...], int]]:
                 slot += 1
             if slot == len(TAIL_SLOTS):
                 break
-            chain.append(nxt.kind)
+            ids.append(nxt.op_id)
             cur = nxt
             slot += 1
-        shapes.add((tuple(chain), root))
-    return frozenset(shapes)
+        out.append((tuple(ids), root))
+    return out
+
+
+def chain_shapes(g: OpGraph) -> frozenset[tuple[tuple[str, ...], int]]:
+    """The kinds of the fusable chains that occur in the graph: ((kinds...), index of the root)."""
+    return frozenset((tuple(g.ops[i].kind for i in ids), root) for ids, root in chains(g))
 
 
 def accepted_kinds(g: OpGraph, vs: Verdicts) -> tuple[dict[str, set[str]], dict[str, set[str]]]:

@@ -64,7 +64,8 @@ IMPORTS = LRU(8)  # (path, mtime, size, shapes) -> Model
 TABLES = LRU(8)  # model key -> cost Tables
 CAPS = LRU(16)  # (model, soc) -> capability verdicts
 PREP = LRU(8)  # model key -> (chain shapes, op arities): partition work that no edit changes
-PARTS = LRU(64)  # (model, soc, support edits, pins) -> Partitioned
+PARTS = LRU(64)  # (model, soc, what the verdicts accept) -> Partitioned
+CHOICES = LRU(64)  # (model, soc, config's partition key) -> the cost policy's Partitioned
 COSTS = LRU(8)  # (model, soc) -> CostModel (it memoizes kernels and boundaries itself)
 RESULTS = LRU(64)  # (model, soc, config) -> Result
 SIMS = LRU(4)  # model key -> compiled Simulator
@@ -73,7 +74,7 @@ ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assign
 
 
 def clear_caches() -> None:
-    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, COSTS, RESULTS, SIMS, ERRORS, CODE):
+    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE):
         c.clear()
 
 
@@ -326,29 +327,94 @@ def op_bits(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> tuple[str
 # the steps
 
 
-def partition(model: Model, soc: SocProfile, cfg: Config):
-    """The BYOC partition under the config's support edits and pins (TVM's FuseOpsByPattern +
-    MergeCompositeFunctions, read back as a Plan)."""
-    key = (model.key, soc.digest, cfg.partition_key)
-    hit = PARTS.get(key)
-    if hit is not None:
-        return hit
+def _byoc(model: Model, soc: SocProfile, vs) :
+    """The real BYOC partition under verdicts ``vs`` (cached by what they accept)."""
     from .patterns import chain_shapes  # noqa: PLC0415
     from .tvm.partition import arities  # noqa: PLC0415
     from .tvm.partition import partition as byoc  # noqa: PLC0415
 
+    accepts = tuple(sorted((i, p, v.fused_only) for (i, p), v in vs.items() if v.ok and not v.host))
+    pinned = tuple(sorted(i for (i, p), v in vs.items() if v.host and v.failed("pinned")))
+    key = (model.key, soc.digest, hash((accepts, pinned)), accepts, pinned)
+    hit = PARTS.get(key)
+    if hit is not None:
+        return hit
     prep = PREP.get(model.key)
     if prep is None:
         prep = PREP.put(model.key, (chain_shapes(model.graph), arities(model.module)))
     shapes, ar = prep
-    return PARTS.put(key, byoc(model.module, model.graph, soc, verdicts(model, soc, cfg), shapes=shapes, ar=ar))
+    return PARTS.put(key, byoc(model.module, model.graph, soc, vs, shapes=shapes, ar=ar))
+
+
+def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
+    """``bits_of(op, processor)``: the bit-width an op runs at on a processor (layer override, else the
+    processor's setting, else its default), and ``runs(op, processor)``: can it run there at all."""
+    pb = dict(cfg.bits)
+    lb: dict[int, str] = {}
+    for node, b in cfg.layer_bits:
+        for i in resolve(g, node):
+            lb[i] = b
+    procs = {p.name: p for p in soc.processors}
+
+    def bits_of(i, p):
+        return (lb.get(i) if i is not None else None) or pb.get(p) or procs[p].default_bits
+
+    def runs(i, p):
+        return i not in lb or lb[i] in procs[p].macs_per_cycle
+
+    return bits_of, runs
+
+
+def partition(model: Model, soc: SocProfile, cfg: Config):
+    """The BYOC partition of a config (TVM's FuseOpsByPattern + MergeCompositeFunctions, read back
+    as a Plan).  "first-fit": under the verdicts of the user's support edits and pins.  "cost": the
+    cost model chooses among the accepting processors first (``npukit.placement``), and its choice
+    becomes verdicts the same passes obey; of the cost plan, the first-fit plan and the all-host plan
+    the one with the lowest estimated latency is kept, so the policy is never worse than either."""
+    vs = verdicts(model, soc, cfg)
+    ff = _byoc(model, soc, vs)
+    if cfg.placement == "first-fit":
+        return ff
+    key = (model.key, soc.digest, cfg.partition_key)
+    hit = CHOICES.get(key)
+    if hit is not None:
+        return hit
+    from .placement import constrain, decide  # noqa: PLC0415
+
+    g = model.graph
+    bits_of, runs = bits_policy(soc, cfg, g)
+    choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs)
+    cost = _byoc(model, soc, constrain(vs, soc, choice))
+    host = _byoc(model, soc, {k: (v if v.host or not v.ok else _refused_for_host(v)) for k, v in vs.items()})
+    lats = [_latency(model, soc, cfg, p) for p in (cost, ff, host)]
+    k = min(range(3), key=lambda n: (lats[n], n))
+    names = ("the cost model's choice", "the profile's first-fit placement", "every op on the host")
+    summary = (f"estimated {lats[0]:,.1f} us with the cost model's choice, {lats[1]:,.1f} us first-fit, "
+               f"{lats[2]:,.1f} us all on {soc.host}: kept {names[k]}")  # fmt: skip
+    notes = {i: (choice.why[i] if k == 0 else summary) for i in range(len(g.ops))}
+    import dataclasses  # noqa: PLC0415
+
+    return CHOICES.put(key, dataclasses.replace((cost, ff, host)[k], notes=notes))
+
+
+def _refused_for_host(v: Verdict) -> Verdict:
+    from .rules import fail  # noqa: PLC0415
+
+    return Verdict(v.processor, False, (fail("cost", "cost: the whole model on the host is faster"),))
+
+
+def _latency(model: Model, soc: SocProfile, cfg: Config, part) -> float:
+    bits = op_bits(model, soc, cfg, part.plan)
+    ops, bounds = cost_model(model, soc).evaluate(part.plan, bits)
+    return schedule(tables(model), part.plan, soc, ops, bounds).makespan_us
 
 
 def byoc_steps(model: Model, soc: SocProfile, cfg: Config) -> dict:
-    """The partition step by step (pattern table, fused module, merged module), for teaching."""
+    """The partition step by step (pattern table, fused module, merged module), for teaching: under
+    the verdicts the chosen partition obeyed."""
     from .tvm.partition import steps  # noqa: PLC0415
 
-    return steps(model.module, model.graph, soc, verdicts(model, soc, cfg))
+    return steps(model.module, model.graph, soc, partition(model, soc, cfg).verdicts)
 
 
 @dataclass(frozen=True, eq=False)

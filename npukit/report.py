@@ -15,53 +15,114 @@ def processor_colors(soc) -> dict[str, str]:
 
 
 def timeline_figure(study):
-    """A plotly Gantt chart: one lane per processor plus the link lanes."""
+    """A plotly Gantt chart: one lane per processor (its ops in its colour, named in the legend) and one
+    per route of the links (``dla -> arm``), conversions hatched on the processor that runs them."""
     import plotly.graph_objects as go  # noqa: PLC0415
 
     tl = study.timeline
     colors = processor_colors(study.soc)
-    lanes = list(study.soc.names) + sorted({ln for ln in tl["lane"] if ln not in study.soc.names})
+    routes = sorted({ln for ln in tl["lane"] if ln not in study.soc.names})
+    lanes = list(study.soc.names) + routes
     fig = go.Figure()
-    for kind, name in (("op", "op"), ("transfer", "transfer"), ("layout", "layout conversion"), ("quantize", "(de)quantize")):
-        sub = tl[tl["kind"] == kind]
-        if sub.empty:
-            continue
+
+    def bars(sub, name, color, pattern=""):
         fig.add_trace(go.Bar(
             y=sub["lane"], x=sub["end_us"] - sub["start_us"], base=sub["start_us"], orientation="h", name=name,
-            marker_color=[colors.get(ln, LINK_COLOR) if kind == "op" else LINK_COLOR for ln in sub["lane"]],
-            marker_pattern_shape="" if kind in ("op", "transfer") else "/",
-            hovertext=[f"{it}<br>{s:.2f}–{e:.2f} us" for it, s, e in zip(sub["item"], sub["start_us"], sub["end_us"])],
+            marker_color=color, marker_pattern_shape=pattern,
+            hovertext=[f"{html.escape(str(it))}<br>{a:.2f}-{b:.2f} us" for it, a, b in zip(sub["item"], sub["start_us"], sub["end_us"])],
             hoverinfo="text",
         ))  # fmt: skip
-    fig.update_layout(barmode="overlay", height=140 + 40 * len(lanes), margin=dict(l=10, r=10, t=30, b=30),
+
+    for p in study.soc.names:
+        sub = tl[(tl["kind"] == "op") & (tl["lane"] == p)]
+        if not sub.empty:
+            bars(sub, f"{p} ops", colors[p])
+    sub = tl[tl["kind"] == "transfer"]
+    if not sub.empty:
+        bars(sub, "transfers", LINK_COLOR)
+    sub = tl[tl["kind"].isin(["layout", "quantize"])]
+    if not sub.empty:
+        bars(sub, "layout / (de)quantize", [colors.get(ln, LINK_COLOR) for ln in sub["lane"]], "/")
+    fig.update_layout(barmode="overlay", height=180 + 34 * len(lanes), margin=dict(l=10, r=10, t=80, b=30),
                       xaxis_title="time (us)", yaxis=dict(categoryorder="array", categoryarray=lanes[::-1]),
+                      legend=dict(orientation="h", y=1.01, yanchor="bottom", x=0),
                       title=f"timeline: {study.totals['latency_us']:.1f} us")  # fmt: skip
     return fig
 
 
+def _plotly_js() -> str:
+    """plotly's basic bundle (bar / scatter), shipped with the widget: the report needs no network."""
+    return (Path(__file__).parent / "ui" / "static" / "plotly-basic.min.js").read_text(encoding="utf-8")
+
+
+_CSS = ("body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px}table.t{border-collapse:collapse;"
+        "font-size:12px;table-layout:auto}table.t td,table.t th{padding:2px 8px;border-bottom:1px solid #ddd;"
+        "text-align:left;vertical-align:top}table.t td.n{text-align:right;font-variant-numeric:tabular-nums}"
+        "table.t td span.name{display:inline-block;max-width:28em;overflow:hidden;text-overflow:ellipsis;"
+        "white-space:nowrap}h2{margin-top:28px}table.cfg td{padding:1px 10px 1px 0}")  # fmt: skip
+_INT_COLS = frozenset({"bytes", "dram_bytes", "macs", "vector_ops", "ops", "op_id", "partition", "kernel", "samples"})
+_NAME_COLS = frozenset({"name", "first", "last", "function", "tensor", "consumers", "reason", "patterns", "source"})
+
+
+def _cell(col: str, v) -> str:
+    e = html.escape
+    if isinstance(v, float) and col in _INT_COLS:
+        return f"<td class='n'>{v:,.0f}</td>"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"<td class='n'>{v:,}</td>"
+    if isinstance(v, float):
+        return f"<td class='n'>{v:,.3f}</td>"
+    text = str(v)
+    if col in _NAME_COLS and len(text) > 40:  # shortened, the whole name on hover
+        return f"<td><span class='name' title='{e(text, quote=True)}'>{e(text)}</span></td>"
+    return f"<td>{e(text)}</td>"
+
+
 def _table(df, max_rows: int = 2000) -> str:
-    return df.head(max_rows).to_html(index=False, border=0, classes="t", float_format=lambda x: f"{x:,.3f}", escape=True)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    rows = ["<tr>" + "".join(_cell(str(c), v) for c, v in zip(df.columns, r)) + "</tr>"
+            for r in df.head(max_rows).itertuples(index=False, name=None)]  # fmt: skip
+    more = f"<p>... {len(df) - max_rows:,} more rows</p>" if len(df) > max_rows else ""
+    return f"<table class='t'><tr>{head}</tr>{''.join(rows)}</table>{more}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def _config_table(study) -> str:
+    e = html.escape
+    cfg = study.config
+    rows = [("placement policy", cfg.placement)]
+    rows += [(f"support {p}: {o}", "off") for p, o in sorted(cfg.disabled)]
+    rows += [(f"support {p}: {o}", "on") for p, o in sorted(cfg.enabled)]
+    rows += [(f"pin {n}", p) for n, p in cfg.pins]
+    rows += [(f"bits {p}", b) for p, b in cfg.bits]
+    rows += [(f"bits of layer {n}", b) for n, b in cfg.layer_bits]
+    body = "".join(f"<tr><td>{e(k)}</td><td><b>{e(v)}</b></td></tr>" for k, v in rows)
+    return f"<table class='cfg'>{body}</table>" + ("" if len(rows) > 1 else "<p>(the profile's defaults)</p>")
 
 
 def report_html(study, include_error: bool = False) -> str:
     t = study.totals
     fig = timeline_figure(study)
     e = html.escape
+    name = Path(str(study.graph.path)).name
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>npukit: {e(Path(str(study.graph.path)).name)} on {e(study.soc.name)}</title>",
-        "<style>body{font-family:system-ui,sans-serif;margin:24px}table.t{border-collapse:collapse;font-size:12px}"
-        "table.t td,table.t th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}h2{margin-top:28px}</style>",
+        f"<title>npukit: {e(name)} on {e(study.soc.name)}</title>",
+        f"<style>{_CSS}</style>",
+        f"<script>{_plotly_js()}</script>",
         "</head><body>",
-        f"<h1>{e(Path(str(study.graph.path)).name)} on {e(study.soc.name)}</h1>",
+        f"<h1>{e(name)} on {e(study.soc.name)}</h1>",
         f"<p>{e(study.soc.description)}</p>",
-        f"<p><b>latency</b> {t['latency_us']:.2f} us &nbsp; <b>energy</b> {t['energy_uj']:.3f} uJ &nbsp; "
-        f"<b>MACs</b> {t['macs']:,} &nbsp; <b>partitions</b> {t['partitions']} &nbsp; "
-        f"<b>transfers</b> {t['transfer_us']:.2f} us</p>",
-        "<p>" + " &nbsp; ".join(f"<b>{e(p)}</b> busy {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)"
-                                for p in study.soc.names) + "</p>",  # fmt: skip
-        f"<p>config: <code>{e(study.config.to_json())}</code></p>",
-        fig.to_html(full_html=False, include_plotlyjs=True),
+        f"<p><b>latency</b> {t['latency_us']:,.2f} us &nbsp; <b>energy</b> {t['energy_uj']:,.3f} uJ &nbsp; "
+        f"<b>MACs</b> {t['macs']:,} &nbsp; <b>{_plural(t['partitions'], 'partition')}</b> &nbsp; "
+        f"<b>transfers</b> {t['transfer_us']:,.2f} us</p>",
+        "<p>" + " &nbsp; ".join(f"<b>{e(p)}</b> {_plural(t['ops'][p], 'op')}, busy {t['busy_us'][p]:,.2f} us "
+                                f"({100 * t['utilisation'][p]:.0f}%)" for p in study.soc.names) + "</p>",  # fmt: skip
+        "<h2>configuration</h2>", _config_table(study),
+        fig.to_html(full_html=False, include_plotlyjs=False),
     ]
     if include_error:
         import pandas as pd  # noqa: PLC0415
@@ -69,7 +130,9 @@ def report_html(study, include_error: bool = False) -> str:
         err = study.error_dict()
         parts += ["<h2>numeric error</h2>", _table(pd.DataFrame(err["outputs"]))]
         if err.get("accuracy") is not None:
-            parts.append(f"<p>accuracy {100 * err['accuracy']:.2f}% (fp32 {100 * err['accuracy_fp32']:.2f}%) on {err['samples']} samples</p>")
+            parts.append(f"<p>accuracy {100 * err['accuracy']:.2f}% (fp32 {100 * err['accuracy_fp32']:.2f}%) on "
+                         f"{_plural(err['samples'], 'sample')}</p>")  # fmt: skip
+        parts.append(f"<p>per-op figures on the first {_plural(err['per_op_samples'], 'sample')}</p>")
         parts.append(_table(study.error))
     parts += [
         "<h2>placement</h2>", _table(study.placement),

@@ -281,23 +281,30 @@ def pruned(proc: str, kinds: str) -> Verdict:
 
 
 def winner_reason(op: Op, proc: str, pattern: str, vs: Mapping[tuple[int, str], Verdict],
-                  soc: SocProfile, pinned: bool) -> str:  # fmt: skip
-    """Why ``op`` landed on ``proc``, in words."""
+                  soc: SocProfile, pinned: bool, note: str = "") -> str:  # fmt: skip
+    """Why ``op`` landed on ``proc``, in words: a pin; the cost policy's figures (``note``); or the
+    rule that blocked each accelerator."""
     if pinned:
         return f"pinned to {proc} by the user"
     p = soc.processor(proc)
+    blocked = [f"{a}: {vs[(op.op_id, a)].text}" for a in soc.accelerators
+               if not vs[(op.op_id, a)].ok and not vs[(op.op_id, a)].failed("cost")]  # fmt: skip
     if p.host:
         takers = [a for a in soc.accelerators if vs[(op.op_id, a)].ok]
+        if note and not takers and len(blocked) < len(soc.accelerators):
+            return f"{proc}: {note}" + ("; " + "; ".join(blocked) if blocked else "")
         if not takers:
-            return f"{proc}: fallback, no accelerator accepts {op.op}"
+            return f"{proc}: fallback; " + "; ".join(blocked) if blocked else f"{proc}: fallback"
         why = []
         for a in takers:
             v = vs[(op.op_id, a)]
             why.append(f"{a} takes it only fused after a conv/matmul" if v.fused_only else f"{a} accepts it but no pattern placed it")
         return f"{proc}: fallback ({'; '.join(why)})"
+    lead = f"{proc}: accepted as {pattern}" if pattern else f"{proc}: accepted"
+    if note:
+        return f"{lead}; {note}"
     order = soc.preference(op.kind)
     better = [a for a in order[: order.index(proc)] if a != proc]
-    lead = f"{proc}: accepted as {pattern}" if pattern else f"{proc}: accepted"
     if better:
         lead += " (preferred " + ", ".join(f"{a}: {vs[(op.op_id, a)].text}" for a in better) + ")"
     return lead

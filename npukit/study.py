@@ -35,7 +35,7 @@ class Study:
     """
 
     def __init__(self, model, soc, config: Config | Mapping | str | None = None, *,
-                 input_shapes: Mapping[str, tuple] | None = None):  # fmt: skip
+                 input_shapes: Mapping[str, tuple] | None = None, placement: str | None = None):  # fmt: skip
         self.soc: SocProfile = load_soc(soc)
         self.model = model
         self._model = pl.load(model, input_shapes)
@@ -43,7 +43,14 @@ class Study:
         self._listeners: list = []
         self._data = None
         self._config = Config()
-        self._apply(_coerce_config(config))
+        cfg = _coerce_config(config)
+        if placement is not None:
+            from .config import PLACEMENTS  # noqa: PLC0415
+
+            if placement not in PLACEMENTS:
+                raise ConfigError(f"unknown placement policy {placement!r}; one of {', '.join(map(repr, PLACEMENTS))}")
+            cfg = cfg.with_placement(placement)
+        self._apply(cfg)
 
     # ------------------------------------------------------------------------------------------
     # config and edits
@@ -139,6 +146,16 @@ class Study:
         self._apply(Config())
         return self
 
+    def set_placement(self, placement: str) -> Study:
+        """The placement policy: "cost" (npukit's cost model chooses among the processors the rules
+        allow, and whether an offload pays for itself) or "first-fit" (the profile's preference order)."""
+        from .config import PLACEMENTS  # noqa: PLC0415
+
+        if placement not in PLACEMENTS:
+            raise ConfigError(f"unknown placement policy {placement!r}; one of {', '.join(map(repr, PLACEMENTS))}")
+        self._apply(self._config.with_placement(placement))
+        return self
+
     # ------------------------------------------------------------------------------------------
     # derived state (every figure comes from the pipeline's Result for the current config)
 
@@ -189,8 +206,10 @@ class Study:
     timeline = property(lambda self: tables.timeline(self.result), doc="The lane schedule: ops, transfers, conversions.")
 
     @property
-    def totals(self) -> dict:
-        return dict(self.result.totals)
+    def totals(self) -> Totals:
+        """The study's totals: latency, energy, per-processor busy time and energy, transfers,
+        conversions, MACs, op and partition counts (a dict; shown rounded)."""
+        return Totals(self.result.totals)
 
     def explain(self, node) -> str:
         """The placement reason and every figure of a node's ops with formula, values and sources."""
@@ -344,6 +363,24 @@ class Study:
         t = self.result.totals
         return (f"<npukit.Study {Path(str(self.graph.path)).name} on {self.soc.name}: {len(self.graph.ops)} ops, "
                 f"{len(self.plan.partitions)} partitions, {t['latency_us']:.1f} us, {t['energy_uj']:.2f} uJ>")  # fmt: skip
+
+
+class Totals(dict):
+    """The totals as a plain dict whose repr rounds the figures (4 significant digits)."""
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {_round(v)}" for k, v in self.items()) + "}"
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text("\n".join(f"{k}: {_round(v)}" for k, v in self.items()))
+
+
+def _round(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_round(x)}" for k, x in v.items()) + "}"
+    return repr(v)
 
 
 def _coerce_config(config) -> Config:

@@ -27,8 +27,9 @@ def tensor_label(g: OpGraph, tid: str) -> str:
 def reasons(r: Result) -> tuple[str, ...]:
     """Every op's placement reason (what ``placement["reason"]`` shows)."""
     plan = r.plan
+    notes = r.partitioned.notes
     return tuple(winner_reason(op, plan.processor[op.op_id], plan.pattern[op.op_id], r.verdicts, r.soc,
-                               op.op_id in r.pins) for op in r.graph.ops)  # fmt: skip
+                               op.op_id in r.pins, notes.get(op.op_id, "")) for op in r.graph.ops)  # fmt: skip
 
 
 def placement(r: Result):
@@ -130,7 +131,7 @@ def explain(r: Result, node) -> str:
             lines.append("  attrs: " + ", ".join(f"{k}={v}" for k, v in op.attrs.items()))
         lines.append(f"  placed on {proc}, partition {plan.partition[i]}"
                      + (f", composite {plan.pattern[i]}" if plan.pattern[i] else ""))  # fmt: skip
-        lines.append(f"  reason: {winner_reason(op, proc, plan.pattern[i], r.verdicts, r.soc, i in r.pins)}")
+        lines.append(f"  reason: {winner_reason(op, proc, plan.pattern[i], r.verdicts, r.soc, i in r.pins, r.partitioned.notes.get(i, ''))}")
         for p in r.soc.names:
             lines.append(f"    {p}: {r.verdicts[(i, p)].text}")
         lines.append(f"  figures on {proc} at {c.bits} (profile {r.soc.name}, processors.{proc}.*):")

@@ -1,6 +1,7 @@
 """The schedule: a list schedule of ops, transfers and conversions over lanes (no tvm).
 
-Lanes: one per processor and one per link.  Partitions are taken in the order the partitioned
+Lanes: one per processor and one per route (``dla -> arm``); every route of one link waits for that
+link, so transfers sharing a link (a shared bus: every route) never overlap.  Partitions are taken in the order the partitioned
 ``main`` calls them (a topological order).  An offloaded partition is one call: it starts when every
 tensor it reads from outside has arrived (MergeCompositeFunctions may merge ops that are not
 neighbours in program order into one call), then runs its ops one after another; the host runs its
@@ -53,12 +54,16 @@ def schedule(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost],
         by_tensor.setdefault(b.tensor, []).append(b)
     tensors = g.tensors
 
-    def run(lane: str, at: float, dur: float, label: str, kind: str, op_id: int = -1, tensor: str = "") -> float:
-        start = free.get(lane, 0.0)
+    def run(lane: str, at: float, dur: float, label: str, kind: str, op_id: int = -1, tensor: str = "",
+            resource: str = "") -> float:  # fmt: skip
+        """Schedule an item on ``lane`` (the row it is drawn in); it waits for ``resource`` (the lane
+        itself unless given: a link carries every route between its processors, one at a time)."""
+        res = resource or lane
+        start = free.get(res, 0.0)
         if at > start:
             start = at
         end = start + dur
-        free[lane] = end
+        free[res] = end
         busy[lane] = busy.get(lane, 0.0) + dur
         add(Item(lane, label, kind, start, end, op_id, tensor))
         return end
@@ -71,7 +76,8 @@ def schedule(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost],
             t = run(b.layout_on, t, b.layout_us, f"layout {name}", "layout", tensor=b.tensor)
         if b.quantize_us and b.quantize_on == b.src:
             t = run(b.quantize_on, t, b.quantize_us, qlabel, "quantize", tensor=b.tensor)
-        t = run(b.lane, t, b.transfer_us, f"transfer {name} {b.src}->{b.dst}", "transfer", tensor=b.tensor)
+        t = run(f"{b.src} -> {b.dst}", t, b.transfer_us, f"transfer {name} {b.src}->{b.dst}", "transfer", tensor=b.tensor,
+                resource=b.lane)  # fmt: skip
         if b.layout_us and b.layout_on != b.src:
             t = run(b.layout_on, t, b.layout_us, f"layout {name}", "layout", tensor=b.tensor)
         if b.quantize_us and b.quantize_on != b.src:

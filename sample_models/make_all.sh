@@ -24,6 +24,8 @@ run() {
 run "$PYTHON" make_digits.py
 run "$PYTHON" make_detector.py
 run "$PYTHON" make_transformer.py
+run "$PYTHON" make_quantized.py
+run "$PYTHON" make_families.py
 
 if [ "${SKIP_TFLITE:-0}" = "1" ]; then
     echo

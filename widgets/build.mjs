@@ -1,6 +1,7 @@
 // Bundle src/index.js (+ its CSS) into the one ES module the Python package ships.
 //   npm ci && npm run build      -> ../npukit/ui/static/widget.js and widget.css
 import * as esbuild from "esbuild";
+import { copyFileSync } from "node:fs";
 
 const watch = process.argv.includes("--watch");
 const dev = watch || process.argv.includes("--dev");
@@ -23,3 +24,5 @@ if (watch) {
 } else {
   await esbuild.build(options);
 }
+// the HTML reports inline plotly's basic bundle (bar / scatter charts, 1.2 MB) so they work offline
+copyFileSync("node_modules/plotly.js-basic-dist-min/plotly-basic.min.js", "../npukit/ui/static/plotly-basic.min.js");

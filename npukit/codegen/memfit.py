@@ -157,6 +157,6 @@ def fit_text(report: dict) -> str:
     for mem in ("flash", "sram"):
         used, total = report[f"{mem}_used"], report[f"{mem}_bytes"]
         pct = 100.0 * used / total if total else float("inf")
-        flag = "  OVER by %d bytes" % (used - total) if report[f"{mem}_over"] else ""
+        flag = f"  OVER by {used - total:d} bytes" if report[f"{mem}_over"] else ""
         lines.append(f"{mem:5s} {used:>10d} / {total:d} bytes ({pct:.1f}%){flag}")
     return "\n".join(lines)

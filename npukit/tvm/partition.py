@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .. import patterns as pt
@@ -39,6 +39,7 @@ class Partitioned:
     mod: object  # the partitioned tvm.IRModule
     plan: Plan
     verdicts: Mapping[tuple[int, str], Verdict]  # the verdicts it obeyed (after pruning)
+    notes: Mapping[int, str] = field(default_factory=dict)  # per op: why the placement policy chose this
 
 
 def arities(mod) -> dict[str, tuple[int, ...]]:

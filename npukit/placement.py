@@ -1,0 +1,405 @@
+"""Cost-aware placement (no tvm): among the processors whose rules accept an op (or a fusable
+chain), npukit's cost model chooses where it runs, and whether an offload pays for its call
+overhead, its boundary transfers and conversions.  The choice becomes verdicts -- every other
+accelerator refuses with a ``cost`` reason carrying the figures -- that the real BYOC partition
+(FuseOpsByPattern + MergeCompositeFunctions) then obeys; the Plan is still TVM's, read back.
+
+The unit of choice is a *group*: a fusable chain (``[dequantize] root [add] [activation]
+[quantize] [clip]``, as the pattern tables fuse it) when one accelerator accepts all of it, else
+each op alone.  A group's candidates are the host and every accelerator that accepts all its ops.
+
+Objective: the estimated latency of the whole model, in a *virtual plan* built from the choice
+(partitions = the runs of one processor along the topological order, composites = the groups) and
+costed by the cost model and the list schedule exactly as a real plan is.  Method:
+
+* exhaustive over every assignment when the rules allow at most ``EXHAUSTIVE`` of them (small
+  models: the optimum under the virtual plan);
+* otherwise: dynamic programming over the groups in topological order with the processor of the
+  previous group as the state (exact for a chain under an additive model: each group's kernel cost,
+  the boundary transfer + conversion of every tensor crossing from the previous group, the call
+  overhead of every partition entered), then passes of single-group moves under the additive model
+  with every edge counted, then (models of at most ``VIRTUAL_MOVES_MAX_OPS`` ops) single-group moves
+  judged by the virtual plan's latency while they improve it (a stated heuristic, deterministic,
+  bounded by ``MOVE_BUDGET`` evaluations);
+* the profile's first-fit choice and the all-host choice are always evaluated too, and the best
+  virtual latency wins (ties: lower energy, then the first-fit choice).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .cost import CostModel, OpContext, Tables, boundary_cost, kernel_cost
+from .graph import OpGraph
+from .patterns import chains
+from .plan import Boundary, Plan, build_plan
+from .rules import Verdict, fail
+from .soc import SocProfile
+from .timeline import schedule
+
+EXHAUSTIVE = 2048
+MOVE_BUDGET = 200
+VIRTUAL_MOVES_MAX_OPS = 400  # larger models stop after the additive moves (each virtual evaluation costs O(ops))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The cost policy's decision: the processor of every op, and for every op the figures behind it."""
+
+    processor: tuple[str, ...]  # per op id
+    why: tuple[str, ...]  # per op id: the cost comparison in words
+    method: str  # "exhaustive" | "dp+local" | "first-fit" | "host"
+    latency_us: float  # of the virtual plan
+
+
+def groups_of(g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Verdict]) -> list[tuple[int, ...]]:
+    """Fusable chains one accelerator accepts whole, and every other op alone, in topological order."""
+    taken: set[int] = set()
+    out: list[tuple[int, ...]] = []
+    for ids, _root in chains(g):
+        if any(i in taken for i in ids):
+            continue
+        if any(all(vs[(i, a)].ok for i in ids) for a in soc.accelerators):
+            out.append(ids)
+            taken.update(ids)
+    out += [(op.op_id,) for op in g.ops if op.op_id not in taken]
+    out.sort(key=lambda k: k[0])
+    return out
+
+
+def candidates(grp: tuple[int, ...], soc: SocProfile, vs, runs=lambda i, p: True) -> list[str]:
+    """The host (unless a pin forbids it) and every accelerator that accepts all of the group (an op
+    accepted only fused after a conv/matmul needs its root in the group) and can run its bit-widths
+    (``runs(op, processor)``)."""
+    host_ok = all(vs[(i, soc.host)].ok for i in grp)
+    out = [a for a in soc.accelerators
+           if all(vs[(i, a)].ok and runs(i, a) for i in grp) and not (len(grp) == 1 and vs[(grp[0], a)].fused_only)]  # fmt: skip
+    return ([soc.host] if host_ok or not out else []) + out
+
+
+class Evaluator:
+    """Latency of an assignment (group -> processor) through a virtual plan."""
+
+    def __init__(self, g: OpGraph, soc: SocProfile, t: Tables, bits_of, groups: list[tuple[int, ...]]):
+        self.g, self.soc, self.t, self.bits_of, self.groups = g, soc, t, bits_of, groups
+        self.cm = CostModel(t, soc)
+        self.procs = {p.name: p for p in soc.processors}
+
+    def plan(self, assign: Sequence[str]) -> Plan:
+        g, host = self.g, self.soc.host
+        offloaded, order = [], []
+        run: list[int] = []  # group indices of the current offloaded run
+        run_proc = None
+
+        def flush():
+            nonlocal run, run_proc
+            if run:
+                name = f"v{len(offloaded)}_{run_proc}"
+                comps = [(f"{run_proc}.{'_'.join(g.ops[i].kind for i in self.groups[k])}", list(self.groups[k])) for k in run]
+                offloaded.append((name, run_proc, comps))
+                order.append(("call", name))
+            run, run_proc = [], None
+
+        for k, p in enumerate(assign):
+            if p == host:
+                flush()
+                order += [("op", i) for i in self.groups[k]]
+            else:
+                if p != run_proc:
+                    flush()
+                    run_proc = p
+                run.append(k)
+        flush()
+        return build_plan(g, host, offloaded, order)
+
+    def bits(self, plan: Plan) -> list[str]:
+        return [self.bits_of(i, plan.processor[i]) for i in range(len(self.g.ops))]
+
+    def latency(self, assign: Sequence[str]) -> tuple[float, float]:
+        plan = self.plan(assign)
+        ops, bounds = self.cm.evaluate(plan, self.bits(plan))
+        s = schedule(self.t, plan, self.soc, ops, bounds)
+        return s.makespan_us, sum(c.energy_uj for c in ops) + sum(b.energy_uj for b in bounds)
+
+
+class Additive:
+    """The additive estimate DP and the move passes use (see the module docstring)."""
+
+    def __init__(self, ev: Evaluator):
+        self.ev = ev
+        g, t = ev.g, ev.t
+        self.group_of = {i: k for k, grp in enumerate(ev.groups) for i in grp}
+        self._kc: dict[tuple[int, str], float] = {}
+        self._bc: dict[tuple[str, str, str], float] = {}
+        # the tensors entering each group from outside, with their producer group (-1: model input)
+        self.ins: list[list[tuple[str, int]]] = []
+        for grp in ev.groups:
+            seen, lst = set(), []
+            for i in grp:
+                for tid in t.act_inputs[i]:
+                    p = g.tensors[tid].producer
+                    k = self.group_of.get(p, -1) if p is not None else -1
+                    if (p is None or p not in grp) and tid not in seen:
+                        seen.add(tid)
+                        lst.append((tid, k))
+            self.ins.append(lst)
+
+    def kernel_us(self, k: int, p: str) -> float:
+        key = (k, p)
+        v = self._kc.get(key)
+        if v is None:
+            ev = self.ev
+            grp = ev.groups[k]
+            proc = ev.procs[p]
+            bits = [""] * len(ev.g.ops)
+            ctxs: list = [None] * len(ev.g.ops)
+            inside = set(grp)
+            for i in grp:
+                bits[i] = ev.bits_of(i, p)
+                op = ev.g.ops[i]
+                fin = tuple(ev.g.tensors[x].producer in inside for x in op.inputs)
+                fout = all(c in inside for c in ev.t.consumers[i]) and bool(ev.t.consumers[i]) and not ev.t.graph_out[i]
+                ctxs[i] = OpContext(fin, (False,) * len(fin), fout, False, i == grp[0], False)
+            v = self._kc[key] = kernel_cost(grp, ev.t, proc, bits, ctxs).latency_us
+        return v
+
+    def boundary_us(self, tid: str, src: str, dst: str, src_op: int | None, dst_op: int) -> float:
+        key = (tid, src, dst)
+        v = self._bc.get(key)
+        if v is None:
+            ev = self.ev
+            sb = ev.bits_of(src_op, src) if src_op is not None else "fp32"
+            db = ev.bits_of(dst_op, dst)
+            b = Boundary(tid, src, dst, -1, -1, ())
+            c = boundary_cost(b, ev.t, ev.soc, sb, db, ev.procs, ev.soc.link(src, dst))
+            v = self._bc[key] = c.transfer_us + c.layout_us + c.quantize_us
+        return v
+
+    def call_us(self, p: str) -> float:
+        pr = self.ev.procs[p]
+        return pr.call_overhead_cycles / pr.clock_mhz
+
+    def _outs(self) -> list[list[tuple[str, tuple[int, ...], bool]]]:
+        """Per group: (tensor, consumer groups, is a model output) of every tensor it produces that
+        leaves it."""
+        if not hasattr(self, "_outs_cache"):
+            ev = self.ev
+            g = ev.g
+            outs: list[list] = [[] for _ in ev.groups]
+            outset = set(g.outputs)
+            for k, grp in enumerate(ev.groups):
+                for i in grp:
+                    for tid in g.ops[i].outputs:
+                        cons = tuple(sorted({self.group_of[c] for c in g.consumers(tid)} - {k}))
+                        if cons or tid in outset:
+                            outs[k].append((tid, cons, tid in outset))
+            inputs = []
+            for tid in g.inputs:
+                cons = tuple(sorted({self.group_of[c] for c in g.consumers(tid)}))
+                inputs.append((tid, cons, tid in outset))
+            self._outs_cache = (outs, inputs)
+        return self._outs_cache[0]
+
+    def _term(self, tid: str, src: str, cons, is_out: bool, assign) -> float:
+        """Boundary cost of one tensor: one copy per processor that reads it, other than its own."""
+        ev = self.ev
+        host = ev.soc.host
+        dsts = {assign[c] for c in cons}
+        if is_out:
+            dsts.add(host)
+        dsts.discard(src)
+        prod = ev.g.tensors[tid].producer
+        tot = 0.0
+        for d in sorted(dsts):
+            first = min((ev.groups[c][0] for c in cons if assign[c] == d), default=prod if prod is not None else 0)
+            tot += self.boundary_us(tid, src, d, prod, first)
+        return tot
+
+    def total(self, assign: Sequence[str]) -> float:
+        ev = self.ev
+        host = ev.soc.host
+        outs = self._outs()
+        tot = 0.0
+        for k, p in enumerate(assign):
+            tot += self.kernel_us(k, p) + self._call(assign, k)
+            for tid, cons, is_out in outs[k]:
+                tot += self._term(tid, p, cons, is_out, assign)
+        for tid, cons, is_out in self._outs_cache[1]:
+            tot += self._term(tid, host, cons, is_out, assign)
+        return tot
+
+    def _call(self, assign, k: int) -> float:
+        p = assign[k]
+        if p == self.ev.soc.host or (k > 0 and assign[k - 1] == p):
+            return 0.0
+        return self.call_us(p)
+
+    def delta(self, assign: list[str], k: int, q: str) -> float:
+        """total(assign with group k on q) - total(assign), from the terms group k touches."""
+        outs = self._outs()
+        host = self.ev.soc.host
+        terms = [(tid, k, cons, o) for tid, cons, o in outs[k]]  # (tensor, producer group or -1, ...)
+        for tid, pk in self.ins[k]:
+            src = outs[pk] if pk >= 0 else self._outs_cache[1]
+            terms += [(tid, pk, cons, o) for t2, cons, o in src if t2 == tid]
+
+        def local(a) -> float:
+            x = self.kernel_us(k, a[k]) + self._call(a, k) + (self._call(a, k + 1) if k + 1 < len(a) else 0.0)
+            for tid, pk, cons, o in terms:
+                x += self._term(tid, a[pk] if pk >= 0 else host, cons, o, a)
+            return x
+
+        old = local(assign)
+        saved = assign[k]
+        assign[k] = q
+        new = local(assign)
+        assign[k] = saved
+        return new - old
+
+
+def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], Verdict], bits_of,
+           first_fit: Sequence[str], runs=lambda i, p: True) -> Choice:  # fmt: skip
+    """The cost policy's processor for every op (see the module docstring).  ``bits_of(op, proc)``
+    is the bit-width an op would run at on a processor; ``first_fit`` the processor per op the
+    profile's preference order gives (the baseline that is always evaluated)."""
+    groups = groups_of(g, soc, vs)
+    cands = [candidates(grp, soc, vs, runs) for grp in groups]
+    ev = Evaluator(g, soc, t, bits_of, groups)
+    host = soc.host
+    ff = [first_fit[grp[0]] if first_fit[grp[0]] in c else c[0] for grp, c in zip(groups, cands)]
+    all_host = [host if host in c else c[0] for c in cands]
+    space = 1
+    for c in cands:
+        space *= len(c)
+        if space > EXHAUSTIVE:
+            break
+    scored: dict[tuple[str, ...], tuple[float, float]] = {}
+
+    def score(a) -> tuple[float, float]:
+        a = tuple(a)
+        s = scored.get(a)
+        if s is None:
+            s = scored[a] = ev.latency(a)
+        return s
+
+    if space <= EXHAUSTIVE:
+        method = "exhaustive"
+        best = min(itertools.product(*cands), key=lambda a: (*score(a), a != tuple(ff)))
+    else:
+        method = "dp+local"
+        add = Additive(ev)
+        best = _dp(add, cands)
+        best = _moves_additive(add, cands, best)
+        if len(g.ops) <= VIRTUAL_MOVES_MAX_OPS:
+            best = _moves_virtual(score, cands, best)
+    options = [(score(best), 0, method, tuple(best)), (score(ff), -1, "first-fit", tuple(ff)),
+               (score(all_host), 1, "host", tuple(all_host))]  # fmt: skip
+    (lat, _e), _, method, chosen = min(options, key=lambda o: (o[0][0], o[0][1], o[1]))
+    proc = [host] * len(g.ops)
+    for grp, p in zip(groups, chosen):
+        for i in grp:
+            proc[i] = p
+    why = _reasons(ev, groups, cands, chosen, score)
+    return Choice(tuple(proc), why, method, lat)
+
+
+def _dp(add: Additive, cands) -> list[str]:
+    ev = add.ev
+    host = ev.soc.host
+    best: dict[str, tuple[float, list[str]]] = {}
+    for k, c in enumerate(cands):
+        nxt: dict[str, tuple[float, list[str]]] = {}
+        for p in c:
+            base = add.kernel_us(k, p)
+            opts = []
+            prevs = best.items() if best else [(None, (0.0, []))]
+            for q, (cost, path) in prevs:
+                x = cost + base
+                if p != host and q != p:
+                    x += add.call_us(p)
+                for tid, pk in add.ins[k]:
+                    src = (path[pk] if pk >= 0 else host) if pk < len(path) else host
+                    if src != p:
+                        x += add.boundary_us(tid, src, p, ev.g.tensors[tid].producer, ev.groups[k][0])
+                opts.append((x, path, q))
+            x, path, _q = min(opts, key=lambda o: (o[0], str(o[2])))
+            nxt[p] = (x, path + [p])
+        best = nxt
+    return min(best.values(), key=lambda v: v[0])[1]
+
+
+def _moves_additive(add: Additive, cands, a: list[str]) -> list[str]:
+    a = list(a)
+    for _ in range(4):
+        improved = False
+        for k, c in enumerate(cands):
+            for p in c:
+                if p != a[k] and add.delta(a, k, p) < -1e-9:
+                    a[k] = p
+                    improved = True
+        if not improved:
+            break
+    return a
+
+
+def _moves_virtual(score, cands, a: list[str]) -> list[str]:
+    a = tuple(a)
+    cur = score(a)
+    budget = MOVE_BUDGET
+    improved = True
+    while improved and budget > 0:
+        improved = False
+        for k, c in enumerate(cands):
+            for p in c:
+                if p == a[k] or budget <= 0:
+                    continue
+                b = a[:k] + (p,) + a[k + 1 :]
+                budget -= 1
+                v = score(b)
+                if v < cur:
+                    a, cur, improved = b, v, True
+    return list(a)
+
+
+def _reasons(ev: Evaluator, groups, cands, chosen, score) -> tuple[str, ...]:
+    """Per op: the chosen processor against every other candidate, the whole model re-estimated with
+    only this group moved, split into the kernel's own time and the rest (call overheads, transfers,
+    conversions, lost overlap)."""
+    base = score(chosen)[0]
+    add = Additive(ev)
+    host = ev.soc.host
+    why = [""] * len(ev.g.ops)
+    for k, (grp, c) in enumerate(zip(groups, cands)):
+        p = chosen[k]
+        mine = add.kernel_us(k, p)
+        alts = []
+        for q in c[:4]:
+            if q == p:
+                continue
+            alt = tuple(chosen[:k]) + (q,) + tuple(chosen[k + 1 :])
+            lat = score(alt)[0]
+            kern = add.kernel_us(k, q) - mine
+            rest = (lat - base) - kern
+            what = "saves" if kern < 0 else "costs"
+            alts.append(f"on {q} its kernel {what} {abs(kern):,.1f} us but overheads and transfers "
+                        f"{'add' if rest >= 0 else 'save'} {abs(rest):,.1f} us ({lat:,.1f} us in all)")  # fmt: skip
+        verb = "kept on" if p == host else "on"
+        head = f"{verb} {p} by cost: the model takes {base:,.1f} us"
+        text = head + ("; " + "; ".join(alts) if alts else "; no other processor accepts it")
+        for i in grp:
+            why[i] = text
+    return tuple(why)
+
+
+def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Choice) -> dict[tuple[int, str], Verdict]:
+    """The verdicts the BYOC partition obeys under the cost policy: an accelerator that accepts an op
+    the cost model gives to another processor refuses it with the figures."""
+    out = dict(vs)
+    for i, p in enumerate(choice.processor):
+        for a in soc.accelerators:
+            v = vs[(i, a)]
+            if a != p and v.ok:
+                out[(i, a)] = Verdict(a, False, (fail("cost", f"{choice.why[i]} (placed on {p})", chosen=p),))
+    return out

@@ -1,0 +1,78 @@
+"""Model importers: ONNX, TFLite, PyTorch ExportedProgram, Relax IRModule -> OpGraph + tagged module.
+
+Every format goes through TVM's own Relax frontend.  The frontends throw the model's names away
+(bindings become ``lv``, ``lv1`` ...), so each is driven through a thin subclass that, after every
+model node is converted, binds the node's result and records which node it came from.  Walking the
+bindings in order then attributes every Relax call to the node whose conversion emitted it (helper
+calls a converter emits, such as a bias ``add``, included).
+
+After constant folding the module is rebuilt once into the *tagged* module: one dataflow block,
+every op call bound to a readable name and carrying a span ``npukit:<op_id>``.  Spans survive
+``FuseOpsByPattern`` and ``MergeCompositeFunctions``, so a partitioned module can be read back op
+by op without trusting any generated name.
+
+Modules: ``common`` (marks, shape checks, quiet runs), ``onnx``, ``tflite``, ``torch``, ``relax``
+(one per format), ``tagging`` (fold, walk, name, tag).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ...errors import ModelError
+from .. import load as _load_tvm
+from ..spans import op_id_of_span
+from .common import MAC_KINDS, MODEL_EXTENSIONS, SPAN_PREFIX, Imported
+
+
+def import_model(model, input_shapes: dict | None = None) -> Imported:
+    """Import a model file path, an ``onnx.ModelProto``, an ExportedProgram or a Relax IRModule."""
+    if isinstance(model, (str, os.PathLike)):  # path checks first: they need no tvm
+        path = Path(model)
+        if not path.exists():
+            raise ModelError(f"{path}: no such file")
+        if path.is_dir():
+            raise ModelError(f"{path}: is a directory, expected a model file ({', '.join(MODEL_EXTENSIONS)})")
+        ext = path.suffix.lower()
+        if ext not in MODEL_EXTENSIONS:
+            raise ModelError(
+                f"{path}: unknown model extension {ext or '(none)'!r}; accepted: "
+                f"{', '.join(MODEL_EXTENSIONS)}, or pass a torch.export.ExportedProgram or a Relax IRModule"
+            )
+        if path.stat().st_size == 0:
+            raise ModelError(f"{path}: file is empty")
+        if ext == ".onnx":
+            from .onnx import _import_onnx_file  # noqa: PLC0415
+
+            return _import_onnx_file(path, input_shapes)
+        if ext == ".tflite":
+            from .tflite import _import_tflite  # noqa: PLC0415
+
+            return _import_tflite(path, input_shapes)
+        from .torch import _import_pt2  # noqa: PLC0415
+
+        return _import_pt2(path, input_shapes)
+    tvm = _load_tvm()
+    if isinstance(model, tvm.IRModule):
+        from .relax import _import_relax  # noqa: PLC0415
+
+        return _import_relax(model, input_shapes)
+    tname = type(model).__module__ + "." + type(model).__name__
+    if tname.startswith("onnx") and hasattr(model, "graph"):
+        from .onnx import _import_onnx  # noqa: PLC0415
+
+        return _import_onnx(model, "<onnx.ModelProto>", input_shapes)
+    if hasattr(model, "graph_signature") and hasattr(model, "graph_module"):
+        from .torch import _import_exported_program  # noqa: PLC0415
+
+        return _import_exported_program(model, "<ExportedProgram>", input_shapes)
+    raise ModelError(
+        f"cannot import a {tname}: pass a path ({', '.join(MODEL_EXTENSIONS)}), an onnx.ModelProto, "
+        "a torch.export.ExportedProgram or a tvm IRModule"
+    )
+
+
+
+
+__all__ = ["Imported", "import_model", "op_id_of_span", "SPAN_PREFIX", "MODEL_EXTENSIONS", "MAC_KINDS"]

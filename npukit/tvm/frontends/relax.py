@@ -1,0 +1,36 @@
+"""A Relax IRModule: its ``main``'s bindings are the nodes."""
+
+from __future__ import annotations
+
+from ...errors import ModelError
+from .. import load as _load_tvm
+from .common import Imported, _bind_input_shapes, _check_input_shapes, _dim, _Marks, _Source
+from .tagging import _finish
+
+
+def _import_relax(mod, input_shapes) -> Imported:
+    _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+
+    names = [gv.name_hint for gv in mod.functions]
+    if "main" not in names:
+        raise ModelError(f"<IRModule>: no 'main' function; it has {', '.join(sorted(names)) or 'none'}")
+    f = mod["main"]
+    if not isinstance(f, relax.Function):
+        raise ModelError("<IRModule>: 'main' is not a Relax function")
+    marks = _Marks()
+    for blk in f.body.blocks:
+        for b in blk.bindings:
+            if isinstance(b.value, relax.Call) and isinstance(b.value.op, _load_tvm().ir.Op):
+                marks.owner[b.var] = len(marks.sources)
+                marks.sources.append(_Source(b.var.name, b.value.op.name))
+    ins = [p.name for p in f.params]
+    declared = {}
+    for p in f.params:
+        shape = getattr(p.ty, "shape", None)
+        declared[p.name] = None if shape is None else [_dim(d) for d in shape]
+    _check_input_shapes("<IRModule>", declared, input_shapes)
+    mod = _bind_input_shapes(mod, ins, input_shapes, "<IRModule>", marks)
+    return _finish(mod, marks, "relax", "<IRModule>", ins, [], {})
+
+

@@ -1,0 +1,389 @@
+"""The common part of every import: fold constants, walk the bindings, name the ops after the
+model's nodes and rebuild the *tagged* module (one dataflow block, op calls carrying a span
+``npukit:<op_id>``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import ModelError, ShapeError, UnsupportedOpError
+from ...graph import Op, OpGraph, Tensor, freeze
+from .. import load as _load_tvm
+from .common import SPAN_PREFIX, Imported, _main_of, _Marks, _run_quietly
+from .naming import _name_ops, _Namer, _with_name
+from .progress import Progress
+
+
+def _const_array(c) -> np.ndarray:
+    data = getattr(c, "data", None)
+    if data is not None and hasattr(data, "numpy"):
+        return data.numpy()
+    v = c.value
+    return v.numpy() if hasattr(v, "numpy") else np.asarray(v)
+
+
+def _static(x):
+    """A non-tensor argument (shape, prim value, string, dtype) as plain Python, else None."""
+    tvm = _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+
+    if isinstance(x, relax.ShapeExpr):
+        return tuple(int(v) for v in x.values)
+    value = getattr(x, "value", None)  # IntImm, FloatImm, StringImm (modules moved between releases)
+    if isinstance(value, (int, float, str)) and not isinstance(x, tvm.ir.GenericConst):
+        return value
+    return None
+
+
+def _plain(v):
+    """Relax attribute values as plain Python (tuples, ints, floats, strs)."""
+    if isinstance(v, str):  # tvm_ffi dtypes subclass str
+        return str(v)
+    if v is None or isinstance(v, (bool, int, float)):
+        return v
+    if hasattr(v, "__len__") and not isinstance(v, (str, bytes)) and not hasattr(v, "dtype"):
+        try:
+            return tuple(_plain(x) for x in v)
+        except TypeError:
+            pass
+    for attr in ("value",):
+        if hasattr(v, attr) and isinstance(getattr(v, attr), (int, float, str)):
+            return getattr(v, attr)
+    return str(v)
+
+
+def _attrs(call) -> dict:
+    a = call.attrs
+    if a is None:
+        return {}
+    out = {}
+    for k in dir(a):
+        if k.startswith("_") or k == "id_":
+            continue
+        try:
+            v = getattr(a, k)
+        except Exception:  # noqa: BLE001, S112
+            continue
+        if callable(v):
+            continue
+        out[k] = _plain(v)
+    return out
+
+
+def _shape_of(ty, what: str, path: str) -> tuple[tuple[int, ...], str]:
+    shape = getattr(ty, "shape", None)
+    dtype = str(getattr(ty, "dtype", "float32"))
+    if shape is None:
+        raise ShapeError(f"{path}: {what} has an unknown shape; npukit needs static shapes")
+    dims = []
+    for i, d in enumerate(shape):
+        try:
+            dims.append(int(d))
+        except (TypeError, ValueError):
+            raise ShapeError(
+                f"{path}: {what} has a symbolic dim {i} ({d}); npukit needs static shapes "
+                "(pin the model's input shapes, or this op's output size is data-dependent)"
+            ) from None
+    return tuple(dims), dtype
+
+
+def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names) -> Imported:
+    tvm = _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+
+    from .fold import fold  # noqa: PLC0415
+
+    main = _main_of(raw, path)
+    marks.resolve(main.params)
+    _attribute_pending(main, marks)
+    computes = {marks.owner[b.var] for blk in main.body.blocks for b in blk.bindings
+                if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op) and b.var in marks.owner}  # fmt: skip
+    nbind = sum(len(blk.bindings) for blk in main.body.blocks)
+    with Progress(nbind, "npukit: folding constants") as bar:
+        folded = _run_quietly(lambda: fold(main, bar), lambda err: ModelError(f"{path}: constant folding failed: {err}"))
+    f = folded.func
+
+    tensors: dict[str, Tensor] = {}
+    consts: dict[str, np.ndarray] = {}
+    ops: list[dict] = []
+    env: dict[Any, Any] = {}  # var -> tid | tuple of tids
+
+    labels = []
+    for i, p in enumerate(f.params):
+        label = input_names[i] if i < len(input_names) else p.name
+        shape, dtype = _shape_of(p.ty, f"input {label!r}", path)
+        tid = f"in{i}"
+        tensors[tid] = Tensor(tid, shape, dtype, "input", None, label)
+        env[p] = tid
+        labels.append(label)
+
+    def const_tid(c) -> str:
+        tid = f"c{len(consts)}"
+        arr = _const_array(c)
+        consts[tid] = arr
+        tensors[tid] = Tensor(tid, tuple(int(s) for s in arr.shape), str(arr.dtype), "const", None,
+                              const_names.get(c, ""))  # fmt: skip
+        return tid
+
+    def tids_of(x, argname: str, static: dict) -> list[str]:
+        """Tensor ids of an argument (tuples flattened); static values go to ``static``."""
+        if isinstance(x, relax.Var):
+            return _as_list(env[x])
+        if isinstance(x, tvm.ir.GenericConst) and isinstance(x.ty, relax.TensorType):
+            return [const_tid(x)]
+        if isinstance(x, relax.Tuple):
+            return [t for y in x.fields for t in tids_of(y, argname, static)]
+        val = _static(x)
+        static[argname] = val if val is not None else str(x)
+        return []
+
+    bindings = [b for blk in f.body.blocks for b in blk.bindings]
+    owner_at = _owners_after_fold(bindings, folded.origin, marks)
+    for k, b in enumerate(bindings):
+        v = b.value
+        var = b.var
+        raw_name = folded.origin[var].name if var in folded.origin else var.name
+        if isinstance(b, relax.MatchCast) or isinstance(v, relax.Var):
+            env[var] = env.get(v) if isinstance(v, relax.Var) else None
+        elif isinstance(v, relax.Call):
+            where = _where(marks, owner_at[k])
+            if not isinstance(v.op, tvm.ir.Op):
+                raise ModelError(f"{path}: {where} calls {_callee(v.op)}, which is not a Relax operator npukit can read")
+            op_id = len(ops)
+            static: dict = {}
+            argnames = [a.name for a in v.op.arguments]
+            in_tids = [t for j, arg in enumerate(canonical_args(tvm, v))
+                       for t in tids_of(arg, argnames[j] if j < len(argnames) else f"arg{j}", static)]  # fmt: skip
+            ty = var.ty
+            if isinstance(ty, relax.TupleType):
+                fields = [(f"t{op_id}.{j}", fty) for j, fty in enumerate(ty.fields)]
+            elif isinstance(ty, relax.TensorType):
+                fields = [(f"t{op_id}", ty)]
+            else:
+                raise ModelError(f"{path}: {where}: its {v.op.name} returns {_kind_of(ty)}, not a tensor")
+            for tid, fty in fields:
+                label = f"node {marks.sources[owner_at[k]].name!r}" if owner_at[k] is not None else raw_name
+                shp, dt = _shape_of(fty, f"output of {v.op.name} ({label})", path)
+                tensors[tid] = Tensor(tid, shp, dt, "act", op_id)
+            outs = tuple(t for t, _ in fields)
+            env[var] = outs if isinstance(ty, relax.TupleType) else outs[0]
+            attrs = _attrs(v)
+            attrs.update(static)
+            ops.append(dict(op_id=op_id, op=v.op.name, attrs=attrs, inputs=tuple(in_tids), outputs=outs,
+                            src=owner_at[k], var=raw_name, bvar=var))  # fmt: skip
+        elif isinstance(v, relax.TupleGetItem):
+            tup = env.get(v.tuple_value) if isinstance(v.tuple_value, relax.Var) else None
+            env[var] = tup[v.index] if isinstance(tup, tuple) else tup
+        elif isinstance(v, relax.Tuple):
+            env[var] = tuple(t for y in v.fields for t in _as_list(_env_of(y, env, const_tid)))
+        elif isinstance(v, tvm.ir.GenericConst):
+            env[var] = const_tid(v)
+        elif isinstance(v, relax.If):
+            raise UnsupportedOpError(f"{path}: control flow ({_where(marks, owner_at[k])}) is not supported")
+        else:
+            raise ModelError(f"{path}: {_where(marks, owner_at[k])} makes {_kind_of(v)}, which npukit cannot read")
+    if not ops:
+        raise ModelError(f"{path}: the model has no ops left after constant folding")
+    out_tids = _as_list(_env_of(f.body.body, env, const_tid))
+
+    names, sources = _name_ops(ops, marks)
+    # a node's declared outputs name the tensors of its last op
+    by_src: dict[int, list[int]] = {}
+    for o in ops:
+        if o["src"] is not None:
+            by_src.setdefault(o["src"], []).append(o["op_id"])
+    for s, ids in by_src.items():
+        src, last = marks.sources[s], ops[ids[-1]]
+        if len(src.outputs) == len(last["outputs"]):
+            for tid, nm in zip(last["outputs"], src.outputs, strict=True):
+                tensors[tid] = _with_name(tensors[tid], nm)
+    for i, tid in enumerate(out_tids):
+        if i < len(output_names) and output_names[i] and tensors[tid].kind == "act":
+            tensors[tid] = _with_name(tensors[tid], output_names[i])
+
+    tagged, var_names = _emit_tagged(relax, tvm, f, ops, names, labels)
+
+    op_objs = tuple(
+        Op(op_id=o["op_id"], name=names[o["op_id"]], source=sources[o["op_id"]][0],
+           source_op=sources[o["op_id"]][1], op=o["op"], attrs=freeze(o["attrs"]),
+           inputs=o["inputs"], outputs=o["outputs"], var=var_names[o["op_id"]])
+        for o in ops
+    )  # fmt: skip
+    used = {o["src"] for o in ops}
+    elided = {src.name: marks.elided.get(i, "folded away at import (FoldConstant): its value became a constant"
+                                         if i in computes else "no computation of its own: passes on another node's value")
+              for i, src in enumerate(marks.sources) if i not in used}  # fmt: skip
+    elided.update({k: v for k, v in marks.pre_elided.items() if k not in elided})
+    graph = OpGraph(
+        ops=op_objs, tensors=freeze(tensors), inputs=tuple(t for t, v in tensors.items() if v.kind == "input"),
+        outputs=tuple(out_tids), consts=freeze(consts), elided=freeze(elided), source_format=fmt, path=path,
+    )  # fmt: skip
+    return Imported(graph, tagged)
+
+
+def _where(marks: _Marks, src: int | None) -> str:
+    """The model node a binding came from, in the model's words."""
+    if src is None:
+        return "an op the importer added"
+    s = marks.sources[src]
+    return f"node {s.name!r} ({s.op_type})"
+
+
+def _callee(op) -> str:
+    name = getattr(op, "name_hint", None) or getattr(op, "global_symbol", None)
+    return f"the function {name!r}" if name else "a function"
+
+
+def _kind_of(x) -> str:
+    """What a Relax value or type is, in words (never an internal binding name)."""
+    n = type(x).__name__
+    return {"ShapeType": "a shape", "ShapeExpr": "a shape", "TupleType": "a tuple", "PrimType": "a scalar",
+            "ObjectType": "an opaque object", "FuncType": "a function", "ExternFunc": "an external function",
+            "Function": "a function", "If": "control flow", "PrimValue": "a scalar"}.get(n, f"a {n}")  # fmt: skip
+
+
+def _attribute_pending(f, marks: _Marks) -> None:
+    """Give every unmarked binding to the node whose conversion emitted it.
+
+    The hooks bind each node's result right after converting it, so a binding belongs to the
+    first marked binding at or after it in emission order (helpers a converter emitted, such as
+    the reshape + add of an ONNX Conv bias, come just before the node's own result).
+    """
+    pending: list = []
+    last = None
+    for blk in f.body.blocks:
+        for b in blk.bindings:
+            owner = marks.owner.get(b.var)
+            if owner is None:
+                pending.append(b.var)
+                continue
+            for p in pending:
+                marks.owner[p] = owner
+            pending.clear()
+            last = owner
+    if last is not None:  # trailing bindings (output tuples) belong to the last node
+        for p in pending:
+            marks.owner.setdefault(p, last)
+
+
+def _owners_after_fold(bindings, origin: dict, marks: _Marks) -> list[int | None]:
+    """The source node of each binding of the folded function.
+
+    A binding folding rebuilt keeps its raw binding's node (``origin``); one the normaliser added
+    (the ``R.nonzero`` inside a frontend's ``match_cast``) belongs, like the helpers before the
+    fold, to the node of the next binding whose node is known.
+    """
+    out: list[int | None] = [None] * len(bindings)
+    pending: list[int] = []
+    last = None
+    for k, b in enumerate(bindings):
+        raw = origin.get(b.var)
+        own = None if raw is None else marks.owner.get(raw)
+        if own is None:
+            pending.append(k)
+            continue
+        out[k] = last = own
+        for j in pending:
+            out[j] = own
+        pending.clear()
+    for j in pending:
+        out[j] = last
+    return out
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return []
+    if isinstance(x, tuple):
+        return list(x)
+    return [x]
+
+
+def _env_of(e, env, const_tid):
+    tvm = _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+
+    if isinstance(e, relax.Var):
+        return env.get(e)
+    if isinstance(e, relax.Tuple):
+        return tuple(t for y in e.fields for t in _as_list(_env_of(y, env, const_tid)))
+    if isinstance(e, tvm.ir.GenericConst):
+        return const_tid(e)
+    return None
+
+
+COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "equal", "not_equal", "logical_and", "logical_or",
+                         "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"})  # fmt: skip
+
+
+def canonical_args(tvm, call) -> list:
+    """A call's arguments in npukit's canonical order, so equivalent graphs from every format match the
+    same patterns and rules: a commutative binary op takes its activation first and its constant
+    second (PyTorch's ``bias + linear`` becomes ``linear + bias``, as ONNX and TFLite write it)."""
+    args = list(call.args)
+    if len(args) == 2 and call.op.name.rsplit(".", 1)[-1] in COMMUTATIVE:
+        const = [isinstance(a, tvm.ir.GenericConst) for a in args]
+        if const[0] and not const[1]:
+            args.reverse()
+    return args
+
+
+def _emit_tagged(relax, tvm, f, ops, names, labels):
+    """Rebuild main as one dataflow block: op calls get readable names and an op-id span."""
+    by_var = {o["bvar"]: o for o in ops}
+    var_names: dict[int, str] = {}
+    namer = _Namer()
+    params = [relax.Var(namer(lb), p.ty) for p, lb in zip(f.params, labels, strict=True)]
+    mapping: dict[Any, Any] = dict(zip(f.params, params, strict=True))
+    m = _remapper(relax, mapping)
+    tuples: dict[Any, Any] = {}  # var -> the Tuple expression it binds
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            for blk in f.body.blocks:
+                for b in blk.bindings:
+                    v, var = b.value, b.var
+                    o = by_var.get(var)
+                    if isinstance(b, relax.MatchCast) or isinstance(v, relax.Var):
+                        mapping[var] = m(v)
+                    elif o is not None:
+                        i = o["op_id"]
+                        span = tvm.ir.Span(tvm.ir.SourceName(f"{SPAN_PREFIX}{i}"), i, i, 0, 0)
+                        call = relax.Call(v.op, [m(a) for a in canonical_args(tvm, v)], v.attrs, v.ty_args, span)
+                        want = namer(names[i])
+                        mapping[var] = bb.emit(call, name_hint=want)
+                        var_names[i] = mapping[var].name
+                        assert var_names[i] == want, (want, var_names[i])
+                    elif isinstance(v, relax.TupleGetItem):
+                        tup = tuples.get(v.tuple_value) if isinstance(v.tuple_value, relax.Var) else None
+                        if tup is not None:  # (a, b)[0] is a: no tuple between two ops (canonical form)
+                            mapping[var] = m(tup.fields[v.index])
+                        else:
+                            mapping[var] = bb.emit(relax.TupleGetItem(m(v.tuple_value), v.index))
+                    else:
+                        if isinstance(v, relax.Tuple):
+                            tuples[var] = v
+                        mapping[var] = bb.emit(m(v))
+            out = bb.emit_output(m(f.body.body))
+        gv = bb.emit_func_output(out)
+    # the entry function is "main" whatever the bindings are called; tuples left unread are dropped
+    main = relax.analysis.remove_all_unused(bb.get()[gv])
+    return tvm.IRModule({"main": main}), var_names
+
+
+def _remapper(relax, mapping: dict):
+    """``m(expr)``: an argument of the folded main rewritten for the tagged main (vars looked up by
+    identity in ``mapping``, tuples rebuilt, constants and static values kept)."""
+
+    def m(x):
+        if isinstance(x, relax.Var):
+            return mapping[x]
+        if isinstance(x, relax.Tuple):
+            return relax.Tuple([m(y) for y in x.fields])
+        return x
+
+    return m
+
+

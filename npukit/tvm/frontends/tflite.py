@@ -1,0 +1,132 @@
+"""TFLite: checks, then TVM's TFLite frontend driven through a converter that records op names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import ModelError, UnsupportedOpError
+from .. import load as _load_tvm
+from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
+from .progress import Progress
+from .sizes import check_tflite_tensor
+from .tagging import _finish
+
+
+def _import_tflite(path: Path, input_shapes) -> Imported:
+    buf = path.read_bytes()
+    if len(buf) < 8 or buf[4:8] != b"TFL3":
+        raise ModelError(f"{path}: not a TFLite flatbuffer (no 'TFL3' file identifier)")
+    try:
+        import tflite  # noqa: PLC0415
+    except ImportError:
+        raise ModelError(f"{path}: reading .tflite files needs the 'tflite' package (pip install tflite)") from None
+    _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+    from tvm.relax.frontend.tflite import tflite_frontend as TF  # noqa: PLC0415
+
+    try:
+        model = tflite.Model.GetRootAsModel(buf, 0)
+        if model.SubgraphsLength() < 1:
+            raise ModelError(f"{path}: the TFLite model has no subgraph")
+        sg = model.Subgraphs(0)
+        nops = sg.OperatorsLength()
+        # touch every tensor and buffer: truncated files fail here rather than deep inside TVM
+        tensor_names = [sg.Tensors(i).Name().decode("utf-8", "replace") for i in range(sg.TensorsLength())]
+        for i in range(sg.TensorsLength()):
+            t = sg.Tensors(i)
+            b = model.Buffers(t.Buffer())
+            check_tflite_tensor(str(path), t, b, tensor_names[i])
+            if b is not None and b.DataLength():
+                _ = b.DataAsNumpy()
+            if t.ShapeLength():
+                _ = t.ShapeAsNumpy()
+            if t.ShapeSignatureLength():
+                _ = t.ShapeSignatureAsNumpy()
+        declared = {}
+        for idx in sg.InputsAsNumpy():
+            t = sg.Tensors(int(idx))
+            sig = t.ShapeSignatureAsNumpy() if t.ShapeSignatureLength() else t.ShapeAsNumpy()
+            shape = t.ShapeAsNumpy() if t.ShapeLength() else None
+            dims = None if shape is None else [int(s) if int(g) >= 0 else "" for s, g in zip(shape, sig, strict=False)]
+            declared[tensor_names[int(idx)]] = dims
+        outputs = [int(i) for i in sg.OutputsAsNumpy()]
+    except ModelError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise ModelError(f"{path}: corrupt or truncated TFLite file ({_first_line(e)})") from None
+    if nops == 0:
+        raise ModelError(f"{path}: the model has no ops")
+
+    shapes = _check_input_shapes(path, declared, input_shapes)
+
+    marks = _Marks()
+
+    class Converter(TF.OperatorConverter):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.convert_map = {key: self._npk_wrap(key, fn) for key, fn in self.convert_map.items()}
+
+        def _npk_wrap(self, code, fn):
+            def wrapped(*args, **kwargs):
+                op = kwargs["op"] if "op" in kwargs else args[0]
+                outs = self.get_output_tensors(op)
+                names = tuple(o.tensor.Name().decode("utf-8", "replace") for o in outs)
+                name = names[0] if names else code
+                ins = ", ".join(repr(t.tensor.Name().decode("utf-8", "replace")) for t in self.get_input_tensors(op))
+                marks.current = f"{name!r} ({code}{'; inputs ' + ins if ins else ''})"
+                ret = fn(*args, **kwargs)
+                if ret is None:  # prefetched constant: no op
+                    marks.sources.append(_Source(name, code, names))
+                    marks.elided[len(marks.sources) - 1] = "folded to a constant at import"
+                    return None
+                return marks.record(self.bb, relax, ret, _Source(name, code, names))
+
+            return wrapped
+
+        def convert_dequantize(self, op):
+            """fp16 weights: a DEQUANTIZE of a float16 constant (dense, or made dense by DENSIFY) is
+            folded here to float32, as TFLite's runtime does once at load time."""
+            from tflite.TensorType import TensorType  # noqa: PLC0415
+
+            ins = self.get_input_tensors(op)
+            if len(ins) == 1 and ins[0].tensor.Type() == TensorType.FLOAT16 and self.is_prefetched(ins[0].tensor_idx):
+                value = np.asarray(self.get_prefetched_node(ins[0].tensor_idx))
+                out = self.get_output_tensors(op)[0]
+                self.set_prefetched_node(out.tensor_idx, value.astype(np.float16).astype(np.float32))
+                return None
+            return super().convert_dequantize(op)
+
+        def check_unsupported_ops(self):
+            bad = []
+            for i in range(self.subgraph.OperatorsLength()):
+                op = self.subgraph.Operators(i)
+                try:
+                    code = self.get_op_code_str(op)
+                except NotImplementedError:  # a custom operator (or a code this schema does not know)
+                    custom = self.model.OperatorCodes(op.OpcodeIndex()).CustomCode()
+                    code = f"custom {custom.decode('utf-8', 'replace')}" if custom else "an unknown operator code"
+                if code not in self.convert_map:
+                    outs = self.get_output_tensors(op)
+                    nm = outs[0].tensor.Name().decode("utf-8", "replace") if outs else f"op{i}"
+                    bad.append((nm, code))
+            if bad:
+                kinds = sorted({k for _, k in bad})
+                listing = "; ".join(f"{n!r} ({k})" for n, k in bad[:20])
+                raise UnsupportedOpError(
+                    f"{path}: {len(bad)} op(s) TVM's TFLite frontend cannot import ({', '.join(kinds)}): {listing}"
+                )
+            super().check_unsupported_ops()
+
+    marks.progress = Progress(nops, "npukit: importing")
+    with marks.progress:
+        raw = _run_quietly(
+            lambda: TF.from_tflite(model, shape_dict={k: tuple(v) for k, v in shapes.items()}, op_converter=Converter),
+            lambda err: ModelError(f"{path}: TVM's TFLite importer failed{_at('op', marks)}: {err}"),
+        )
+    ins = list(declared)
+    outs = [tensor_names[i] for i in outputs]
+    return _finish(raw, marks, "tflite", str(path), ins, outs, {})
+
+

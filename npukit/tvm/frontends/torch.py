@@ -1,0 +1,127 @@
+"""PyTorch: a .pt2 archive or an ExportedProgram through TVM's ExportedProgram importer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...errors import ModelError, UnsupportedOpError
+from .. import load as _load_tvm
+from .common import Imported, _at, _bind_input_shapes, _check_input_shapes, _Marks, _run_quietly, _Source
+from .progress import Progress
+from .tagging import _finish
+
+
+def _import_pt2(path: Path, input_shapes) -> Imported:
+    import zipfile  # noqa: PLC0415
+
+    if not zipfile.is_zipfile(path):
+        raise ModelError(f"{path}: not a torch.export archive (a .pt2 is a zip file); the file may be truncated "
+                         "or of another format")  # fmt: skip
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        raise ModelError(f"{path}: loading .pt2 files needs PyTorch (pip install 'npukit[torch]')") from None
+    ep = _run_quietly(lambda: torch.export.load(str(path)), lambda err: ModelError(
+        f"{path}: not a readable torch.export program, the file may be truncated ({err})"))
+    return _import_exported_program(ep, str(path), input_shapes)
+
+
+def _import_exported_program(ep, path: str, input_shapes) -> Imported:
+    # the user's program: its FX node names are the names npukit keeps.  Its inputs are checked
+    # before the decomposition and the tvm import, so a bad program is answered quickly.
+    user_nodes = {n.name: n for n in ep.graph.nodes if n.op == "call_function"}
+    user_out = next((n for n in ep.graph.nodes if n.op == "output"), None)
+    user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    declared = {}
+    for node in ep.graph.nodes:
+        if node.op == "placeholder" and node.name in user_inputs:
+            val = node.meta.get("val")
+            shape = getattr(val, "shape", None)
+            declared[node.name] = None if shape is None else [
+                int(d) if isinstance(d, int) or str(d).isdigit() else str(d) for d in shape]  # fmt: skip
+    _check_input_shapes(path, declared, input_shapes)
+    if not user_nodes:
+        raise ModelError(f"{path}: the program has no ops")
+
+    _load_tvm()
+    import torch  # noqa: PLC0415, F401 - the frontend needs it
+    from tvm import relax  # noqa: PLC0415
+    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter  # noqa: PLC0415
+
+    ep = _run_quietly(ep.run_decompositions, lambda err: ModelError(f"{path}: torch decomposition failed: {err}"))
+    user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    calls = [n for n in ep.graph.nodes if n.op == "call_function"]
+    if not calls:
+        raise ModelError(f"{path}: the program has no ops")
+
+    marks = _Marks()
+
+    class Importer(ExportedProgramImporter):
+        def create_convert_map(self):
+            cmap = super().create_convert_map()
+            return {k: self._npk_wrap(k, fn) for k, fn in cmap.items()}
+
+        def _npk_wrap(self, key, fn):
+            def wrapped(node, *rest):
+                src = _user_source(node, user_nodes, key)
+                ins = ", ".join(repr(a.name) for a in node.all_input_nodes)
+                marks.current = f"{src.name!r} ({src.op_type}{'; inputs ' + ins if ins else ''})"
+                ret = fn(node, *rest)
+                if not hasattr(ret, "same_as"):  # python values (shapes, ints): no op
+                    idx = marks.index(src, merge=True)
+                    marks.elided.setdefault(idx, "folded to a constant at import")
+                    return ret
+                return marks.record(self.block_builder, relax, ret, src, merge=True)
+
+            return wrapped
+
+    supported = set(Importer().convert_map)
+    bad = [(n.name, n.target.__name__) for n in calls if getattr(n.target, "__name__", str(n.target)) not in supported]
+    if bad:
+        kinds = sorted({k for _, k in bad})
+        listing = "; ".join(f"{n!r} ({k})" for n, k in bad[:20])
+        raise UnsupportedOpError(f"{path}: {len(bad)} node(s) use ops TVM's PyTorch frontend cannot import ({', '.join(kinds)}): {listing}")
+    marks.progress = Progress(len(user_nodes), "npukit: importing")
+    with marks.progress:
+        raw = _run_quietly(lambda: Importer().from_exported_program(ep, False, False, False, None), lambda err: ModelError(
+            f"{path}: TVM's PyTorch importer failed{_at('node', marks)}: {err}"))
+    out_node = user_out if user_out is not None else next(n for n in ep.graph.nodes if n.op == "output")
+    outs = [getattr(a, "name", str(a)) for a in _flatten(out_node.args[0])]
+    raw = _bind_input_shapes(raw, user_inputs, input_shapes, path, marks)
+    return _finish(raw, marks, "torch", path, user_inputs, outs, {})
+
+
+def _target_name(target) -> str:
+    """An FX node's target as the user reads it: ``aten.conv2d.default``, ``getitem``."""
+    return str(target) if hasattr(target, "_schema") else getattr(target, "__name__", str(target))
+
+
+def _user_source(node, user_nodes: dict, key: str) -> _Source:
+    """The node of the user's program a (possibly decomposed) FX node came from.
+
+    ``run_decompositions`` renames what it rewrites (``conv2d`` -> ``convolution``, ``linear`` ->
+    ``permute`` + ``addmm``); torch records the provenance in ``node.meta["from_node"]``, a chain
+    of NodeSource objects, which leads back to the node the user sees in ``ep.graph``.
+    """
+    stack = list(node.meta.get("from_node") or ())
+    seen = 0
+    while stack and seen < 64:
+        ns = stack.pop(0)
+        seen += 1
+        name = getattr(ns, "name", None)
+        if name in user_nodes:
+            return _Source(name, _target_name(user_nodes[name].target))
+        stack.extend(getattr(ns, "from_node", None) or ())
+    if node.name in user_nodes:
+        return _Source(node.name, _target_name(user_nodes[node.name].target))
+    return _Source(node.name, key)
+
+
+def _flatten(x):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flatten(y)
+    else:
+        yield x
+
+

@@ -335,7 +335,7 @@ def _byoc(model: Model, soc: SocProfile, vs) :
 
     accepts = tuple(sorted((i, p, v.fused_only) for (i, p), v in vs.items() if v.ok and not v.host))
     pinned = tuple(sorted(i for (i, p), v in vs.items() if v.host and v.failed("pinned")))
-    key = (model.key, soc.digest, hash((accepts, pinned)), accepts, pinned)
+    key = (model.key, soc.rules_digest, hash((accepts, pinned)), accepts, pinned)  # costs never enter it
     hit = PARTS.get(key)
     if hit is not None:
         return hit

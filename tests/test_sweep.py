@@ -240,6 +240,8 @@ def test_memory_rows_equal_study_project():
 
 def test_failing_configurations_record_their_error():
     grid = '[grid]\n"pin./softmax/Softmax" = ["dsp", "dla", "none"]\n"layer_bits./conv1/Conv" = ["int8", "int16"]\n'
+    if has_placement():
+        grid += '"placement" = "first-fit"\n'
     df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, progress=False)
     fail = dict(zip(df["index"], df["failure"]))
     assert pd.isna(fail[0]) and pd.isna(fail[4])  # dsp / none with int8
@@ -280,8 +282,14 @@ def test_profile_cost_fields_never_move_ops():
             if f == "default_bits":
                 v = p.bits[-1]
             changed = soc.with_changes({f"processors.{p.name}.{f}": v})
+            assert changed.rules_digest == soc.rules_digest
+            pl.PARTS.clear()  # a real partition of the changed profile, not the cached one
             assert pl.partition(m, changed, cfg).plan == base, (p.name, f)
-    assert pl.partition(m, soc.with_changes({"links.0.bandwidth_gbps": 0.01, "conversion.layout_on": "host"}), cfg).plan == base
+    changed = soc.with_changes({"links.0.bandwidth_gbps": 0.01, "conversion.layout_on": "host", "name": "x"})
+    pl.PARTS.clear()
+    assert changed.rules_digest == soc.rules_digest and pl.partition(m, changed, cfg).plan == base
+    moved = soc.with_changes({"processors.dla.ops.conv2d.kernel_max": 1})
+    assert moved.rules_digest != soc.rules_digest and pl.partition(m, moved, cfg).plan != base
 
 
 # ---------------------------------------------------------------------------------------------

@@ -107,6 +107,18 @@ class Link:
     energy_pj_per_byte: float
 
 
+# processor fields no partition reads under given verdicts (costs, energy, layout, library names),
+# and top-level tables likewise: profiles that differ only in these partition alike
+COST_FIELDS = frozenset({
+    "description", "clock_mhz", "macs_per_cycle", "vector_ops_per_cycle", "default_bits", "mac_array", "vector_lanes",
+    "efficiency", "reduction", "onchip_bytes", "dram_bytes_per_cycle", "onchip_bytes_per_cycle",
+    "weight_bytes_per_cycle", "weight_port", "output_elems_per_cycle", "layout", "op_overhead_cycles",
+    "call_overhead_cycles", "energy_pj_per_mac", "energy_pj_per_op", "energy_pj_per_byte",
+    "energy_pj_per_onchip_byte", "static_mw", "kernel_library",
+})  # fmt: skip
+COST_TOP = frozenset({"name", "description", "sources", "conversion", "links"})
+
+
 @dataclass(frozen=True)
 class SocProfile:
     name: str
@@ -140,6 +152,20 @@ class SocProfile:
         if d is None:
             d = hashlib.sha256(json.dumps(_thaw(self.raw), sort_keys=True).encode()).hexdigest()[:16]
             object.__setattr__(self, "_digest", d)
+        return d
+
+    @property
+    def rules_digest(self) -> str:
+        """Digest of what the BYOC partition reads of the profile beside the verdicts (processor
+        names, kinds, host, supported ops and their limits, placement order): equal for profiles
+        that differ only in costs (``COST_FIELDS``, ``COST_TOP``)."""
+        d = self.__dict__.get("_rules_digest")
+        if d is None:
+            doc = {k: v for k, v in _thaw(self.raw).items() if k not in COST_TOP}
+            doc["processors"] = {n: {k: v for k, v in p.items() if k not in COST_FIELDS}
+                                 for n, p in doc.get("processors", {}).items()}  # fmt: skip
+            d = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+            object.__setattr__(self, "_rules_digest", d)
         return d
 
     @property

@@ -32,6 +32,7 @@ from typing import Any
 from ..config import Config
 from ..errors import ConfigError, NpukitError, closest
 from ..soc import BITS
+from ..soc.profile import COST_FIELDS, COST_TOP
 
 MODES = ("product", "list", "random")
 RESERVED = ("mode", "samples", "seed")
@@ -423,16 +424,7 @@ def _check_soc_axis(grid: Grid, a: Axis, soc) -> None:
 # ---------------------------------------------------------------------------------------------
 # a point -> (profile changes, Config)
 
-# processor fields no partition reads under the first-fit placement (costs, energy, layout, names
-# of kernel libraries): configurations that differ only in these share one partition
-COST_FIELDS = frozenset({
-    "description", "clock_mhz", "macs_per_cycle", "vector_ops_per_cycle", "default_bits", "mac_array", "vector_lanes",
-    "efficiency", "reduction", "onchip_bytes", "dram_bytes_per_cycle", "onchip_bytes_per_cycle",
-    "weight_bytes_per_cycle", "weight_port", "output_elems_per_cycle", "layout", "op_overhead_cycles",
-    "call_overhead_cycles", "energy_pj_per_mac", "energy_pj_per_op", "energy_pj_per_byte",
-    "energy_pj_per_onchip_byte", "static_mw", "kernel_library",
-})  # fmt: skip
-COST_TOP = frozenset({"description", "sources", "conversion", "links"})
+# configurations that differ only in these share one first-fit partition (see SocProfile.rules_digest)
 
 
 def moves_ops(path: str, value=None, soc=None) -> bool:

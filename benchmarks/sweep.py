@@ -13,7 +13,10 @@
     kernels memoized: a second sweep over the same space, e.g. with more bit-widths);
     ``cost_only_cold`` is the first run, every kernel costed for the first time.
     ``configs_per_cpu_s`` divides by this process's CPU time instead (the machine is shared).
-    ``bits_only`` is a grid of bit-widths alone on one profile.  Goal >= 2,000 / s per core.
+    ``bits_only`` is a grid of bit-widths alone (per processor and for four layers) on one profile.
+    Goal >= 2,000 / s per core.  These use ``placement = "first-fit"`` (a fixed support set has one
+    partition); ``cost_placement`` is a smaller grid of the same kind under the cost-aware
+    placement, which decides the partition again for every profile and bit-width assignment.
 (b) ``new_partition``: every configuration pins a different set of nodes to the host (random
     samples of 2^12 pin sets), so each one runs TVM's BYOC partition (FuseOpsByPattern +
     MergeCompositeFunctions) before its estimate.
@@ -44,11 +47,12 @@ def cost_grid(n: int) -> str:
         '"soc.processors.dla.clock_mhz" = [600, 800, 1000]\n'
         '"soc.links.0.bandwidth_gbps" = [4.0, 8.0]\n'
         '"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16"]\n"bits.arm" = ["int8", "fp32"]\n'
+        '"placement" = "first-fit"\n'
     )
 
 
-BITS_GRID = ('[grid]\n"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16", "fp16", "fp32"]\n'
-             '"bits.arm" = ["int8", "int16", "fp16", "fp32"]\n"layer_bits.conv2d_0" = ["int8", "fp16"]\n')  # fmt: skip
+BITS_GRID = ('[grid]\n"placement" = "first-fit"\n"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16", "fp16", "fp32"]\n'
+             '"bits.arm" = ["int8", "int16", "fp16", "fp32"]\n')  # fmt: skip
 
 
 def pin_grid(model, samples: int) -> str:
@@ -57,7 +61,7 @@ def pin_grid(model, samples: int) -> str:
         if op.kind == "conv2d" and op.source not in nodes:
             nodes.append(op.source)
     body = "".join(f'"pin.{n}" = ["none", "arm"]\n' for n in nodes[:12])
-    return f'[grid]\nmode = "random"\nsamples = {samples}\nseed = 16\n{body}'
+    return f'[grid]\nmode = "random"\nsamples = {samples}\nseed = 16\n"placement" = "first-fit"\n{body}'
 
 
 def rate(fn, n: int) -> dict:
@@ -92,9 +96,13 @@ def main() -> None:
     pl.clear_caches()  # the same sweep with nothing costed before (new partition, empty kernel memo)
     pl.evaluate(m, soc, npukit.Config())
     doc["cost_only_cold"] = rate(lambda: npukit.sweep(m, soc, grid, workers=0, progress=False), len(grid))
-    bits = BITS_GRID.replace("conv2d_0", next(op.source for op in m.graph.ops if op.kind == "conv2d"))
-    gb = npukit.load_grid(bits)
+    convs = [op.source for op in m.graph.ops if op.kind == "conv2d"]
+    gb = npukit.load_grid(BITS_GRID + "".join(f'"layer_bits.{c}" = ["int8", "fp16"]\n' for c in convs[:4]))
     doc["bits_only"] = rate(lambda: npukit.sweep(m, soc, gb, workers=0, progress=False), len(gb))
+    gc = npukit.load_grid(cost_grid(192).replace('"first-fit"', '"cost"'))
+    r = rate(lambda: npukit.sweep(m, soc, gc, workers=0, progress=False), len(gc))
+    doc["cost_placement"] = {**r, "note": "placement = cost: the partition is decided again for every profile and "
+                                          "bit-width assignment (its BYOC runs cached by what they accept)"}  # fmt: skip
 
     gp = npukit.load_grid(pin_grid(m, args.partitions))
     r = rate(lambda: npukit.sweep(m, soc, gp, workers=0, progress=False), len(gp))

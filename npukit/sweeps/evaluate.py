@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import pipeline as pl
+from ..errors import ConfigError
 from .grid import Axis, axis_type, canon, column_value, config_of, moves_ops, soc_changes
 
 ERROR_COLUMNS = ("snr_db", "max_abs_error", "top1_agreement", "accuracy", "accuracy_fp32", "error")
@@ -107,7 +108,7 @@ class Evaluator:
         """The Study's own checks (names, pins, bit-widths where each op runs), once per partition
         and bit-width assignment; ``rep`` is the profile the partition was made on (the checks read
         only what the partition depends on, and which bit-widths each processor runs)."""
-        for ck, fn in (((key,), lambda: pl.check(self.model, rep, replace(cfg, bits=(), layer_bits=()))),
+        for ck, fn in (((key,), lambda: self._check_partition(rep, cfg, plan)),
                        ((key, cfg.bits, cfg.layer_bits), lambda: self._check_bits(rep, cfg, plan))):  # fmt: skip
             hit = self._checks.get(ck)
             if hit is None:
@@ -120,14 +121,26 @@ class Evaluator:
             if hit is not False:
                 raise hit
 
+    def _check_partition(self, rep, cfg, plan) -> None:
+        """``pipeline.check`` but its bit-widths, and ``check_placed``'s pins (with "first-fit" the
+        bit-widths are not part of the partition's key: they are checked per assignment below)."""
+        pl.check(self.model, rep, replace(cfg, bits=(), layer_bits=()))
+        ff = getattr(cfg, "placement", "first-fit") == "first-fit"
+        pl.check_placed(self.model, rep, replace(cfg, layer_bits=()) if ff else cfg, plan)
+
     def _check_bits(self, rep, cfg, plan) -> None:
-        """``pipeline.check``'s bit-width checks (the rest of it ran once per partition), then
-        ``check_placed``."""
+        """``pipeline.check``'s bit-width checks, and ``check_placed``'s: each layer's bit-width runs
+        on the processor its layer landed on."""
+        g = self.model.graph
         for p, b in cfg.bits:
             pl.check_bits(rep, p, b)
-        for node, _b in cfg.layer_bits:
-            pl.resolve(self.model.graph, node)
-        pl.check_placed(self.model, rep, cfg, plan)
+        for node, b in cfg.layer_bits:
+            for i in pl.resolve(g, node):
+                p = rep.processor(plan.processor[i])
+                if b not in p.macs_per_cycle:
+                    raise ConfigError(f"layer {node!r} would run on {p.name}, which cannot run its bit-width {b} "
+                                      f"(processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}); "
+                                      f"change it first with set_bits(..., layer={node!r})")  # fmt: skip
 
     # -- one configuration ----------------------------------------------------------------------
     def result(self, values: tuple):

@@ -201,15 +201,21 @@ def measure_models(paths: Sequence, repeat: int = 20, rounds: int = 4, seconds: 
 
     if repeat < 1:
         raise NpukitError(f"calibrate: --repeat must be >= 1, got {repeat}")
+    from .progress import Progress, phase  # noqa: PLC0415
+
     done = []
     for path in paths:
         name = Path(str(path)).name if isinstance(path, (str, os.PathLike)) else type(path).__name__
         model = pipeline.load(path)
-        done.append((path, name, model, Session(model.module, model.graph)))
+        with phase(f"npukit: compiling {name} to measure it"):
+            done.append((path, name, model, Session(model.module, model.graph)))
     per_round = max(1, math.ceil(repeat / max(1, rounds)))
-    for _ in range(max(1, rounds)):
-        for *_x, session in done:
-            session.run(per_round, seconds)
+    turns = max(1, rounds)
+    with Progress(turns * len(done), "npukit: measuring", unit="run") as bar:
+        for r in range(turns):
+            for j, (*_x, session) in enumerate(done):
+                session.run(per_round, seconds)
+                bar(r * len(done) + j)
     return [MeasuredModel(path, name, model, session.result()) for path, name, model, session in done]
 
 

@@ -97,12 +97,40 @@ def _exchange(a: Path, b: Path) -> bool:
     return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _sweep_stale(parent: Path, name: str) -> None:
+    """Remove the temporary siblings that exports of ``name`` killed mid-way left behind (their
+    names carry the writing process's id; a live writer's are left alone)."""
+    prefix = f".{name}."
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return
+    import shutil  # noqa: PLC0415
+
+    for e in entries:
+        rest = e.name[len(prefix):] if e.name.startswith(prefix) else ""
+        pid, _, tail = rest.partition(".")
+        if pid.isdigit() and tail.endswith((".tmp", ".old")) and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(e, ignore_errors=True)
+
+
 def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | str]) -> Path:
     """Replace ``directory`` with exactly ``files`` (relative path -> content), atomically: the tree is
     written into a temporary sibling, then swapped into place in one step (renameat2 exchange; a
     plain rename where the directory does not exist yet).  A path that is absolute or climbs out of
     the directory (``..``) is refused before anything is written.  Killed at any point, the
-    directory is either as it was or complete; two exports at once leave one complete result."""
+    directory is either as it was or complete; two exports at once leave one complete result.  The
+    temporary siblings a killed export leaves (``.<name>.<pid>.*.tmp``) are removed by the next one."""
     d = Path(directory)
     for rel in files:
         p = Path(rel)
@@ -111,9 +139,11 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
     if d.exists() and not d.is_dir():
         raise NpukitError(f"{d}: is a file; give a directory to export into")
     parent = d.resolve().parent
+    stem = f".{d.name}.{os.getpid()}."
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.", suffix=".tmp", dir=parent))
+        _sweep_stale(parent, d.name)
+        tmp = Path(tempfile.mkdtemp(prefix=stem, suffix=".tmp", dir=parent))
     except OSError as e:
         raise NpukitError(f"{d}: cannot create a directory there: {e.strerror or e}") from None
     import shutil  # noqa: PLC0415
@@ -129,7 +159,7 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
         target = parent / d.name
         if target.exists():
             if not _exchange(tmp, target):
-                old = Path(tempfile.mkdtemp(prefix=f".{d.name}.", suffix=".old", dir=parent))
+                old = Path(tempfile.mkdtemp(prefix=stem, suffix=".old", dir=parent))
                 os.rmdir(old)
                 os.rename(target, old)
                 os.rename(tmp, target)

@@ -14,6 +14,7 @@ A bit-width edit never re-partitions: the partition is keyed by the support edit
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections import OrderedDict
@@ -337,8 +338,9 @@ def _byoc(model: Model, soc: SocProfile, vs) :
     pinned = tuple(sorted(i for (i, p), v in vs.items() if v.host and v.failed("pinned")))
     key = (model.key, soc.rules_digest, hash((accepts, pinned)), accepts, pinned)  # costs never enter it
     hit = PARTS.get(key)
-    if hit is not None:
-        return hit
+    if hit is not None:  # the same acceptance partitions alike; the refusals keep their own words
+        pruned = {k: v for k, v in hit.verdicts.items() if v.failed("pruned")}
+        return dataclasses.replace(hit, verdicts={**vs, **pruned})
     prep = PREP.get(model.key)
     if prep is None:
         prep = PREP.put(model.key, (chain_shapes(model.graph), arities(model.module)))
@@ -357,7 +359,10 @@ def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
     procs = {p.name: p for p in soc.processors}
 
     def bits_of(i, p):
-        return (lb.get(i) if i is not None else None) or pb.get(p) or procs[p].default_bits
+        b = lb.get(i) if i is not None else None
+        if b is None or b not in procs[p].macs_per_cycle:  # (a layer that cannot run here is refused later)
+            b = pb.get(p) or procs[p].default_bits
+        return b
 
     def runs(i, p):
         return i not in lb or lb[i] in procs[p].macs_per_cycle
@@ -386,14 +391,14 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
     choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs)
     cost = _byoc(model, soc, constrain(vs, soc, choice))
     host = _byoc(model, soc, {k: (v if v.host or not v.ok else _refused_for_host(v)) for k, v in vs.items()})
-    lats = [_latency(model, soc, cfg, p) for p in (cost, ff, host)]
+    inf = float("inf")
+    lats = [_latency(model, soc, cfg, p) if all(runs(i, q) for i, q in enumerate(p.plan.processor)) else inf
+            for p in (cost, ff, host)]  # a plan that puts a layer where its bit-width cannot run is out  # fmt: skip
     k = min(range(3), key=lambda n: (lats[n], n))
     names = ("the cost model's choice", "the profile's first-fit placement", "every op on the host")
     summary = (f"estimated {lats[0]:,.1f} us with the cost model's choice, {lats[1]:,.1f} us first-fit, "
                f"{lats[2]:,.1f} us all on {soc.host}: kept {names[k]}")  # fmt: skip
     notes = {i: (choice.why[i] if k == 0 else summary) for i in range(len(g.ops))}
-    import dataclasses  # noqa: PLC0415
-
     return CHOICES.put(key, dataclasses.replace((cost, ff, host)[k], notes=notes))
 
 

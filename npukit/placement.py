@@ -73,7 +73,7 @@ def candidates(grp: tuple[int, ...], soc: SocProfile, vs, runs=lambda i, p: True
     """The host (unless a pin forbids it) and every accelerator that accepts all of the group (an op
     accepted only fused after a conv/matmul needs its root in the group) and can run its bit-widths
     (``runs(op, processor)``)."""
-    host_ok = all(vs[(i, soc.host)].ok for i in grp)
+    host_ok = all(vs[(i, soc.host)].ok and runs(i, soc.host) for i in grp)
     out = [a for a in soc.accelerators
            if all(vs[(i, a)].ok and runs(i, a) for i in grp) and not (len(grp) == 1 and vs[(grp[0], a)].fused_only)]  # fmt: skip
     return ([soc.host] if host_ok or not out else []) + out

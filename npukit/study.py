@@ -52,6 +52,8 @@ class Study:
             cfg = cfg.with_placement(placement)
         self._apply(cfg)
 
+    _coerce = staticmethod(lambda config: _coerce_config(config))
+
     # ------------------------------------------------------------------------------------------
     # config and edits
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import SAMPLES
 
 import npukit
-from npukit.graph import work
+from npukit.opset import work
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(SAMPLES))

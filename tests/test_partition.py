@@ -24,6 +24,24 @@ from conftest import (
 import npukit
 from npukit.tvm.importers import op_id_of_span
 
+# These tests pin down the BYOC mechanics themselves (patterns, priorities, pins, pruning, read-back),
+# so they run under the profile's first-fit placement; the cost policy has tests/test_placement.py.
+FF = npukit.Config(placement="first-fit")
+
+
+@pytest.fixture
+def study_of():
+    def make(model, soc="arm-dsp-dla", config=None, **kw):
+        cfg = npukit.Study._coerce(config).with_placement("first-fit") if config is not None else FF
+        return npukit.Study(model, soc, cfg, **kw)
+
+    return make
+
+
+@pytest.fixture
+def digits(study_of):
+    return study_of(DIGITS_ONNX, "arm-dsp-dla")
+
 DIGITS_PLACEMENT = [
     ("/conv1/Conv", "conv2d", "dla"),
     ("/conv1/Conv/add", "add", "dla"),
@@ -93,7 +111,7 @@ def test_disabling_conv_on_the_dla_moves_every_conv_to_the_host(digits):
     assert list(convs["processor"]) == ["arm", "arm"]
     assert list(convs["dla"]) == ["user disabled conv2d on dla"] * 2
     assert list(convs["dsp"]) == ["does not support relax.nn.conv2d"] * 2
-    assert list(convs["reason"]) == ["arm: fallback, no accelerator accepts relax.nn.conv2d"] * 2
+    assert list(convs["reason"]) == ["arm: fallback; dsp: does not support relax.nn.conv2d; dla: user disabled conv2d on dla"] * 2
     # nothing else moved off its processor
     others = [(n, k, p) for n, k, p in _placed(digits) if k != "conv2d"]
     assert others == [(n, k, p) for n, k, p in DIGITS_PLACEMENT if k != "conv2d"]
@@ -101,7 +119,7 @@ def test_disabling_conv_on_the_dla_moves_every_conv_to_the_host(digits):
     # the full Relax name works too, and switching it back restores the plan
     digits.set_support("dla", "relax.nn.conv2d", True)
     assert _placed(digits) == DIGITS_PLACEMENT
-    assert digits.config == npukit.Config()
+    assert digits.config == FF
 
 
 def test_disabling_conv_moves_it_to_the_next_processor_that_accepts_it(study_of):
@@ -131,7 +149,7 @@ def test_enabling_an_op_the_profile_lacks(digits):
     assert last["reason"] == "dla: accepted as dla.softmax (preferred dsp: user disabled softmax on dsp)"
     assert [p.processor for p in digits.plan.partitions] == ["dla"]  # softmax joins the DLA's partition
     digits.set_support("dla", "softmax", False).set_support("dsp", "softmax", True)  # back to the profile
-    assert digits.config == npukit.Config()
+    assert digits.config == FF
     assert _placed(digits) == DIGITS_PLACEMENT
 
 
@@ -146,7 +164,7 @@ def test_pin_and_unpin(digits):
     # the DLA partition splits around the pinned op
     assert [p.processor for p in digits.plan.partitions] == ["dla", "arm", "dla", "dsp"]
     digits.unpin("/relu3/Relu")
-    assert digits.config == npukit.Config()
+    assert digits.config == FF
     assert _placed(digits) == DIGITS_PLACEMENT
     with pytest.raises(npukit.ConfigError, match=r"'/relu3/Relu' is not pinned; pinned: none"):
         digits.unpin("/relu3/Relu")
@@ -194,7 +212,7 @@ def test_rule_verdicts_name_the_values(tmp_path, study_of):
     assert pl.loc["big_and_strided", "dla"] == "kernel 9x9 > max 7x7; stride 3x3 not in allowed [1, 2]"
     assert pl.loc["depthwise", "dla"] == "accepted"
     assert list(pl["processor"]) == ["arm", "arm", "arm", "dla"]
-    assert pl.loc["grouped", "reason"] == "arm: fallback, no accelerator accepts relax.nn.conv2d"
+    assert pl.loc["grouped", "reason"] == "arm: fallback; dsp: does not support relax.nn.conv2d; dla: groups=2 (grouped conv) not supported"
 
 
 @pytest.mark.parametrize("node,rule", [
@@ -208,7 +226,7 @@ def test_impossible_pin_quotes_the_failing_rule(tmp_path, study_of, node, rule):
     with pytest.raises(npukit.ConfigError) as ei:
         s.pin(node, "dla")
     assert str(ei.value) == f"cannot pin {node!r} (conv2d) to dla: {rule}"
-    assert s.config == npukit.Config() and s.plan == before  # the failed edit changed nothing
+    assert s.config == FF and s.plan == before  # the failed edit changed nothing
 
 
 def test_impossible_pin_to_a_disabled_op(digits):
@@ -234,7 +252,7 @@ def test_unknown_names_list_the_closest(digits):
         digits.pin(99, "arm")
     with pytest.raises(npukit.ConfigError, match="arm is the host"):
         digits.set_support("arm", "conv2d", False)
-    assert digits.config == npukit.Config()
+    assert digits.config == FF
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,7 +275,7 @@ def test_detector_on_arm_dsp_dla(study_of):
     assert {kind[n] for n in proc if proc[n] == "dsp"} == {"all_class_non_max_suppression", "topk", "sigmoid"}
     reason = dict(zip(s.placement["name"], s.placement["reason"]))
     assert reason["post/nms"] == "dsp: accepted as dsp.all_class_non_max_suppression"
-    assert reason["head/split"] == "arm: fallback, no accelerator accepts relax.split"
+    assert reason["head/split"] == "arm: fallback; dsp: does not support relax.split; dla: does not support relax.split"
     assert reason["decode/xy_scale"] == "arm: fallback (dla takes it only fused after a conv/matmul)"
     assert set(s.placement["processor"]) == {"arm", "dsp", "dla"}
 
@@ -394,7 +412,7 @@ def test_plan_matches_module_int8(study_of):
 _DUMP = """
 import hashlib, json, sys
 import npukit
-s = npukit.Study(sys.argv[1], sys.argv[2], sys.argv[3])
+s = npukit.Study(sys.argv[1], sys.argv[2], sys.argv[3], placement="first-fit")
 print(json.dumps({
     "plan": repr(s.plan),
     "module": hashlib.sha256(s.partitioned_module.script().encode()).hexdigest(),
@@ -413,7 +431,7 @@ def _dump(model, soc, cfg_toml, seed):
 
 @pytest.mark.slow
 def test_same_inputs_same_plan_and_module_in_two_processes(study_of):
-    cfg = npukit.Config().with_support("c7x", "topk", False).with_pin("head/split", "a72")
+    cfg = FF.with_support("c7x", "topk", False).with_pin("head/split", "a72")
     a = _dump(DETECTOR, "tda4vm-like", cfg.to_toml(), 1)
     b = _dump(DETECTOR, "tda4vm-like", cfg.to_toml(), 2)
     assert a == b
@@ -435,12 +453,12 @@ def test_config_round_trip(digits):
     assert npukit.Config.from_json(cfg.to_json()) == cfg
     with pytest.raises(Exception):  # noqa: B017 - frozen dataclass
         cfg.pins = ()  # type: ignore[misc]
-    again = npukit.Study(DIGITS_ONNX, "arm-dsp-dla", cfg)
+    again = npukit.Study(DIGITS_ONNX, "arm-dsp-dla", cfg, placement="first-fit")
     assert again.config == cfg
     assert again.plan == digits.plan
     assert list(again.placement["reason"]) == list(digits.placement["reason"])
-    assert npukit.Study(DIGITS_ONNX, "arm-dsp-dla", cfg.to_toml()).plan == digits.plan
-    assert npukit.Study(DIGITS_ONNX, "arm-dsp-dla", cfg.to_dict()).plan == digits.plan
+    assert npukit.Study(DIGITS_ONNX, "arm-dsp-dla", cfg.to_toml(), placement="first-fit").plan == digits.plan
+    assert npukit.Study(DIGITS_ONNX, "arm-dsp-dla", cfg.to_dict(), placement="first-fit").plan == digits.plan
 
 
 def test_bad_config_is_refused(digits):
@@ -496,7 +514,7 @@ def test_relax_module_study():
     """A Relax IRModule (power users) partitions like a file."""
     from test_import_names import _relax_module
 
-    s = npukit.Study(_relax_module(dataflow=False), "arm-dsp-dla")
+    s = npukit.Study(_relax_module(dataflow=False), "arm-dsp-dla", placement="first-fit")
     assert list(s.placement["name"]) == ["my_conv", "bias", "act"]
     assert list(s.placement["processor"]) == ["dla", "dla", "dla"]
     _assert_plan_matches_module(s)
@@ -521,4 +539,4 @@ def test_fused_only_op_cannot_be_pinned_alone(study_of):
         s.pin("decode/xy_scale", "dla")
     assert str(ei.value) == ("cannot pin 'decode/xy_scale' to dla: the partition placed it on arm "
                              "(dla: accepted, only fused after a conv/matmul)")  # fmt: skip
-    assert s.config == npukit.Config()
+    assert s.config == FF

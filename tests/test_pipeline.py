@@ -63,11 +63,22 @@ def test_cost_columns_add_up_in_every_row(path, soc):
     assert set(c["kernel"]) <= set(c.loc[c["role"] == "anchor", "op_id"])
 
 
-def test_a_bit_width_edit_reuses_the_partition_and_caches_are_bounded():
-    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+def test_a_bit_width_edit_reuses_the_partition_and_caches_are_bounded(monkeypatch):
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla", placement="first-fit")
     part = s.result.partitioned
     s.set_bits("fp16", processor="dla")
     assert s.result.partitioned is part
+    # under the cost policy a bit-width edit re-weighs the placement, but TVM's partition runs again
+    # only when the choice changes
+    import npukit.tvm.partition as tp
+
+    runs = []
+    real = tp.partition
+    monkeypatch.setattr(tp, "partition", lambda *a, **k: (runs.append(1), real(*a, **k))[1])
+    c = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    plan = c.plan
+    c.set_bits("int16", processor="dsp")
+    assert c.plan == plan and runs == []
     for cache in (pipeline.IMPORTS, pipeline.PARTS, pipeline.RESULTS, pipeline.COSTS, pipeline.SIMS, pipeline.ERRORS):
         assert len(cache.d) <= cache.size
 

@@ -181,7 +181,9 @@ def test_timeline_by_hand():
 def test_config_is_a_hashable_value_that_round_trips():
     c = Config().with_support("dla", "relu", False).with_pin("#3", "cpu").with_bits("int8", processor="dla")
     assert hash(c) == hash(Config.from_toml(c.to_toml())) and c == Config.from_json(c.to_json())
-    assert c.partition_key == Config(disabled=c.disabled, pins=c.pins).partition_key  # bits never re-partition
+    ff = c.with_placement("first-fit")
+    assert ff.partition_key == Config(disabled=c.disabled, pins=c.pins, placement="first-fit").partition_key  # bits never move ops
+    assert c.partition_key != Config(disabled=c.disabled, pins=c.pins).partition_key  # the cost policy weighs bits
 
 
 def test_these_steps_need_no_tvm():

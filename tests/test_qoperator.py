@@ -27,8 +27,8 @@ def test_qdq_and_qoperator_digits_place_alike_and_agree_on_accuracy():
     assert _compute(studies[0]) == _compute(studies[1])
     assert _compute(studies[1]) == [
         ("conv2d", "dla"), ("add", "dla"), ("conv2d", "dla"), ("add", "dla"), ("max_pool2d", "dla"),
-        ("reshape", "dla"), ("matmul", "dla"), ("add", "dla"), ("matmul", "dla"), ("add", "dla"), ("softmax", "dsp"),
-    ]  # fmt: skip
+        ("reshape", "dla"), ("matmul", "dla"), ("add", "dla"), ("matmul", "dla"), ("add", "dla"), ("softmax", "arm"),
+    ]  # fmt: skip  (the cost policy keeps the 10-element softmax on the host: a DSP call costs more than it saves)
     acc = []
     for s in studies:
         s.set_data(data["x"], data["y"])

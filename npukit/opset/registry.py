@@ -124,6 +124,7 @@ def _entries() -> dict[str, OpKind]:
         add(k, "nms", w.nms)
     for k in sorted(VIEWS):
         add(k, "view", w.view)
+    add("call_tir", "other", w.opaque)
     for k in sorted(COPIES):
         add(k, "copy", w.copy)
     for k, c in sorted(ELEMENTWISE_COST.items()):

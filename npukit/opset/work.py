@@ -221,3 +221,10 @@ def elementwise(cost: int):
     f.__doc__ = f"out_elems * {cost}"
     f.cost = cost  # type: ignore[attr-defined]
     return f
+
+
+def opaque(op: Op, g: OpGraph) -> Work:
+    """A call into a TIR function a frontend wrote itself (``call_tir``): its work is not known, so one
+    op per output element is counted, and said."""
+    n = _out_elems(op, g)
+    return Work(0, n, f"opaque TIR function: out_elems = {n:,}", "unknown work: one op per output element assumed")

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..graph import OpGraph
 from ..opset import weight_axis
+from ..progress import Progress
 from .data import Data
 from .scheme import act_params, quantize_weight
 
@@ -79,16 +80,18 @@ class ErrorModel:
         # calibration: activation ranges over the calibration inputs
         lo = np.full(len(lay.fq_ops), np.inf)
         hi = np.full(len(lay.fq_ops), -np.inf)
-        for s in data.calib:
-            outs = sim.run(sim.tensors(list(s)), w32, fp32, True)[lay.n_outputs:]
-            for k, o in enumerate(outs):
-                if o.size:
-                    lo[k] = min(lo[k], float(o.min()))
-                    hi[k] = max(hi[k], float(o.max()))
+        with Progress(len(data.calib), "npukit: calibrating ranges", unit="sample") as bar:
+            for n, s in enumerate(data.calib):
+                outs = sim.run(sim.tensors(list(s)), w32, fp32, True)[lay.n_outputs:]
+                for k, o in enumerate(outs):
+                    if o.size:
+                        lo[k] = min(lo[k], float(o.min()))
+                        hi[k] = max(hi[k], float(o.max()))
+                bar(n)
         self._lo, self._hi = np.where(np.isfinite(lo), lo, 0), np.where(np.isfinite(hi), hi, 0)
         self.ranges = self._tensor_ranges(lay)
         self.k = min(PER_OP_SAMPLES, len(self._inputs))
-        self._ref = self._run(w32, fp32)
+        self._ref = self._run(w32, fp32, "npukit: fp32 reference")
         self._results: dict[tuple[str, ...], ErrorResult] = {}
 
     def _tensor_ranges(self, lay) -> dict[str, tuple[float, float]]:
@@ -106,14 +109,16 @@ class ErrorModel:
                     out[t] = out[op.inputs[0]]
         return out
 
-    def _run(self, weights, qparams) -> tuple[list, list]:
+    def _run(self, weights, qparams, desc: str = "npukit: measuring error") -> tuple[list, list]:
         """(model outputs per sample, all outputs of the first k samples)."""
         outs, full = [], []
-        for i, x in enumerate(self._inputs):
-            r = self.sim.run(x, weights, qparams, i < self.k)
-            outs.append(r[: self.sim.layout.n_outputs])
-            if i < self.k:
-                full.append(r[self.sim.layout.n_outputs:])
+        with Progress(len(self._inputs), desc, unit="sample") as bar:
+            for i, x in enumerate(self._inputs):
+                r = self.sim.run(x, weights, qparams, i < self.k)
+                outs.append(r[: self.sim.layout.n_outputs])
+                if i < self.k:
+                    full.append(r[self.sim.layout.n_outputs:])
+                bar(i)
         return outs, full
 
     def simulate(self, op_bits: Sequence[str], rounded: frozenset[int] | None, edge_bits, samples: Sequence[int]) -> list:

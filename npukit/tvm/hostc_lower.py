@@ -168,7 +168,7 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
 def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group: bool = True) -> Lowered:
     from tvm import relax  # noqa: PLC0415
 
-    from .importers import _first_line, _quiet  # noqa: PLC0415
+    from .frontends.common import _first_line, _quiet  # noqa: PLC0415
 
     target = tvm.target.Target(TARGET)
     legalize = tvm.transform.Sequential([

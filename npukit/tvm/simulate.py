@@ -182,9 +182,10 @@ class Simulator:
             except Exception:  # noqa: BLE001 - a stale or foreign cache entry: rebuild
                 ex = None
         if ex is None:
+            from ..progress import phase  # noqa: PLC0415
             from .importers import _quiet  # noqa: PLC0415
 
-            with _quiet():
+            with phase("npukit: compiling the simulation"), _quiet():
                 ex = tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
             if path is not None:
                 try:

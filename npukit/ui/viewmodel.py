@@ -147,13 +147,13 @@ def graph_model(study, pack: bool = False) -> dict[str, Any]:
 
 
 def placement_key(study) -> str:
-    """What the placement depends on (support edits and pins), as a stable string."""
-    cfg = study.config
-    return json.dumps([sorted(cfg.disabled), sorted(cfg.enabled), list(cfg.pins)])
+    """What the placement depends on, as a stable string: support edits and pins, and under the
+    cost policy the bit-widths too (a narrower width can move an op)."""
+    return repr(study.config.partition_key)
 
 
 def placement_model(study, pack: bool = False) -> dict[str, Any]:
-    """Where every op runs and why: changes only when support or pins change."""
+    """Where every op runs and why: changes only when what the partition depends on changes."""
     soc = study.soc
     names = list(soc.names)
     pidx = {p: i for i, p in enumerate(names)}

@@ -47,8 +47,8 @@ def expected():
     s.set_support("dla", "conv2d", False)
     out["conv_off"] = snap()
     s.set_support("dla", "conv2d", True)
-    s.pin("/softmax/Softmax", "arm")
-    out["softmax_arm"] = snap()
+    s.pin("/softmax/Softmax", "dsp")  # the cost policy keeps it on the host; the DSP takes it when pinned
+    out["softmax_dsp"] = snap()
     s.unpin("/softmax/Softmax")
     s.set_bits("fp16", processor="dla")
     out["dla_fp16"] = snap()
@@ -139,24 +139,26 @@ def test_bad_pin_shows_its_message_and_the_widget_keeps_working(page, expected, 
     assert level == "error"
     assert "cannot pin '/softmax/Softmax' (softmax) to dla: dla: does not support relax.nn.softmax" in msg
     page.screenshot(path=str(artifacts / "widget_bad_pin.png"))
-    assert fills(page)["/softmax/Softmax"] == colors["dsp"]  # nothing changed
+    home = colors[expected["default"]["proc"]["/softmax/Softmax"]]
+    assert home == colors["arm"]
+    assert fills(page)["/softmax/Softmax"] == home  # nothing changed
 
     # the widget still works: a valid pin, then unpin
-    page.select_option(f'{ROOT} [data-testid="pin-processor"]', "arm")
+    page.select_option(f'{ROOT} [data-testid="pin-processor"]', "dsp")
     edit(page, lambda: page.click(f'{ROOT} [data-testid="pin-button"]'))
     level, msg = status(page)
     assert level == "ok", msg
-    assert fills(page) == {n: colors[p] for n, p in expected["softmax_arm"]["proc"].items()}
-    want = f"latency {fmt_us(expected['softmax_arm']['totals']['latency_us'])}"
+    assert fills(page) == {n: colors[p] for n, p in expected["softmax_dsp"]["proc"].items()}
+    want = f"latency {fmt_us(expected['softmax_dsp']['totals']['latency_us'])}"
     assert page.locator(f'{ROOT} [data-testid="total-latency"]').inner_text() == want
     assert "nk-pinned" in page.get_attribute(node, "class")
     edit(page, lambda: page.click(f'{ROOT} [data-testid="unpin-button"]'))
-    assert fills(page)["/softmax/Softmax"] == colors["dsp"]
+    assert fills(page)["/softmax/Softmax"] == home
     assert page.page_errors == []
 
 
 def test_bits_tooltip_and_sorted_cost_table(page, expected, artifacts):
-    # processor bit-width: a cost-only edit (no new partition)
+    # processor bit-width: under the cost policy the placement and its reasons are recomputed
     edit(page, lambda: page.select_option(f'{ROOT} [data-testid="bits-dla"]', "fp16"))
     fp16 = expected["dla_fp16"]
     want = f"latency {fmt_us(fp16['totals']['latency_us'])}"
@@ -182,13 +184,13 @@ def test_bits_tooltip_and_sorted_cost_table(page, expected, artifacts):
     slowest = costs.sort_values(["latency_us", "op_id"], ascending=[False, True]).iloc[0]
     assert first.locator("td").nth(1).inner_text() == slowest["name"]
 
-    # the timeline tab draws one lane per processor plus the link lane
+    # the timeline tab draws one lane per processor plus one per link route in use
     page.click(f'{ROOT} [data-testid="tab-timeline"]')
     page.wait_for_selector(f'{ROOT} [data-testid="timeline"] .main-svg')
     lanes = page.eval_on_selector_all(
         f'{ROOT} [data-testid="timeline"] .ytick text', "els => els.map(e => e.textContent)"
     )
-    assert sorted(lanes) == sorted(["arm", "dsp", "dla", "link:*-*"])
+    assert sorted(lanes) == sorted(["arm", "dsp", "dla", "arm -> dla", "dla -> arm"])
     page.screenshot(path=str(artifacts / "widget_timeline.png"))
 
     # the error panel measures only when asked (it runs the model)

@@ -62,7 +62,7 @@ def test_view_model_is_plain_json(study):
     assert v["latency_us"] == study.costs["latency_us"].tolist()
     assert v["totals"] == json.loads(json.dumps(study.totals))
     b = v["boundaries"]
-    assert b["n"] == len(study.boundaries) == 3
+    assert b["n"] == len(study.boundaries) == 2  # the input onto the DLA, its logits back for softmax
     assert b["tensor"] == study.boundaries["tensor"].tolist()
     tl = study.timeline
     assert v["timeline"]["item"] == tl["item"].tolist()
@@ -80,9 +80,13 @@ def test_each_request_is_one_update(widget, study):
     assert widget.controls["support"]["dla"]["conv2d"] is False
     assert widget.controls["edited"] == ["dla:conv2d"]
 
-    # a cost-only edit sends new values but not a new placement
+    request(widget, type="support", processor="dla", op="conv2d", enabled=True)
+    assert widget.controls["edited"] == []
+
+    # under the cost policy a bit-width can move ops, so the placement is recomputed with it
     state = request(widget, type="bits", processor="dla", bits="fp16")
-    assert "values" in state and "placement" not in state
+    assert "values" in state
+    assert widget.placement["reason"] == vm_placement(study)["reason"]
     assert dict(study.config.bits) == {"dla": "fp16"}
     request(widget, type="bits", processor="dla", bits=None)
     assert dict(study.config.bits) == {}
@@ -95,14 +99,37 @@ def test_each_request_is_one_update(widget, study):
     request(widget, type="layer_bits", node=entry["node"], bits=None)
     assert study.config.layer_bits == () and study.op_bits()[8] == "int8"
 
-    request(widget, type="pin", node=13, processor="arm")
+    assert study.placement["processor"][13] == "arm"  # softmax: kept on the host by cost
+    request(widget, type="pin", node=13, processor="dsp")
     (pin,) = widget.controls["pins"]
-    assert pin["processor"] == "arm" and pin["ops"] == [13]
-    assert study.placement["processor"][13] == "arm"
+    assert pin["processor"] == "dsp" and pin["ops"] == [13]
+    assert study.placement["processor"][13] == "dsp"
     request(widget, type="unpin", node=pin["node"])
-    assert study.config.pins == () and study.placement["processor"][13] == "dsp"
+    assert study.config.pins == () and study.placement["processor"][13] == "arm"
     request(widget, type="reset")
     assert study.config.to_dict() == {}
+
+
+def test_first_fit_bits_edit_is_cost_only():
+    """Under first-fit a bit-width never moves an op: the edit sends new values, not a placement."""
+    import npukit
+    from npukit.ui import StudyWidget
+
+    w = StudyWidget(npukit.Study(DIGITS, "arm-dsp-dla", placement="first-fit"))
+    w.sent = []
+    w.comm.send = lambda data=None, metadata=None, buffers=None: w.sent.append({"data": data, "buffers": buffers})
+    try:
+        state = request(w, type="bits", processor="dla", bits="fp16")
+        assert "values" in state and "placement" not in state
+        assert w.study.placement["processor"][13] == "dsp"  # first-fit: softmax goes to the DSP
+    finally:
+        w.close()
+
+
+def vm_placement(study) -> dict:
+    from npukit.ui.viewmodel import placement_model
+
+    return placement_model(study, pack=True)
 
 
 def test_bad_edits_become_status_messages(widget, study):

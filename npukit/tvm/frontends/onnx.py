@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ModelError, UnsupportedOpError
+from ...progress import Progress
 from .. import load as _load_tvm
 from .common import _NAMES, Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
 from .onnx_qop import rewrite as rewrite_qop
 from .onnx_shapes import fold_shapes
-from .progress import Progress
 from .sizes import check_onnx_sizes as check_sizes
 from .tagging import _finish
 

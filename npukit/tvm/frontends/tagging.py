@@ -10,10 +10,10 @@ import numpy as np
 
 from ...errors import ModelError, ShapeError, UnsupportedOpError
 from ...graph import Op, OpGraph, Tensor, freeze
+from ...progress import Progress
 from .. import load as _load_tvm
 from .common import SPAN_PREFIX, Imported, _main_of, _Marks, _run_quietly
 from .naming import _name_ops, _Namer, _with_name
-from .progress import Progress
 
 
 def _const_array(c) -> np.ndarray:

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ModelError, UnsupportedOpError
+from ...progress import Progress
 from .. import load as _load_tvm
 from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
-from .progress import Progress
 from .sizes import check_tflite_tensor
 from .tagging import _finish
 

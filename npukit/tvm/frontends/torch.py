@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import ModelError, UnsupportedOpError
+from ...progress import Progress
 from .. import load as _load_tvm
 from .common import Imported, _at, _bind_input_shapes, _check_input_shapes, _Marks, _run_quietly, _Source
-from .progress import Progress
 from .tagging import _finish
 
 

@@ -1,0 +1,121 @@
+"""Placements an embedded engineer would choose (issue 13): the same network gets the same placement
+from every format; the cost policy is never slower than first-fit or all-on-host, and on small
+models it finds the optimum an exhaustive search finds; every reason says why, with numbers."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from conftest import DETECTOR, DIGITS_ONNX, DIGITS_PT2, DIGITS_TFLITE, SAMPLES, onnx_model, save_onnx, tensor_info
+
+import npukit
+from npukit import pipeline
+from npukit.placement import Evaluator, candidates, groups_of
+
+
+def _host_only(path, soc):
+    s = npukit.Study(path, soc)
+    kinds = {op.kind for op in s.graph.ops}
+    off = frozenset((a, k) for a in s.soc.accelerators for k in kinds if k in s.soc.processor(a).ops)
+    return npukit.Study(path, soc, npukit.Config(disabled=off, placement="first-fit"))
+
+
+def test_the_digits_network_places_alike_from_every_format():
+    studies = [npukit.Study(p, "arm-dsp-dla") for p in (DIGITS_ONNX, DIGITS_PT2, DIGITS_TFLITE)]
+    roles = [[(op.kind, s.plan.processor[op.op_id]) for op in s.graph.ops] for s in studies]
+    assert roles[0] == roles[1] == roles[2]
+    lat = [s.totals["latency_us"] for s in studies]
+    assert max(lat) <= min(lat) * 1.005, lat
+    assert [len(s.plan.partitions) for s in studies] == [2, 2, 2]
+    # first-fit too: PyTorch's `bias + linear` is canonicalised, its max_pool2d indices tuple is gone
+    ff = [npukit.Study(p, "arm-dsp-dla", placement="first-fit") for p in (DIGITS_ONNX, DIGITS_PT2, DIGITS_TFLITE)]
+    assert [len(s.plan.partitions) for s in ff] == [2, 2, 2]
+    procs = [[st.plan.processor[op.op_id] for op in st.graph.ops] for st in ff]
+    assert procs[0] == procs[1] == procs[2]
+
+
+SAMPLE_FILES = ["digits_cnn.onnx", "digits_cnn.pt2", "digits_cnn_float.tflite", "digits_cnn_int8.tflite",
+                "tiny_detector.onnx", "mobilenet_v1_025_int8.tflite", "transformer_encoder.onnx"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", SAMPLE_FILES)
+def test_cost_is_never_slower_than_first_fit_or_the_host(model):
+    for soc in sorted(npukit.bundled_socs()):
+        cost = npukit.Study(SAMPLES / model, soc).totals["latency_us"]
+        ff = npukit.Study(SAMPLES / model, soc, placement="first-fit").totals["latency_us"]
+        host = _host_only(SAMPLES / model, soc).totals["latency_us"]
+        assert cost <= ff * (1 + 1e-9) and cost <= host * (1 + 1e-9), (soc, cost, ff, host)
+
+
+def _small_model(tmp_path):
+    """12 ops on arm-dsp-dla where all three processors compete: convs (dla), sigmoid / softmax (dsp
+    and, for sigmoid, dla), a branch."""
+    import numpy as np
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(5)
+    w = lambda n, s: numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)  # noqa: E731
+    nodes = [
+        h.make_node("Conv", ["x", "w1"], ["c1"], name="c1", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c1"], ["r1"], name="r1"),
+        h.make_node("Conv", ["r1", "w2"], ["c2"], name="c2", pads=[1, 1, 1, 1]),
+        h.make_node("Sigmoid", ["c2"], ["s2"], name="s2"),
+        h.make_node("Conv", ["r1", "w3"], ["c3"], name="c3", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c3"], ["r3"], name="r3"),
+        h.make_node("Add", ["s2", "r3"], ["a"], name="a"),
+        h.make_node("MaxPool", ["a"], ["p"], name="p", kernel_shape=[2, 2], strides=[2, 2]),
+        h.make_node("Flatten", ["p"], ["f"], name="f"),
+        h.make_node("MatMul", ["f", "wf"], ["m"], name="m"),
+        h.make_node("Softmax", ["m"], ["y"], name="sm", axis=1),
+    ]
+    m = onnx_model(nodes, [tensor_info("x", [1, 4, 8, 8])], [tensor_info("y", [1, 10])],
+                   [w("w1", (8, 4, 3, 3)), w("w2", (8, 8, 3, 3)), w("w3", (8, 8, 3, 3)), w("wf", (128, 10))])  # fmt: skip
+    return save_onnx(m, tmp_path / "small.onnx")
+
+
+@pytest.mark.parametrize("soc", ["arm-dsp-dla", "hexagon-like"])
+def test_cost_placement_within_two_percent_of_the_exhaustive_optimum(tmp_path, soc):
+    path = _small_model(tmp_path)
+    s = npukit.Study(path, soc)
+    assert len(s.graph.ops) <= 12
+    assert len(s.soc.names) == 3
+    model, cfg = s._model, s.config
+    vs = pipeline.verdicts(model, s.soc, cfg)
+    bits_of, runs = pipeline.bits_policy(s.soc, cfg, s.graph)
+    groups = groups_of(s.graph, s.soc, vs)
+    # every op alone: the finest assignments the rules allow (a fused chain on one processor is among them)
+    singles = [(op.op_id,) for op in s.graph.ops]
+    cands = [candidates(g, s.soc, vs, runs) for g in singles]
+    ev = Evaluator(s.graph, s.soc, pipeline.tables(model), bits_of, singles)
+    space = list(itertools.product(*cands))
+    assert 8 <= len(space) <= 20000
+    best = min(ev.latency(a)[0] for a in space)
+    assert s.totals["latency_us"] <= best * 1.02, (s.totals["latency_us"], best, groups)
+
+
+def test_reasons_say_why_with_numbers():
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    r = dict(zip(s.placement["name"], s.placement["reason"]))
+    assert r["/softmax/Softmax"].startswith("arm: kept on arm by cost: the model takes 25.7 us; on dsp its kernel saves")
+    assert "overheads and transfers add" in r["/softmax/Softmax"] and "dla: does not support relax.nn.softmax" in r["/softmax/Softmax"]
+    assert r["/conv1/Conv"].startswith("dla: accepted as dla.conv2d_add_relu; on dla by cost")
+    d = npukit.Study(DETECTOR, "arm-dsp-dla")
+    rd = dict(zip(d.placement["name"], d.placement["reason"]))
+    # an op no accelerator runs names the rule that blocked each one, not "no accelerator accepts"
+    assert rd["post/gather_boxes/add"] == ("arm: fallback; dsp: does not support relax.add; dla: rank-1 tensor, supports "
+                                           "ranks [2, 4]; dtype int64 not in ['float32', 'float16', 'int8', 'uint8', 'int32']")
+    assert "explain" and "cost" in d.explain("post/nms")
+
+
+def test_placement_policy_is_a_config_value_everywhere():
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    assert s.config.placement == "cost"
+    ff = s.set_placement("first-fit").totals["latency_us"]
+    assert s.config.to_dict() == {"placement": "first-fit"} and ff > s.set_placement("cost").totals["latency_us"]
+    with pytest.raises(npukit.ConfigError, match="unknown placement policy 'fastest'; one of 'cost', 'first-fit'"):
+        s.set_placement("fastest")
+    with pytest.raises(npukit.ConfigError, match="placement: must be one of 'cost', 'first-fit', got 'x'"):
+        npukit.Config.from_dict({"placement": "x"})

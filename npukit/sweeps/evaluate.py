@@ -12,6 +12,7 @@ Rows are plain dicts of scalars (no DataFrame per row).
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -221,7 +222,13 @@ def evaluator(job: Job) -> Evaluator:
 
 
 def run_chunk(job: Job, items) -> list[dict]:
-    """A Dask task / local worker call: the rows of one chunk."""
+    """The rows of one chunk (in this process)."""
+    return evaluator(job).run(items)
+
+
+def run_remote(job: Job, items) -> list[dict]:
+    """A Dask task: the rows of one chunk; the worker's own progress bars stay off."""
+    os.environ["NPUKIT_PROGRESS"] = "0"
     return evaluator(job).run(items)
 
 
@@ -232,6 +239,7 @@ def init_local(job_bytes: bytes) -> None:
     """ProcessPoolExecutor initializer: load the job (and so the model) once per worker."""
     import pickle  # noqa: PLC0415
 
+    os.environ["NPUKIT_PROGRESS"] = "0"  # the sweep's bar is the one to show, not each worker's
     _LOCAL["job"] = job = pickle.loads(job_bytes)
     evaluator(job).model.module  # noqa: B018 - import now, not in the first chunk
 

@@ -19,7 +19,7 @@ import sys
 from .. import pipeline as pl
 from ..config import Config
 from ..soc import load_soc
-from .evaluate import ERROR_COLUMNS, MEMORY_COLUMNS, Job, flatten, run_chunk
+from .evaluate import ERROR_COLUMNS, MEMORY_COLUMNS, Job, flatten, run_chunk, run_remote
 from .grid import axis_type, check_grid, config_id, load_grid, sort_key
 from .store import Store, SweepError, arrow_schema, dedupe, table
 
@@ -101,7 +101,10 @@ def _chunks(todo: list, n_workers: int, chunk_size: int | None, slow: bool) -> l
 
 
 def _bar(progress: bool, total: int, initial: int, desc: str):
-    if not progress:
+    """A tqdm bar (a widget in a notebook) where someone can see it (``npukit.progress.enabled``)."""
+    from ..progress import enabled  # noqa: PLC0415
+
+    if not progress or not enabled():
         return None
     from tqdm.auto import tqdm  # noqa: PLC0415
 
@@ -199,7 +202,7 @@ def _run_dask(job: Job, todo, sink, client, progress, chunk_size, slow, total, i
         it = iter(chunks)
         ac = as_completed()
         for ch in it:
-            ac.add(client.submit(run_chunk, job_f, ch, pure=False))
+            ac.add(client.submit(run_remote, job_f, ch, pure=False))
             if ac.count() >= 2 * n:
                 break
         try:
@@ -210,7 +213,7 @@ def _run_dask(job: Job, todo, sink, client, progress, chunk_size, slow, total, i
                 bar is not None and bar.update(len(rows))
                 nxt = next(it, None)
                 if nxt is not None:
-                    ac.add(client.submit(run_chunk, job_f, nxt, pure=False))
+                    ac.add(client.submit(run_remote, job_f, nxt, pure=False))
         finally:
             if bar is not None:
                 bar.close()

@@ -166,6 +166,9 @@ def test_pareto_hand_made_table():
     assert pareto(df, ("latency_us", "min:accuracy"))["index"].tolist() == [4]
     assert pareto(df, ("energy_uj", "min:accuracy"))["index"].tolist() == [3, 4, 6]  # 6 lacks only latency
     assert pareto(df, ("max:latency_us",))["index"].tolist() == [3]
+    near = df.iloc[[0, 2]].assign(accuracy=[0.9, 0.9 + 1e-9])  # float noise: equal at 6 significant digits
+    assert pareto(near, ("latency_us", "energy_uj", "accuracy"))["index"].tolist() == [0]
+    assert pareto(near, ("latency_us", "energy_uj", "accuracy"), digits=None)["index"].tolist() == [0, 2]
     dup = pd.concat([df.iloc[[0]], df.iloc[[0]].assign(index=9)])
     assert pareto(dup, ("latency_us", "energy_uj"))["index"].tolist() == [0, 9]  # equal points: both stay
     assert pareto_mask(df).tolist() == pareto_mask(df, ("latency_us", "energy_uj")).tolist()  # default: those present

@@ -31,15 +31,23 @@ def objectives_of(df, objectives=None) -> list[tuple[str, bool]]:
     return out
 
 
-def pareto_mask(df, objectives: Sequence[str] | None = None):
+def pareto_mask(df, objectives: Sequence[str] | None = None, digits: int | None = 6):
     """A boolean Series: is each row in the Pareto set?  Rows that failed or lack an objective
-    value are never in it."""
+    value are never in it.  Values are compared at ``digits`` significant digits (None: exactly),
+    so that float noise -- an error figure that differs in its 8th digit between two placements
+    of the same layers -- does not keep a configuration that is otherwise beaten."""
     import numpy as np  # noqa: PLC0415
     import pandas as pd  # noqa: PLC0415
 
     objs = objectives_of(df, objectives)
-    x = np.column_stack([(-1.0 if mx else 1.0) * pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
-                         for c, mx in objs]) if len(df) else np.zeros((0, len(objs)))  # fmt: skip
+
+    def col(c: str, mx: bool):
+        v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
+        if digits is not None:
+            v = np.array([float(f"{x:.{digits}g}") for x in v.tolist()], dtype=float)
+        return -v if mx else v
+
+    x = np.column_stack([col(c, mx) for c, mx in objs]) if len(df) else np.zeros((0, len(objs)))
     ok = ~np.isnan(x).any(axis=1)
     if "failure" in df.columns:
         ok &= df["failure"].isna().to_numpy()
@@ -59,8 +67,8 @@ def pareto_mask(df, objectives: Sequence[str] | None = None):
     return pd.Series(mask, index=df.index, name="pareto")
 
 
-def pareto(df, objectives: Sequence[str] | None = None):
+def pareto(df, objectives: Sequence[str] | None = None, digits: int | None = 6):
     """The non-dominated rows of ``df`` (in their order): no other row is at least as good in every
-    objective and better in one.  ``objectives`` default: latency_us, energy_uj and error (those
-    present)."""
-    return df[pareto_mask(df, objectives)]
+    objective and better in one (compared at ``digits`` significant digits; None: exactly).
+    ``objectives`` default: latency_us, energy_uj and error (those present)."""
+    return df[pareto_mask(df, objectives, digits)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 import pickle
 import sys
 
@@ -20,7 +21,7 @@ from .. import pipeline as pl
 from ..config import Config
 from ..soc import load_soc
 from .evaluate import ERROR_COLUMNS, MEMORY_COLUMNS, Job, flatten, run_chunk, run_remote
-from .grid import axis_type, check_grid, config_id, load_grid, sort_key
+from .grid import axis_type, check_grid, config_id, has_placement, load_grid, sort_key
 from .store import Store, SweepError, arrow_schema, dedupe, table
 
 
@@ -78,7 +79,10 @@ def columns(job: Job) -> list[tuple[str, str]]:
     cols = [("index", "int"), ("config_id", "str")]
     cols += [(a.key, axis_type(a)) for a in job.axes]
     cols.append(("config", "str"))
-    probe = flatten(pl.evaluate(pl.load(job.model), job.soc, Config()).totals, {})
+    base = Config()
+    if has_placement():  # the totals' columns do not depend on the policy: take the cheaper one
+        base = replace(base, placement="first-fit")
+    probe = flatten(pl.evaluate(pl.load(job.model), job.soc, base).totals, {})
     for k, v in probe.items():
         cols.append((k, "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "float"))
     if job.error:

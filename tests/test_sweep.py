@@ -21,7 +21,8 @@ from conftest import DETECTOR, DIGITS_ONNX, ROOT, assert_cli_error, run_cli
 
 import npukit
 from npukit.sweeps import GridError, SweepError, load_grid, pareto, pareto_mask
-from npukit.sweeps.grid import COST_FIELDS, has_placement, key_lines
+from npukit.sweeps.grid import COST_FIELDS, has_placement
+from npukit.sweeps.lines import key_lines
 
 GRID = """\
 [grid]

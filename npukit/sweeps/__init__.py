@@ -10,7 +10,8 @@ cluster; Parquet output that resumes; Pareto fronts; a self-contained HTML repor
 
 from __future__ import annotations
 
-from .grid import Axis, Grid, GridError, check_grid, load_grid
+from .check import check_grid
+from .grid import Axis, Grid, GridError, load_grid
 from .pareto import pareto, pareto_mask
 from .run import open_study, sweep
 from .store import SweepError

@@ -59,7 +59,7 @@ class Evaluator:
         self.axes = job.axes
         self._socs: OrderedDict = OrderedDict()  # canon(changes) -> SocProfile | Exception
         self._parts: OrderedDict = OrderedDict()  # partition key -> (profile it was made on, Partitioned) | Exception
-        self._checks: OrderedDict = OrderedDict()  # (partition key, bits, layer bits) -> None | Exception
+        self._checks: OrderedDict = OrderedDict()  # (check, partition key[, layer bits]) -> False | Exception
         self._data = job.data
         self._kinds = tuple(axis_type(a) for a in job.axes)
         self.lock = threading.Lock()  # a Dask worker may run several tasks in threads
@@ -105,36 +105,41 @@ class Evaluator:
             raise hit
         return hit
 
-    def check(self, key, rep, cfg, plan) -> None:
-        """The Study's own checks (names, pins, bit-widths where each op runs), once per partition
-        and bit-width assignment; ``rep`` is the profile the partition was made on (the checks read
-        only what the partition depends on, and which bit-widths each processor runs)."""
-        for ck, fn in (((key,), lambda: self._check_partition(rep, cfg, plan)),
-                       ((key, cfg.bits, cfg.layer_bits), lambda: self._check_bits(rep, cfg, plan))):  # fmt: skip
-            hit = self._checks.get(ck)
-            if hit is None:
-                try:
-                    fn()
-                    hit = False
-                except Exception as e:  # noqa: BLE001
-                    hit = e
-                _lru(self._checks, ck, hit, 4096)
-            if hit is not False:
-                raise hit
+    def once(self, key, fn) -> None:
+        """Run check ``fn`` once per ``key``; its error (or none) is remembered and raised again."""
+        hit = self._checks.get(key)
+        if hit is None:
+            try:
+                fn()
+                hit = False
+            except Exception as e:  # noqa: BLE001
+                hit = e
+            _lru(self._checks, key, hit, 4096)
+        if hit is not False:
+            raise hit
 
-    def _check_partition(self, rep, cfg, plan) -> None:
-        """``pipeline.check`` but its bit-widths, and ``check_placed``'s pins (with "first-fit" the
-        bit-widths are not part of the partition's key: they are checked per assignment below)."""
-        pl.check(self.model, rep, replace(cfg, bits=(), layer_bits=()))
-        ff = getattr(cfg, "placement", "first-fit") == "first-fit"
-        pl.check_placed(self.model, rep, replace(cfg, layer_bits=()) if ff else cfg, plan)
+    # The Study's own checks, in its order (``pipeline.check`` before the partition, ``check_placed``
+    # after it), each run once per what it depends on: names, support edits and pins once per
+    # partition key; bit-widths once per assignment.  The profile of a partition key differs only in
+    # what no check reads, except which bit-widths each processor runs (checked per profile).
 
-    def _check_bits(self, rep, cfg, plan) -> None:
-        """``pipeline.check``'s bit-width checks, and ``check_placed``'s: each layer's bit-width runs
-        on the processor its layer landed on."""
-        g = self.model.graph
+    def check_before(self, key, soc, cfg) -> None:
+        self.once(("names", key), lambda: pl.check(self.model, soc, replace(cfg, bits=(), layer_bits=())))
         for p, b in cfg.bits:
-            pl.check_bits(rep, p, b)
+            pl.check_bits(soc, p, b)
+
+    def check_after(self, key, rep, cfg, plan) -> None:
+        ff = getattr(cfg, "placement", "first-fit") == "first-fit"
+        if ff:  # bit-widths are not part of the key
+            self.once(("pins", key), lambda: pl.check_placed(self.model, rep, replace(cfg, layer_bits=()), plan))
+        else:
+            self.once(("placed", key), lambda: pl.check_placed(self.model, rep, cfg, plan))
+        if cfg.layer_bits:
+            self.once(("layers", key, cfg.layer_bits), lambda: self._check_layers(rep, cfg, plan))
+
+    def _check_layers(self, rep, cfg, plan) -> None:
+        """``check_placed``'s first check: each layer's bit-width runs where its layer landed."""
+        g = self.model.graph
         for node, b in cfg.layer_bits:
             for i in pl.resolve(g, node):
                 p = rep.processor(plan.processor[i])
@@ -153,8 +158,9 @@ class Evaluator:
         if getattr(cfg, "placement", "first-fit") != "first-fit":
             moving = changes  # a cost-aware placement reads the costs: any profile change can move ops
         key = (canon(moving), cfg.partition_key, getattr(cfg, "placement", None))
+        self.check_before(key, soc, cfg)
         rep, part = self.partition(key, soc, cfg)
-        self.check(key, rep, cfg, part.plan)
+        self.check_after(key, rep, cfg, part.plan)
         return pl.estimate(self.model, soc, cfg, part), cfg
 
     def row(self, index: int, cid: str, values: tuple) -> dict:

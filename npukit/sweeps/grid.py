@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..errors import ConfigError, NpukitError, closest
+from ..errors import ConfigError, closest
 from ..soc import BITS
 from ..soc.profile import COST_FIELDS, COST_TOP
+from .lines import key_lines
 
 MODES = ("product", "list", "random")
 RESERVED = ("mode", "samples", "seed")
@@ -266,159 +267,6 @@ def _axis(key: str, raw, line: int, fail, mode: str) -> Axis:
         fail(key, f"malformed key; write {form}")
     fail(key, f"unknown key; {closest(head, KINDS + RESERVED)} (keys are {FORMS})")
     raise AssertionError  # fail raised
-
-
-# ---------------------------------------------------------------------------------------------
-# line numbers (tomllib has none): the line each dotted key is written on
-
-
-def _split_key(s: str) -> list[str]:
-    """A TOML key (bare, quoted or dotted) as its parts."""
-    parts, cur, i, q = [], "", 0, None
-    while i < len(s):
-        c = s[i]
-        if q:
-            if c == "\\" and q == '"' and i + 1 < len(s):
-                cur += s[i + 1]
-                i += 2
-                continue
-            if c == q:
-                q = None
-            else:
-                cur += c
-        elif c in "\"'":
-            q = c
-        elif c == ".":
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += c
-        i += 1
-    parts.append(cur.strip())
-    return parts
-
-
-def _scan(line: str) -> tuple[str, int, int]:
-    """(the line without its comment, index of the first top-level '=' or -1, bracket depth change)."""
-    q, depth, eq = None, 0, -1
-    for i, c in enumerate(line):
-        if q:
-            if c == q:
-                q = None
-            continue
-        if c in "\"'":
-            q = c
-        elif c == "#":
-            return line[:i], eq, depth
-        elif c in "[{":
-            depth += 1
-        elif c in "]}":
-            depth -= 1
-        elif c == "=" and eq < 0 and depth == 0:
-            eq = i
-    return line, eq, depth
-
-
-def key_lines(text: str) -> dict[str, int]:
-    """Dotted path (``grid.bits.dla``) -> 1-based line of every key and table header in ``text``."""
-    out: dict[str, int] = {}
-    table: list[str] = []
-    depth = 0
-    for n, raw in enumerate(text.splitlines(), 1):
-        body, eq, delta = _scan(raw)
-        if depth > 0:
-            depth += delta
-            continue
-        s = body.strip()
-        if not s:
-            continue
-        if s.startswith("["):
-            inner = s.strip("[]").strip()
-            table = _split_key(inner)
-            out.setdefault(".".join(table), n)
-            continue
-        if eq >= 0:
-            path = ".".join([*table, *_split_key(body[:eq].strip())])
-            out.setdefault(path, n)
-            depth = _scan(body[eq + 1:])[2]
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# checks against the model and the profile
-
-
-def check_grid(grid: Grid, model, soc) -> None:
-    """Every processor, node, op and profile field the grid names exists, and every value applies
-    (GridError naming the line and the closest valid choices)."""
-    from .. import pipeline as pl  # noqa: PLC0415
-    from ..opset import canonical  # noqa: PLC0415
-
-    names = soc.names
-    added = {}  # bit-widths the grid itself adds to a processor's macs_per_cycle
-    for a in grid.axes:
-        parts = a.target[0].split(".") if a.kind == "soc" else []
-        if len(parts) == 4 and parts[0] == "processors" and parts[2] == "macs_per_cycle":
-            added.setdefault(parts[1], set()).add(parts[3])
-    for a in grid.axes:
-        k = a.kind
-        if k in ("bits", "support") and a.target[0] not in names:
-            raise grid.fail(a.key, f"unknown processor {a.target[0]!r}; {closest(a.target[0], names)}")
-        if k == "bits":
-            p = soc.processor(a.target[0])
-            ok = set(p.bits) | added.get(p.name, set())
-            for v in a.values:
-                if v not in ok:
-                    raise grid.fail(a.key, f"{p.name} cannot run {v}: processors.{p.name}.macs_per_cycle lists "
-                                           f"{', '.join(b for b in BITS if b in ok)}")  # fmt: skip
-        elif k == "support":
-            if soc.processor(a.target[0]).host:
-                raise grid.fail(a.key, f"{a.target[0]} is the host: it runs every op no accelerator takes; "
-                                       f"toggle an accelerator ({', '.join(soc.accelerators)})")  # fmt: skip
-            try:
-                canonical(a.target[1], "op")
-            except ConfigError as e:
-                raise grid.fail(a.key, str(e)) from None
-        elif k in ("pin", "layer_bits"):
-            try:
-                pl.resolve(model.graph, a.target[0])
-            except ConfigError as e:
-                raise grid.fail(a.key, str(e)) from None
-            if k == "pin":
-                for v in a.values:
-                    if v != NO_PIN and v not in names:
-                        raise grid.fail(a.key, f"unknown processor {v!r}; {closest(str(v), (*names, NO_PIN))}")
-        elif k == "soc":
-            _check_soc_axis(grid, a, soc)
-
-
-def _check_soc_axis(grid: Grid, a: Axis, soc) -> None:
-    from ..soc.schema import PROCESSOR_FIELDS  # noqa: PLC0415
-
-    path = a.target[0]
-    parts = path.split(".")
-    if parts[0] not in SOC_TOP:
-        raise grid.fail(a.key, f"unknown profile field {parts[0]!r}; {closest(parts[0], SOC_TOP)}")
-    if parts[0] == "processors":
-        if len(parts) < 3:
-            raise grid.fail(a.key, "write soc.processors.<processor>.<field>")
-        if parts[1] not in soc.names:
-            raise grid.fail(a.key, f"unknown processor {parts[1]!r}; {closest(parts[1], soc.names)}")
-        fields = [f.key for f in PROCESSOR_FIELDS]
-        if parts[2] not in fields:
-            raise grid.fail(a.key, f"unknown processor field {parts[2]!r}; {closest(parts[2], fields)}")
-    for v in a.values:
-        try:
-            soc.with_changes({path: v})
-        except NpukitError as e:
-            msg = str(e)
-            for pre in (f"{soc.path} (edited): ", f"{soc.path}: "):
-                msg = msg.removeprefix(pre)
-            if msg.startswith(path + ": "):  # about the field itself: the message already says the value
-                msg = msg[len(path) + 2:]
-            else:
-                msg = f"{canon(v)}: {msg}"
-            raise grid.fail(a.key, msg) from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import replace
 import pickle
 import sys
+from dataclasses import replace
 
 from .. import pipeline as pl
 from ..config import Config
 from ..soc import load_soc
+from .check import check_grid
 from .evaluate import ERROR_COLUMNS, MEMORY_COLUMNS, Job, flatten, run_chunk, run_remote
-from .grid import axis_type, check_grid, config_id, has_placement, load_grid, sort_key
+from .grid import axis_type, config_id, has_placement, load_grid, sort_key
 from .store import Store, SweepError, arrow_schema, dedupe, table
 
 

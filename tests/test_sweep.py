@@ -230,6 +230,22 @@ def test_rows_equal_single_studies(digits_rows):
         assert o.config == s.config and o.totals == t
 
 
+def test_first_fit_rows_share_a_partition_and_equal_studies():
+    """Under "first-fit" the on-chip size moves no op: one partition serves both profiles."""
+    from npukit import pipeline as pl
+
+    pl.clear_caches()
+    df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=0, progress=False)
+    assert len(pl.PARTS.d) == 2  # one per support set, not per profile
+    soc = npukit.load_soc("arm-dsp-dla")
+    for row in df.itertuples():
+        s = npukit.Study(DIGITS_ONNX, soc.with_changes({"processors.dla.onchip_bytes": row._5}))
+        s.set_placement("first-fit").set_bits(row._3, processor="dla").set_support("dsp", "softmax", bool(row._4))
+        assert (row.latency_us, row.energy_uj, row.transfer_us) == (s.totals["latency_us"], s.totals["energy_uj"],
+                                                                    s.totals["transfer_us"])  # fmt: skip
+        assert npukit.sweep_study(df.iloc[row.Index], DIGITS_ONNX, "arm-dsp-dla").totals == s.totals
+
+
 def test_error_rows_equal_study_error(tmp_path):
     grid = '[grid]\n"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16"]\n'
     df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, error=True, progress=False)

@@ -14,9 +14,11 @@ A bit-width edit never re-partitions: the partition is keyed by the support edit
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,22 +44,26 @@ class LRU:
     def __init__(self, size: int):
         self.size = size
         self.d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()  # the widget builds in a thread beside the kernel
 
     def get(self, key):
-        v = self.d.get(key)
-        if v is not None:
-            self.d.move_to_end(key)
-        return v
+        with self._lock:
+            v = self.d.get(key)
+            if v is not None:
+                self.d.move_to_end(key)
+            return v
 
     def put(self, key, value):
-        self.d[key] = value
-        self.d.move_to_end(key)
-        while len(self.d) > self.size:
-            self.d.popitem(last=False)
-        return value
+        with self._lock:
+            self.d[key] = value
+            self.d.move_to_end(key)
+            while len(self.d) > self.size:
+                self.d.popitem(last=False)
+            return value
 
     def clear(self) -> None:
-        self.d.clear()
+        with self._lock:
+            self.d.clear()
 
 
 # one cache per step
@@ -74,9 +80,28 @@ CODE = LRU(16)  # (model, soc, config, data) -> generated Project
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
 
 
+ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE)
+
+
 def clear_caches() -> None:
-    for c in (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE):
+    for c in ALL_CACHES:
         c.clear()
+
+
+@contextlib.contextmanager
+def from_scratch(keep=(IMPORTS, SIMS)):
+    """Inside the block every step is computed anew (each cache but ``keep`` is set aside, then
+    restored): what a Study built from scratch sees, for checking an incremental result against.
+    The imported model and the compiled simulation are kept by default -- the same file gives the
+    same ones, and re-importing is checked on its own."""
+    saved = [(c, c.d) for c in ALL_CACHES if c not in keep]
+    for c, _ in saved:
+        c.d = OrderedDict()
+    try:
+        yield
+    finally:
+        for c, d in saved:
+            c.d = d
 
 
 # ---------------------------------------------------------------------------------------------

@@ -158,6 +158,15 @@ class Study:
         self._apply(self._config.with_placement(placement))
         return self
 
+    def copy(self) -> Study:
+        """A Study of the same model, profile, config and data, with no subscribers: edits on one do
+        not reach the other.  Cheap (the import and the pipeline's caches are shared); the widget
+        builds a copy in a background thread while the user goes on editing."""
+        other = Study(self._model, self.soc, self._config)
+        other._data = self._data
+        other.model = self.model  # what the user gave, not the imported Model
+        return other
+
     # ------------------------------------------------------------------------------------------
     # derived state (every figure comes from the pipeline's Result for the current config)
 

@@ -1,11 +1,12 @@
 // The app: header with totals, status line, graph + side controls, tabs (costs, boundaries,
-// timeline, error, export).  It displays the traits of npukit.ui.StudyWidget and sends edit
+// timeline, error, generated code, export).  It displays the traits of npukit.ui.StudyWidget and sends edit
 // requests back; it computes nothing about the Study itself.
 
 import { decodeGraph, decodePlacement, decodeValues } from "./data.js";
 import { GraphView } from "./graph.js";
 import { VirtualTable } from "./table.js";
 import { Timeline } from "./timeline.js";
+import { CodeView } from "./code.js";
 import { h, esc, us, uj, num, bytes, shorten } from "./format.js";
 
 const TABS = [
@@ -13,6 +14,7 @@ const TABS = [
   ["boundaries", "Boundaries"],
   ["timeline", "Timeline"],
   ["error", "Error"],
+  ["code", "Code"],
   ["export", "Export"],
 ];
 
@@ -32,6 +34,7 @@ export class App {
     this.C = model.get("controls");
     this.E = model.get("errors");
     this.S = model.get("status");
+    this.codePending = 0; // seq of the code request in flight
     this.opts = model.get("options") || {};
     this._build();
     this.graph.setExpandDefault(this.G.n <= (this.opts.expand_max_ops ?? 160));
@@ -42,7 +45,10 @@ export class App {
     this._renderStatus();
     this.root.dataset.rev = String(this.S.rev || 0);
     this.handlers = [];
-    for (const k of ["graph", "placement", "values", "controls", "errors", "status"]) {
+    this.codeView.setCode(model.get("code"));
+    this.codeView.setBuild(model.get("build"));
+    this.codeView.setCurrentKey(this.S.code_key);
+    for (const k of ["graph", "placement", "values", "controls", "errors", "status", "code", "build"]) {
       const fn = () => this._mark(k);
       model.on("change:" + k, fn);
       this.handlers.push(["change:" + k, fn]);
@@ -88,6 +94,9 @@ export class App {
       }
       if (d.has("graph")) this._buildControls();
       if (d.has("errors")) this.tabDirty.add("error");
+      if (d.has("code")) this.codeView.setCode(m.get("code"));
+      if (d.has("build")) this.codeView.setBuild(m.get("build"));
+      if (d.has("status")) this.codeView.setCurrentKey(this.S.code_key);
       this._renderInfo();
     } catch (e) {
       this._showStatus("error", `widget: ${e && e.message ? e.message : e}`);
@@ -98,6 +107,7 @@ export class App {
       this.root.dataset.rev = String(this.S.rev);
     }
     this._renderStatus();
+    this._wantCode();
     trace("applied");
     // tables and the timeline redraw after the graph's frame is on screen
     requestAnimationFrame(() => setTimeout(() => this._renderTab(), 0));
@@ -191,6 +201,39 @@ export class App {
     for (const b of this.tabBar.children) b.classList.toggle("on", b.dataset.tab === k);
     for (const [name, p] of Object.entries(this.panels)) p.style.display = name === k ? "" : "none";
     if (render) this._renderTab();
+    if (k === "code") {
+      this.codeView.select(this._selOps(), false);
+      this._wantCode();
+    }
+  }
+
+  // The code is sent only when asked: ask when the Code tab shows and what it shows is not the
+  // code of the Study's current config (first opening, or an edit since).
+  _wantCode() {
+    if (this.tab !== "code" || this.codePending > this.acked) return;
+    const want = this.S && this.S.code_key;
+    const have = this.codeView.code.key;
+    if (have && have === want) return;
+    if (have && this.codeAskedFor === want) return; // asked for this version already (it failed: see the status)
+    this.codeAskedFor = want;
+    const follow = this.codeView.followOp();
+    if (follow != null) this.codeView.pendingScroll = "sel";
+    this.codePending = this.send({ type: "code", path: this.codeView.code.path || null, follow });
+  }
+
+  _selOps() {
+    const sel = this.selected;
+    if (!sel) return [];
+    if (sel.type === "op") return [sel.op];
+    if (sel.type === "part") return (this.P.members[sel.pid] || []).slice();
+    return [];
+  }
+
+  // "show code" of the selection: open the Code tab at the lines that run it
+  showCode() {
+    this.codeView.following = true;
+    this.showTab("code");
+    this.codeView.select(this._selOps(), true);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -200,6 +243,7 @@ export class App {
     this.selected = sel;
     this.graph.select(sel, center);
     this._renderSelection();
+    if (this.tab === "code") this.codeView.select(this._selOps(), true);
     if (this.costTable) {
       this.costTable.setSelected(sel && sel.type === "op" ? sel.op : -1);
       if (sel && sel.type === "op" && center === false) this.costTable.scrollToRow(sel.op);
@@ -244,6 +288,7 @@ export class App {
           this.graph.isExpanded(sel.pid) ? "collapse" : "expand",
         ),
         h("div", { class: "nk-muted" }, "Select an op to pin it or set its bit-width."),
+        h("button", { class: "nk-btn", testid: "show-code", onclick: () => this.showCode() }, "show code"),
       );
       return;
     }
@@ -285,6 +330,7 @@ export class App {
       ),
       pin ? h("div", { class: "nk-muted" }, `pinned (${pin.node}) to ${pin.processor}`) : null,
       h("div", { class: "nk-row" }, "bits for this layer ", bitsSel),
+      h("div", { class: "nk-row" }, h("button", { class: "nk-btn", testid: "show-code", onclick: () => this.showCode() }, "show code")),
       ].filter(Boolean),
     );
   }
@@ -523,6 +569,18 @@ export class App {
       { key: "snr_db", label: "SNR dB", num: true, width: 80, get: col("snr_db"), fmt: (v) => (v == null ? "–" : v.toFixed(2)) },
       { key: "max_abs_err", label: "max |err|", num: true, width: 90, get: col("max_abs_err"), fmt: (v) => (v == null ? "–" : num(v, 6)) },
     ]);
+    // generated code
+    this.codeView = new CodeView(this.panels.code, {
+      send: (msg) => {
+        if (msg.type === "code") {
+          this.codePending = this.send(msg);
+          return this.codePending;
+        }
+        return this.send(msg);
+      },
+      onSelectOp: (op) => this.select({ type: "op", op }, true),
+      opName: (op) => this.G.name[op],
+    });
     // export
     const paths = this.opts.export_paths || {};
     const row = (what, label, testid, placeholder) => {

@@ -4,7 +4,7 @@ bounded caches keyed by exactly what each step depends on):
     load(model, input_shapes)            -> Model     (import: OpGraph + tagged Relax module)
     verdicts(model, soc, config)         -> every processor's verdict on every op under the edits
     partition(model, soc, config)        -> Partitioned (the real TVM BYOC partition, read back as a Plan)
-    estimate(model, soc, config)         -> Result    (per-op figures, boundaries, timeline, totals)
+    estimate(model, soc, config, part)   -> Result    (per-op figures, boundaries, timeline, totals)
     error(result, data)                  -> ErrorResult (the numeric error of the bit-widths)
 
 ``evaluate(model, soc, config)`` composes them.  A ``Model``, a ``SocProfile`` and a ``Config`` all
@@ -365,7 +365,7 @@ def _byoc(model: Model, soc: SocProfile, vs) :
 
     accepts = tuple(sorted((i, p, v.fused_only) for (i, p), v in vs.items() if v.ok and not v.host))
     pinned = tuple(sorted(i for (i, p), v in vs.items() if v.host and v.failed("pinned")))
-    key = (model.key, soc.digest, hash((accepts, pinned)), accepts, pinned)
+    key = (model.key, soc.rules_digest, hash((accepts, pinned)), accepts, pinned)  # costs never enter it
     hit = PARTS.get(key)
     if hit is not None:  # the same acceptance partitions alike; the refusals keep their own words
         pruned = {k: v for k, v in hit.verdicts.items() if v.failed("pruned")}
@@ -487,7 +487,8 @@ def cost_model(model: Model, soc: SocProfile) -> CostModel:
     key = (model.key, soc.digest)
     cm = COSTS.get(key)
     if cm is None:
-        cm = COSTS.put(key, CostModel(tables(model), soc))
+        t = tables(model)
+        cm = COSTS.put(key, CostModel(t, soc, t.kernel_memo))
     return cm
 
 
@@ -497,15 +498,19 @@ def evaluate(model: Model, soc: SocProfile, cfg: Config) -> Result:
     hit = RESULTS.get(key)
     if hit is not None:
         return hit
-    part = partition(model, soc, cfg)
+    return RESULTS.put(key, estimate(model, soc, cfg, partition(model, soc, cfg)))
+
+
+def estimate(model: Model, soc: SocProfile, cfg: Config, part) -> Result:
+    """The estimate step alone (not cached): costs, schedule and totals of ``cfg`` on an existing
+    partition ``part`` (sweeps reuse one partition for every configuration that cannot move an op)."""
     plan = part.plan
     bits = op_bits(model, soc, cfg, plan)
     t = tables(model)
     ops, bounds = cost_model(model, soc).evaluate(plan, bits)
     sched = schedule(t, plan, soc, ops, bounds)
-    res = Result(model, soc, cfg, part, pins_of(model.graph, cfg), bits, tuple(ops), tuple(bounds), sched,
-                 totals(soc, plan, ops, bounds, sched))  # fmt: skip
-    return RESULTS.put(key, res)
+    return Result(model, soc, cfg, part, pins_of(model.graph, cfg), bits, tuple(ops), tuple(bounds), sched,
+                  totals(soc, plan, ops, bounds, sched))  # fmt: skip
 
 
 def totals(soc: SocProfile, plan: Plan, ops, bounds, sched: Schedule) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from . import patterns as pt
 from .graph import OpGraph
@@ -61,6 +62,7 @@ class Skeleton:
     bindings: tuple[Binding, ...]
     outputs: tuple[int, ...] = ()  # bindings whose variables main returns
 
+    @cached_property
     def only_tuple_fields_read(self) -> frozenset[int]:
         """Bindings whose (tuple) variable is read only by tuple-field bindings, directly or through
         aliases, and never returned (TVM's ``HasOnlyTupleGetItemUsers``)."""
@@ -98,6 +100,7 @@ class Skeleton:
                 out.add(k)
         return frozenset(out)
 
+    @cached_property
     def by_op(self) -> dict[tuple[str, int], list[int]]:
         out: dict[tuple[str, int], list[int]] = {}
         for k, b in enumerate(self.bindings):
@@ -151,21 +154,32 @@ class NameSupply:
 
 
 class _State:
-    """``main`` during the replay: nodes (original bindings, then composites) in binding order."""
+    """``main`` during the replay: nodes (original bindings, then composites) and their place in
+    main's binding order (``key``: only the order of the keys of live nodes matters)."""
 
     def __init__(self, sk: Skeleton):
         self.sk = sk
         n = len(sk.bindings)
-        self.order: list[int] = list(range(n))
+        self.key: list[int] = list(range(n))  # node -> sort key (composites take their first op's)
         self.rep = list(range(n))  # binding index -> node now holding its variable
         self.fused = [False] * n  # binding already inside a composite
-        self.comp_args: dict[int, list] = {}  # composite node -> its call's arguments (binding indices / tuples)
+        self.comp_args: dict[int, list] = {}  # composite node -> its call's arguments (binding indices)
         self.comp_name: dict[int, str] = {}  # composite node -> function name
         self.comp_pattern: dict[int, str] = {}
         self.comp_members: dict[int, tuple[int, ...]] = {}  # binding indices, in binding order
         self.names = {"main"}
         self.next = n
         self.reordered = False  # has a pass moved a binding ahead of an earlier one
+        self._order: list[int] | None = list(range(n))
+
+    @property
+    def order(self) -> list[int]:
+        """Live nodes in main's binding order."""
+        if self._order is None:
+            live = [b for b in range(len(self.fused)) if not self.fused[b]] + list(self.comp_args)
+            live.sort(key=self.key.__getitem__)
+            self._order = live
+        return self._order
 
     def node_args(self, node: int):
         if node in self.comp_args:
@@ -174,7 +188,10 @@ class _State:
 
     def node_uses(self, node: int) -> list[int]:
         """Nodes whose variables ``node`` reads, in TVM's visiting order."""
-        return [self.rep[b] for b in _vars(self.node_args(node))]
+        rep = self.rep
+        if node in self.comp_args:
+            return [rep[b] for b in self.comp_args[node]]
+        return [rep[b] for b in _vars(self.sk.bindings[node].args)]
 
 
 def _match(st: _State, root: int, chain_ops: tuple[str, ...], combo: tuple[int, ...]) -> list[int] | None:
@@ -252,37 +269,37 @@ def _fuse_pass(st: _State, name: str, chain: tuple[str, ...], combo: tuple[int, 
             grouped.update(ids)
     if not matches:
         return
+    key = st.key
     group_of: dict[int, int] = {}
     for k, ids in enumerate(matches):
         for b in ids:
-            group_of[b] = -1 - k
-    pos = {node: p for p, node in enumerate(st.order)}
-    simple = True  # every group's outside producers come before its first binding: no reordering
-    for ids in matches:
-        first = pos[ids[0]]
+            group_of[b] = k
+    # TopoSortByGroupDep: when every group's outside producers stand before its first op, each
+    # group is emitted where its first op stood and nothing else moves
+    simple = True
+    for k, ids in enumerate(matches):
+        first = key[ids[0]]
         for b in ids:
-            for p in st.node_uses(b):
-                if group_of.get(p) != group_of[b] and pos[p] > first:
-                    simple = False
-                    break
+            if any(group_of.get(p) != k and key[p] > first for p in st.node_uses(b)):
+                simple = False
+                break
+        if not simple:
+            break
     if simple:
-        emitted = [node for node in st.order if node not in group_of or node == _first(matches, group_of, node)]
+        emitted = sorted(range(len(matches)), key=lambda k: key[matches[k][0]])
+        firsts = [key[matches[k][0]] for k in emitted]
     else:
-        emitted = _topo(st, group_of, st.node_uses)
-        st.reordered = True
+        order = _topo(st, {b: -1 - k for b, k in group_of.items()}, st.node_uses)
+        emitted, firsts, seen = [], [], set()
+        for node in order:
+            k = group_of.get(node)
+            if k is not None and k not in seen:
+                seen.add(k)
+                emitted.append(k)
     supply = NameSupply(st.names)
-    new_order: list[int] = []
-    seen: set[int] = set()
-    for node in emitted:
-        gid = group_of.get(node)
-        if gid is None:
-            new_order.append(node)
-            continue
-        if gid in seen:
-            continue
-        seen.add(gid)
-        ids = matches[-1 - gid]
-        ids = sorted(ids, key=pos.__getitem__)
+    made: dict[int, int] = {}
+    for j, k in enumerate(emitted):
+        ids = sorted(matches[k], key=key.__getitem__)
         c = st.next
         st.next += 1
         inside = set(ids)
@@ -298,13 +315,24 @@ def _fuse_pass(st: _State, name: str, chain: tuple[str, ...], combo: tuple[int, 
         for b in ids:
             st.fused[b] = True
         st.rep[ids[-1]] = c
-        new_order.append(c)
-    st.order = new_order
-
-
-def _first(matches, group_of, node) -> int:
-    # in the simple case a group is emitted where its first binding (in chain order) stands
-    return matches[-1 - group_of[node]][0]
+        st.key.append(firsts[j] if simple else 0)
+        made[k] = c
+    if simple:
+        st._order = None
+    else:  # main re-emitted in the groups' topological order
+        new_order: list[int] = []
+        seen = set()
+        for node in order:
+            k = group_of.get(node)
+            if k is None:
+                new_order.append(node)
+            elif k not in seen:
+                seen.add(k)
+                new_order.append(made[k])
+        for p, node in enumerate(new_order):
+            st.key[node] = p
+        st._order = new_order
+        st.reordered = True
 
 
 def fuse(sk: Skeleton, g: OpGraph, soc: SocProfile, specs, vs: Mapping[tuple[int, str], Verdict], ar) -> _State:
@@ -318,7 +346,7 @@ def fuse(sk: Skeleton, g: OpGraph, soc: SocProfile, specs, vs: Mapping[tuple[int
             if v.fused_only:
                 fused_only.setdefault(proc, set()).add(i)
     st = _State(sk)
-    by_op = sk.by_op()
+    by_op = sk.by_op
     for s in specs:
         acc = ok.get(s.processor, set())
         only = fused_only.get(s.processor, set())
@@ -348,8 +376,7 @@ def _in_order(st: _State, cands) -> list[int]:
     live = [c for c in cands if not st.fused[c]]
     if len(live) < 2 or not st.reordered:
         return live
-    pos = {node: p for p, node in enumerate(st.order)}
-    return sorted(live, key=pos.__getitem__)
+    return sorted(live, key=st.key.__getitem__)
 
 
 def merge(st: _State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]], list[tuple[str, object]]]:
@@ -372,7 +399,7 @@ def merge(st: _State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]
     memo: dict[int, int] = {}  # node -> group
     codegen_roots: set[int] = set()
 
-    tgi_only = sk.only_tuple_fields_read()
+    tgi_only = sk.only_tuple_fields_read
 
     def add_deps(grp: int, var_nodes) -> None:
         root = find(grp)

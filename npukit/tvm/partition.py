@@ -148,7 +148,8 @@ def fusion_patterns(mod, g: OpGraph, specs, vs: Mapping[tuple[int, str], Verdict
     return out
 
 
-def _run_once(mod, g: OpGraph, soc: SocProfile, vs, shapes, ar) -> Partitioned:
+def run_once(mod, g: OpGraph, soc: SocProfile, vs, shapes, ar) -> Partitioned:
+    """One FuseOpsByPattern + MergeCompositeFunctions run under exactly ``vs`` (no pruning)."""
     _load_tvm()
     from tvm import relax  # noqa: PLC0415
 
@@ -173,10 +174,10 @@ def partition(mod, g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Ver
     shapes = pt.chain_shapes(g) if shapes is None else shapes
     ar = arities(mod) if ar is None else ar
     vs = pt.prune_lone_views(g, soc, vs)
-    res = _run_once(mod, g, soc, vs, shapes, ar)
+    res = run_once(mod, g, soc, vs, shapes, ar)
     extra = pt.prune_view_partitions(g, soc, vs, res.plan.partitions)
     if extra:
-        res = _run_once(mod, g, soc, {**vs, **extra}, shapes, ar)
+        res = run_once(mod, g, soc, {**vs, **extra}, shapes, ar)
     return res
 
 

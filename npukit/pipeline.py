@@ -357,11 +357,16 @@ def op_bits(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> tuple[str
 # the steps
 
 
-def _byoc(model: Model, soc: SocProfile, vs) :
-    """The real BYOC partition under verdicts ``vs`` (cached by what they accept)."""
+def _byoc(model: Model, soc: SocProfile, vs):
+    """The BYOC partition under verdicts ``vs`` (cached by what they accept).
+
+    The Plan comes from ``npukit.byocsim``, TVM's FuseOpsByPattern + MergeCompositeFunctions
+    replayed on the tagged module's skeleton (milliseconds where TVM takes tenths of a second);
+    ``Partitioned.mod`` runs TVM's own passes on the whole module when first asked for and checks
+    that its read-back is the same Plan.  With ``NPUKIT_BYOC=tvm`` (or a module the replay does
+    not model) TVM runs on every edit."""
     from .patterns import chain_shapes  # noqa: PLC0415
-    from .tvm.partition import arities  # noqa: PLC0415
-    from .tvm.partition import partition as byoc  # noqa: PLC0415
+    from .tvm.partition import arities, skeleton  # noqa: PLC0415
 
     accepts = tuple(sorted((i, p, v.fused_only) for (i, p), v in vs.items() if v.ok and not v.host))
     pinned = tuple(sorted(i for (i, p), v in vs.items() if v.host and v.failed("pinned")))
@@ -369,12 +374,41 @@ def _byoc(model: Model, soc: SocProfile, vs) :
     hit = PARTS.get(key)
     if hit is not None:  # the same acceptance partitions alike; the refusals keep their own words
         pruned = {k: v for k, v in hit.verdicts.items() if v.failed("pruned")}
-        return dataclasses.replace(hit, verdicts={**vs, **pruned})
+        words = {**vs, **pruned}
+        return hit if words == hit.verdicts else dataclasses.replace(hit, verdicts=words)
     prep = PREP.get(model.key)
     if prep is None:
-        prep = PREP.put(model.key, (chain_shapes(model.graph), arities(model.module)))
-    shapes, ar = prep
-    return PARTS.put(key, byoc(model.module, model.graph, soc, vs, shapes=shapes, ar=ar))
+        mod = model.module
+        prep = PREP.put(model.key, (chain_shapes(model.graph), arities(mod), skeleton(mod)))
+    shapes, ar, sk = prep
+    if sk is None or os.environ.get("NPUKIT_BYOC") == "tvm":
+        from .tvm.partition import partition as byoc  # noqa: PLC0415
+
+        return PARTS.put(key, byoc(model.module, model.graph, soc, vs, shapes=shapes, ar=ar))
+    return PARTS.put(key, _replayed(model, soc, vs, sk, shapes, ar))
+
+
+def _replayed(model: Model, soc: SocProfile, vs, sk, shapes, ar):
+    from .byocsim import partition as replay  # noqa: PLC0415
+    from .tvm.partition import LazyModule, Partitioned  # noqa: PLC0415
+
+    plan, obeyed = replay(sk, model.graph, soc, vs, shapes, ar)
+    return Partitioned(LazyModule(lambda: _tvm_module(model, soc, obeyed, plan, shapes, ar)), plan, obeyed)
+
+
+def _tvm_module(model: Model, soc: SocProfile, obeyed, plan: Plan, shapes, ar):
+    """TVM's own passes on the whole tagged module under the verdicts the replayed Plan obeyed; its
+    read-back must be that Plan."""
+    from .tvm.partition import run_once  # noqa: PLC0415
+
+    res = run_once(model.module, model.graph, soc, obeyed, shapes, ar)
+    if res.plan != plan:
+        diff = next((i for i in range(len(plan.processor))
+                     if (plan.processor[i], plan.partition[i], plan.pattern[i])
+                     != (res.plan.processor[i], res.plan.partition[i], res.plan.pattern[i])), None)  # fmt: skip
+        raise AssertionError(f"{model.graph.path}: npukit's replay of TVM's BYOC passes disagrees with TVM "
+                             f"(first at op {diff}); please report this with the model and the edits")  # fmt: skip
+    return res.mod
 
 
 def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):

@@ -451,7 +451,7 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
 
     g = model.graph
     bits_of, runs = bits_policy(soc, cfg, g)
-    choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs)
+    choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs, cost_model(model, soc))
     cost = _byoc(model, soc, constrain(vs, soc, choice))
     host = _byoc(model, soc, {k: (v if v.host or not v.ok else _refused_for_host(v)) for k, v in vs.items()})
     inf = float("inf")

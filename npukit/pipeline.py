@@ -722,16 +722,20 @@ def record_fit(result: Result, data, fit: dict) -> dict:
     return FITS.put(_code_key(result, data), fit)
 
 
+def budgets(soc: SocProfile) -> dict:
+    """``totals["memory"]``: the profile's build target and its flash / SRAM budgets."""
+    return {"target": soc.target, "flash_bytes": soc.flash_bytes, "sram_bytes": soc.sram_bytes}
+
+
 def memory(result: Result, data=None) -> dict:
-    """``totals["memory"]``: the profile's target and budgets; ``estimate``, the generated project's
-    weights and arena against them (None until the code of this config is generated); ``measured``,
-    the toolchain's figures of the target build (None until measured).  Generates nothing."""
+    """``Study.memory``: the budgets; ``estimate``, the generated project's weights and arena against
+    them (None until the code of this config is generated); ``measured``, the toolchain's figures of
+    the target build (None until measured).  Generates nothing itself."""
     from .codegen.fit import estimate  # noqa: PLC0415
 
     soc = result.soc
     proj = code_if_generated(result, data)
-    return {"target": soc.target, "flash_bytes": soc.flash_bytes, "sram_bytes": soc.sram_bytes,
-            "estimate": estimate(proj.manifest, soc) if proj is not None else None,
+    return {**budgets(soc), "estimate": estimate(proj.manifest, soc) if proj is not None else None,
             "measured": measured_fit(result, data)}  # fmt: skip
 
 

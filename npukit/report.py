@@ -112,13 +112,14 @@ def memory_html(study, generate: bool = True) -> str:
     against them (generating the code if ``generate``), and the toolchain's figures of the target
     build when ``study.fit()`` measured them.  Over budget is marked in red."""
     e = html.escape
-    mem = study.totals["memory"]
+    from . import pipeline as pl  # noqa: PLC0415
+
+    mem = pl.memory(study.result, study.data)
     if mem["estimate"] is None and generate:
         try:
-            study.project  # noqa: B018 - generates the code of this config
+            mem = study.memory  # generates the code of this config
         except Exception as ex:  # noqa: BLE001 - the report still renders; the reason is shown
             return f"<h2>memory</h2><p>code generation failed: {e(str(ex))}</p>"
-        mem = study.totals["memory"]
     over = "<b style='color:#c00'>OVER</b>"
     rows = [f"<p>build target <code>{e(mem['target'])}</code>; budgets: flash {_bytes(mem['flash_bytes'])}, "
             f"SRAM {_bytes(mem['sram_bytes'])}</p>"]  # fmt: skip

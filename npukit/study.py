@@ -220,12 +220,20 @@ class Study:
     def totals(self) -> Totals:
         """The study's totals: latency, energy, per-processor busy time and energy, transfers,
         conversions, MACs, op and partition counts (a dict; shown rounded), and ``memory``: the
-        profile's build target and flash / SRAM budgets, with the generated code's weights and arena
-        against them (``estimate``, once the code of this config exists) and the toolchain's figures
-        of the target build (``measured``, after ``fit()`` or ``build(target=True)``)."""
+        profile's build target and flash / SRAM budgets (the generated code against them is
+        ``study.memory``: it needs the code)."""
         t = dict(self.result.totals)
-        t["memory"] = pl.memory(self.result, self.data)
+        t["memory"] = pl.budgets(self.soc)
         return Totals(t)
+
+    @property
+    def memory(self) -> dict:
+        """Does it fit: the profile's target and flash / SRAM budgets; ``estimate``, the generated
+        code's weights and arena against them (generating the code of this config if needed); and
+        ``measured``, the toolchain's figures of the target build once ``fit()`` or
+        ``build(target=True)`` measured this config (else None)."""
+        self.project  # noqa: B018 - the estimate is the generated code's
+        return pl.memory(self.result, self.data)
 
     def explain(self, node) -> str:
         """The placement reason and every figure of a node's ops with formula, values and sources."""
@@ -300,7 +308,7 @@ class Study:
         toolchain's ``size`` figures against the profile's ``flash_bytes`` / ``sram_bytes``: flash =
         code + constants + .data image, SRAM = .data + .bss (the arena) + heap + stack, with the
         weights' and arena's own sections where the linker script keeps them apart.  Warns
-        (``npukit.codegen.fit.MemoryBudgetWarning``) when over budget; ``totals["memory"]`` shows it
+        (``npukit.codegen.fit.MemoryBudgetWarning``) when over budget; ``study.memory`` shows it
         afterwards.  Keeps the build in ``directory`` when given."""
         import tempfile  # noqa: PLC0415
 

@@ -143,7 +143,8 @@ def test_cmsis_single_rounding_build_option(tmp_path):
 def test_fit_equals_size_and_warns_over_budget(tmp_path):
     need("cortex-m7-mps2")
     s = npukit.Study(DIGITS_INT8, "cortex-m7-cmsis-nn")
-    assert s.totals["memory"]["measured"] is None
+    assert s.memory["measured"] is None
+    assert s.totals["memory"] == {"target": "cortex-m7-mps2", "flash_bytes": 2 * 1024 * 1024, "sram_bytes": 512 * 1024}
     d = tmp_path / "fw"
     with warnings.catch_warnings():
         warnings.simplefilter("error", MemoryBudgetWarning)
@@ -154,12 +155,10 @@ def test_fit_equals_size_and_warns_over_budget(tmp_path):
     assert r["sram_used"] == berkeley["data"] + berkeley["bss"]
     assert r["arena_section_bytes"] == s.project.arena_bytes and not r["over_budget"]
     assert r["weights_section_bytes"] >= s.project.weight_bytes
-    mem = s.totals["memory"]
+    mem = s.memory
     assert mem["measured"]["flash_used"] == r["flash_used"] and mem["estimate"]["arena_bytes"] == s.project.arena_bytes
     small = npukit.Study(DIGITS_INT8, s.soc.with_changes({"sram_bytes": s.project.arena_bytes - 16}))
-    assert small.totals["memory"]["estimate"] is None  # nothing generated yet for this profile
-    small.code  # noqa: B018
-    assert small.totals["memory"]["estimate"]["sram_over"] is True  # the arena alone is over
+    assert small.memory["estimate"]["sram_over"] is True  # the arena alone is over
     with pytest.warns(MemoryBudgetWarning, match=r"does not fit: sram: needs [\d,]+ bytes, the profile has [\d,]+"):
         r2 = small.fit(tmp_path / "small")
     assert r2["sram_over"] and not r2["flash_over"] and r2["over_budget"]

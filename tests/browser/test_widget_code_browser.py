@@ -104,21 +104,21 @@ def test_select_a_node_and_the_code_tab_marks_its_call(page, expected, artifacts
     path = "src/partitions_nvdla.c"
     text = expected["default"][path]
     want = op_lines(expected["default_ops"], path, CONV2, text)
-    assert want == [29, 30, 31, 32]
+    assert want == [30, 31, 32, 33]
     wait_code(page, path, ",".join(map(str, want)))
     src = text.splitlines()
     for n in want:
         row = line(page, n)
         assert "nk-selline" in row.get_attribute("class")
         assert row.locator(".nk-src").inner_text() == src[n - 1]
-    assert "nk-selline" not in line(page, 27).get_attribute("class")  # conv1's call: marked, not selected
-    assert "nk-call" in line(page, 27).get_attribute("class")
+    assert "nk-selline" not in line(page, 28).get_attribute("class")  # conv1's call: marked, not selected
+    assert "nk-call" in line(page, 28).get_attribute("class")
     # highlighted as C by the bundled highlighter
-    assert line(page, 32).locator(".hljs-keyword").first.inner_text() == "if"
-    assert line(page, 29).locator(".hljs-comment").count() == 1
+    assert line(page, 33).locator(".hljs-keyword").first.inner_text() == "if"
+    assert line(page, 30).locator(".hljs-comment").count() == 1
     where = page.locator(f'{CODE} [data-testid="code-where"]').inner_text()
     assert (
-        where == "op 3 /conv2/Conv runs in partition_dla_0() · src/partitions_nvdla.c:11 · 4 marked lines in this file"
+        where == "op 3 /conv2/Conv runs in partition_dla_0() · src/partitions_nvdla.c:12 · 4 marked lines in this file"
     )
     tree = page.locator(f'{CODE} [data-testid="code-file"]')
     assert sorted(tree.evaluate_all("els => els.map(e => e.dataset.path)")) == sorted(expected["default"])

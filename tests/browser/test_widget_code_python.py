@@ -102,7 +102,7 @@ def test_code_is_sent_only_when_asked(widget, study):
                 want += [[f, j] for j in range(n + 1, k + 1)]
         assert got == [x for i, x in enumerate(want) if x not in want[:i]]
     assert sum(len(x) for x in c["calls"]) > 2 * sum(len(o["calls"]) for o in study.project.manifest["ops"])
-    assert c["target"]["name"] == "host" and c["target"]["available"] is True
+    assert c["target"]["name"] == "aarch64-linux" and c["target"]["available"] is True  # the profile's target
 
 
 def test_a_selected_node_opens_the_file_of_its_call(widget, study):
@@ -110,15 +110,15 @@ def test_a_selected_node_opens_the_file_of_its_call(widget, study):
     c = widget.code
     assert c["path"] == "src/partitions_nvdla.c"
     lines = lines_of(widget, c["path"], CONV2)
-    assert lines == [29, 30, 31, 32]
+    assert lines == [30, 31, 32, 33]
     text = c["text"].splitlines()
-    assert text[29 - 1] == "    /* [ops 3,4,5] kernel dla.conv2d_add_relu: /conv2/Conv, /conv2/Conv/add, /relu2/Relu */"
-    assert text[30 - 1].startswith("    nvdla_conv2d_params conv_2 = {1, 1, 1, 1,")
-    assert text[31 - 1] == "    /* [op 3] /conv2/Conv (conv2d, fused bias, clamp [0, inf]) */"
-    assert text[32 - 1] == "    if ((st = nvdla_conv2d(&t_t2, &t_t5, &conv_2)) != 0) return st;"
-    # the function that holds it: the DLA wrapper, defined on line 11
-    assert c["where"][CONV2] == [c["paths"].index(c["path"]), 11, "partition_dla_0"]
-    assert text[11 - 1] == "int32_t partition_dla_0(uint8_t *arena) {"
+    assert text[30 - 1] == "    /* [ops 3,4,5] kernel dla.conv2d_add_relu: /conv2/Conv, /conv2/Conv/add, /relu2/Relu */"
+    assert text[31 - 1].startswith("    nvdla_conv2d_params conv_2 = {1, 1, 1, 1,")
+    assert text[32 - 1] == "    /* [op 3] /conv2/Conv (conv2d, fused bias, clamp [0, inf]) */"
+    assert text[33 - 1] == "    if ((st = nvdla_conv2d(&t_t2, &t_t5, &conv_2)) != 0) return st;"
+    # the function that holds it: the DLA wrapper, defined on line 12
+    assert c["where"][CONV2] == [c["paths"].index(c["path"]), 12, "partition_dla_0"]
+    assert text[12 - 1] == "int32_t partition_dla_0(uint8_t *arena) {"
     # a file asked for by path, and a bad one falls back to the last file shown
     request(widget, type="code", path="include/npukit_model.h")
     assert widget.code["path"] == "include/npukit_model.h"
@@ -173,7 +173,7 @@ def test_pin_moves_the_call_and_the_diff_shows_it(widget, study):
     request(widget, type="unpin", node=f"#{CONV2}")
     request(widget, type="code", path="src/model.c", follow=CONV2)
     c = widget.code
-    assert c["path"] == "src/partitions_nvdla.c" and lines_of(widget, c["path"], CONV2) == [29, 30, 31, 32]
+    assert c["path"] == "src/partitions_nvdla.c" and lines_of(widget, c["path"], CONV2) == [30, 31, 32, 33]
     assert rebuild_old(c["text"], c) == new["src/partitions_nvdla.c"].splitlines()
     assert {e["path"]: e["change"] for e in c["tree"]}["host/npk_host.c"] == "removed"
 

@@ -1,0 +1,439 @@
+"""The canonical-form rules (see ``canon``).  Each rule reads one root binding of the old function
+and returns a ``Match`` or None; its docstring says what it matches and what it makes.
+
+Every rule keeps the model's values: data movement is rearranged exactly; arithmetic rules change
+the result by fp32 rounding at most (stated where that is so); the one rule that drops a guard
+(``safe_softmax``) says when the values could differ.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .canon import Match, Pass
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _operands(p: Pass, call):
+    """(var, const) of a commutative binary call written either way round, else (None, None)."""
+    a, b = call.args
+    if p.const(b) is not None and p.const(a) is None:
+        return a, b
+    if p.const(a) is not None and p.const(b) is None:
+        return b, a
+    return None, None
+
+
+def _prim(x) -> float:
+    v = getattr(x, "value", x)
+    return float(v)
+
+
+def _close(x: float | None, want: float, rel: float = 1e-6) -> bool:
+    return x is not None and abs(x - want) <= rel * abs(want)
+
+
+def _const(p: Pass, value, dtype: str):
+    return p.relax.const(np.asarray(value, dtype=dtype), dtype)
+
+
+def _axes(call, rank: int) -> list[int]:
+    axes = call.attrs.axes if call.attrs is not None else None
+    return list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
+
+
+# ---------------------------------------------------------------------------------------------
+# BatchNorm in inference form after a convolution or a matmul
+
+
+_BN_PRODUCERS = ("relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv3d", "relax.matmul")
+
+
+def fold_batch_norm(p: Pass, var, v):
+    """``batch_norm(conv(x, W) [+ b])[0]`` (inference form, constant statistics, the conv read only by
+    the BN) -> ``conv(x, W * s) + b'`` with ``s = gamma / sqrt(var + eps)`` per output channel and
+    ``b' = (b - mean) * s + beta``: what torch's ONNX exporter does.  The conv may be a grouped or
+    depthwise conv (NCHW data, OIHW weights, BN on axis 1) or a matmul with a constant 2-D weight
+    (BN on the last axis).  Computed in float64, rounded once to the weights' dtype."""
+    if v.index != 0 or not p.single(v.tuple_value):
+        return None
+    bn = p.call(v.tuple_value, "relax.nn.batch_norm")
+    if bn is None or p.attr(bn, "training", False):
+        return None
+    data, gamma, beta, mean, variance = bn.args
+    stats = [p.const(a) for a in (gamma, beta, mean, variance)]
+    if any(s is None for s in stats) or not p.single(data):
+        return None
+    gamma, beta, mean, variance = (s.astype(np.float64).reshape(-1) for s in stats)
+    eps = float(p.attr(bn, "epsilon", 1e-5))
+    y, bias, bias_var = data, None, None
+    add = p.call(data, "relax.add")
+    if add is not None:
+        y, c = _operands(p, add)
+        if y is None or not p.single(y):
+            return None
+        bias, bias_var = p.const(c), data
+    prod = p.call(y, *_BN_PRODUCERS)
+    if prod is None:
+        return None
+    x, w = prod.args
+    weight = p.const(w)
+    out_shape = p.shape(y)
+    if weight is None or out_shape is None:
+        return None
+    rank, axis = len(out_shape), int(p.attr(bn, "axis", 1)) % len(out_shape)
+    channels = out_shape[axis]
+    if prod.op.name == "relax.matmul":
+        if weight.ndim != 2 or axis != rank - 1:
+            return None
+        w_shape, b_shape = (1, channels), (channels,)
+    else:
+        layout = str(p.attr(prod, "data_layout", ""))
+        if axis != 1 or not layout.startswith("NC") or str(p.attr(prod, "kernel_layout", "")) != "OI" + layout[2:] \
+                or str(p.attr(prod, "out_layout", layout)) != layout:  # fmt: skip
+            return None
+        w_shape, b_shape = (channels,) + (1,) * (weight.ndim - 1), (1, channels) + (1,) * (rank - 2)
+    if weight.shape[0 if prod.op.name != "relax.matmul" else 1] != channels or len(gamma) != channels:
+        return None
+    if bias is not None and bias.size != channels:
+        return None
+    s = (gamma if p.attr(bn, "scale", True) else np.ones(channels)) / np.sqrt(variance + eps)
+    shift = (beta if p.attr(bn, "center", True) else np.zeros(channels)) - mean * s
+    if bias is not None:
+        shift = shift + bias.astype(np.float64).reshape(-1) * s
+    wdt, bdt = str(weight.dtype), p.dtype(var)
+    new_w = (weight.astype(np.float64) * s.reshape(w_shape)).astype(wdt)
+    conv = p.new_call(prod, [p.m(x), _const(p, new_w, wdt)], like=y)
+    out = p.emit(p.relax.op.add(conv, _const(p, shift.reshape(b_shape), bdt)), like=y)
+    consumed = (v.tuple_value, data) + ((bias_var,) if bias_var is not None else ())
+    return Match(out, consumed, f"batch normalization folded into the weights and bias of {p.src_name(y)!r} at "
+                                "import (inference form)")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# clip, hardsigmoid, hardswish
+
+
+def merge_clips(p: Pass, var, v):
+    """``clip(clip(x, a, b), c, d)`` (the inner clip read once) -> ``clip(x, max(a, c), min(b, d))``:
+    torch writes ``hardtanh``-like bounds as two one-sided clips."""
+    x = v.args[0]
+    inner = p.call(x, "relax.clip")
+    if inner is None or not p.single(x):
+        return None
+    lo = max(_prim(inner.args[1]), _prim(v.args[1]))
+    hi = min(_prim(inner.args[2]), _prim(v.args[2]))
+    out = p.emit(p.relax.op.clip(p.m(inner.args[0]), lo, hi), like=var)
+    return Match(out, (x,), "two clips merged into one at import")
+
+
+def _shifted_clip(p: Pass, x, d: float):
+    """``clip(add(y, k), 0, d)`` -> (y, k) (each read once), else None."""
+    clip = p.call(x, "relax.clip")
+    if clip is None or _prim(clip.args[1]) != 0.0 or not _close(_prim(clip.args[2]), d):
+        return None
+    add = p.call(clip.args[0], "relax.add")
+    if add is None or not p.single(clip.args[0]):
+        return None
+    y, k = _operands(p, add)
+    k = None if k is None else p.scalar(k)
+    return None if y is None or k is None else (y, k)
+
+
+def hardsigmoid(p: Pass, var, v):
+    """``clip(x + k, 0, d) / d`` (torch's hardsigmoid, ONNX HardSwish's inner part) ->
+    ``clip(x * (1/d) + k/d, 0, 1)`` (ONNX HardSigmoid's form; equal to within fp32 rounding)."""
+    d = p.scalar(v.args[1])
+    if d is None or d <= 0 or p.const(v.args[0]) is not None or not p.single(v.args[0]):
+        return None
+    found = _shifted_clip(p, v.args[0], d)
+    if found is None:
+        return None
+    y, k = found
+    dt = p.dtype(var)
+    scaled = p.emit(p.relax.op.multiply(p.m(y), _const(p, np.float32(1) / np.float32(d), dt)), like=var)
+    shifted = p.emit(p.relax.op.add(scaled, _const(p, np.float32(k) / np.float32(d), dt)), like=var)
+    out = p.emit(p.relax.op.clip(shifted, 0.0, 1.0), like=var)
+    return Match(out, (v.args[0], p.call(v.args[0]).args[0]), "hardsigmoid written in one canonical form at import")
+
+
+def hardswish_order(p: Pass, var, v):
+    """``(x * clip(x + k, 0, d)) / d`` (torch's hardswish) -> ``x * (clip(x + k, 0, d) / d)`` (ONNX
+    HardSwish's order), whose right side the ``hardsigmoid`` rule then rewrites."""
+    d = p.scalar(v.args[1])
+    mul = p.call(v.args[0], "relax.multiply")
+    if d is None or d <= 0 or mul is None or not p.single(v.args[0]):
+        return None
+    for x, c in (mul.args, mul.args[::-1]):
+        found = _shifted_clip(p, c, d)
+        if found is not None and found[0].same_as(x):
+            gate = p.emit(p.relax.op.divide(p.m(c), _const(p, d, p.dtype(var))), like=var)
+            out = p.emit(p.relax.op.multiply(p.m(x), gate), like=var)
+            return Match(out, (v.args[0],), "hardswish written in one canonical order at import")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# GELU written as erf arithmetic
+
+
+def gelu_erf(p: Pass, var, v):
+    """``x * 0.5 * (1 + erf(x / sqrt(2)))`` with its products in any order and grouping, the division
+    written as ``x * (1/sqrt(2))`` or not, every intermediate read once -> ``gelu(x)``.  The gelu op
+    takes the node that made the output (the last multiply); the other nodes are listed as elided."""
+    leaves, inner = [], []
+
+    def walk(x, top):
+        call = p.call(x, "relax.multiply") if top or p.single(x) else None
+        if call is None:
+            leaves.append(x)
+            return
+        if not top:
+            inner.append(x)
+        for a in call.args:
+            walk(a, False)
+
+    walk(var, True)
+    scale, rest = 1.0, []
+    for leaf in leaves:
+        s = p.scalar(leaf)
+        if s is not None:
+            scale *= s
+        else:
+            rest.append(leaf)
+    if len(rest) != 2 or not _close(scale, 0.5, 1e-6):
+        return None
+    for x, a in (rest, rest[::-1]):
+        add = p.call(a, "relax.add")
+        if add is None or not p.single(a):
+            continue
+        e, one = _operands(p, add)
+        erf = p.call(e, "relax.erf") if e is not None and p.single(e) else None
+        if erf is None or not _close(p.scalar(one), 1.0):
+            continue
+        t = erf.args[0]
+        div = p.call(t, "relax.divide", "relax.multiply") if p.single(t) else None
+        if div is None or not div.args[0].same_as(x):
+            continue
+        k = p.scalar(div.args[1])
+        want = math.sqrt(2.0) if div.op.name == "relax.divide" else 1 / math.sqrt(2.0)
+        if not _close(k, want, 1e-6):
+            continue
+        out = p.emit(p.relax.op.nn.gelu(p.m(x)), like=var)
+        return Match(out, (*inner, a, e, t), f"part of a GELU written as erf arithmetic: imported as one gelu op "
+                                             f"named after the node that makes its output ({p.src_name(var)!r})")  # fmt: skip
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# data movement
+
+
+def _static_index(p: Pass, x, depth: int = 0) -> np.ndarray | None:
+    """The value of an integer index computed from constants (``arange``, ``add``, ``subtract``,
+    ``multiply``, ``mod``, ``floor_mod``), else None."""
+    c = p.const(x)
+    if c is not None:
+        return c if c.dtype.kind in "iu" else None
+    call = p.call(x)
+    if call is None or depth > 8:
+        return None
+    name = call.op.name.rsplit(".", 1)[-1]
+    if name == "arange":
+        start, end, step = (int(_prim(a)) for a in call.args[:3])
+        return np.arange(start, end, step, dtype=np.int64)
+    ops = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "mod": np.mod, "floor_mod": np.mod}
+    if name not in ops or len(call.args) != 2:
+        return None
+    a, b = (_static_index(p, y, depth + 1) for y in call.args)
+    return None if a is None or b is None else ops[name](a, b)
+
+
+def _slice(p: Pass, x, axis: int, begin: int, end: int, like):
+    return p.emit(p.relax.op.strided_slice(x, [axis], [begin], [end], [1]), like=like)
+
+
+def roll_as_slices(p: Pass, var, v):
+    """``take(x, (arange(n) + k) mod n, axis)`` (torch.export's ``roll``; any index computed from
+    constants that rotates the axis) -> ``concat(x[k:], x[:k], axis)``, what the ONNX exporter
+    writes: two slices and a concat, plain data movement.  An index that is ``arange(n)`` is no op."""
+    x, idx = v.args
+    shape = p.shape(x)
+    index = _static_index(p, idx)
+    if shape is None or index is None or index.ndim != 1:
+        return None
+    axis = int(p.attr(v, "axis", 0)) % len(shape)
+    n = shape[axis]
+    if len(index) != n or n == 0:
+        return None
+    k = int(index[0]) % n
+    if not np.array_equal(index % n, (np.arange(n) + k) % n) or (index < 0).any() or (index >= n).any():
+        return None
+    if k == 0:
+        return Match(p.m(x), (), "an identity gather removed at import")
+    a = _slice(p, p.m(x), axis, k, n, like=var)
+    b = _slice(p, p.m(x), axis, 0, k, like=var)
+    out = p.emit(p.relax.op.concat([a, b], axis), like=var)
+    return Match(out, (), "roll written as slices and a concat at import")
+
+
+def split_as_slices(p: Pass, var, v):
+    """``split(x, ..., axis)`` -> one ``strided_slice`` per piece (how the ONNX exporter writes
+    ``chunk``); the pieces' readers take the slices."""
+    shape = p.shape(v.args[0])
+    fields = getattr(var.ty, "fields", None)
+    if shape is None or fields is None:
+        return None
+    axis = int(p.attr(v, "axis", 0)) % len(shape)
+    begin, parts = 0, []
+    for f in fields:
+        size = int(f.shape[axis])
+        parts.append(_slice(p, p.m(v.args[0]), axis, begin, begin + size, like=var))
+        begin += size
+    return Match(p.relax.Tuple(parts), (), "split written as slices at import")
+
+
+def identity(p: Pass, var, v):
+    """``reshape`` / ``broadcast_to`` to the shape the tensor has, ``permute_dims`` by the identity,
+    ``astype`` to the dtype it has: no op."""
+    x = v.args[0]
+    shape, want = p.shape(x), p.shape(var)
+    if shape is None or shape != want or p.dtype(x) != p.dtype(var):
+        return None
+    name = v.op.name.rsplit(".", 1)[-1]
+    if name == "permute_dims" and _axes(v, len(shape)) != list(range(len(shape))):
+        return None
+    return Match(p.m(x), (), f"no computation of its own: an identity {name} removed at import")
+
+
+def reshape_chain(p: Pass, var, v):
+    """``reshape(reshape(x))`` (the inner read once) -> one ``reshape``."""
+    inner = p.call(v.args[0], "relax.reshape")
+    if inner is None or not p.single(v.args[0]):
+        return None
+    out = p.emit(p.relax.op.reshape(p.m(inner.args[0]), p.shape(var)), like=var)
+    return Match(out, (v.args[0],), "two reshapes merged into one at import")
+
+
+def permute_chain(p: Pass, var, v):
+    """``permute_dims(permute_dims(x, a), b)`` (the inner read once) -> ``permute_dims(x, a[b])``."""
+    inner = p.call(v.args[0], "relax.permute_dims")
+    shape = p.shape(v.args[0])
+    if inner is None or shape is None or not p.single(v.args[0]):
+        return None
+    a, b = _axes(inner, len(shape)), _axes(v, len(shape))
+    out = p.emit(p.relax.op.permute_dims(p.m(inner.args[0]), [a[i] for i in b]), like=var)
+    return Match(out, (v.args[0],), "two transposes merged into one at import")
+
+
+def _flat_matmul(p: Pass, mm):
+    """``matmul(reshape(x, [prod(lead), k]), W)`` with a constant 2-D ``W``: (x, W) else None."""
+    call = p.call(mm, "relax.matmul")
+    if call is None or not p.single(mm):
+        return None
+    r, w = call.args
+    flat = p.call(r, "relax.reshape")
+    weight = p.const(w)
+    if flat is None or weight is None or weight.ndim != 2 or not p.single(r):
+        return None
+    x = flat.args[0]
+    shape = p.shape(x)
+    if shape is None or len(shape) < 2 or p.shape(r) != (math.prod(shape[:-1]), shape[-1]):
+        return None
+    return call, x, r
+
+
+def linear_unflattened(p: Pass, var, v):
+    """``reshape(matmul(reshape(x, [m, k]), W) [+ b], lead + [n])`` (torch.export's ``linear`` on an
+    N-D input) -> ``matmul(x, W) [+ b]`` on the N-D input, as ONNX's MatMul writes it."""
+    y = v.args[0]
+    add, bias = p.call(y, "relax.add"), None
+    mm = y
+    if add is not None and p.single(y):
+        mm, bias = _operands(p, add)
+        if mm is None or p.const(bias).ndim > 1:
+            return None
+    found = _flat_matmul(p, mm)
+    if found is None:
+        return None
+    call, x, r = found
+    shape = p.shape(x)
+    if p.shape(var) != shape[:-1] + (p.shape(mm)[-1],):
+        return None
+    out = p.new_call(call, [p.m(x), call.args[1]], like=mm)
+    if bias is not None:
+        out = p.emit(p.relax.op.add(out, bias), like=y)
+    return Match(out, (mm, r) + ((y,) if bias is not None else ()), "a flattened linear layer written on its "
+                                                                     "N-D input at import")  # fmt: skip
+
+
+def batched_matmul(p: Pass, var, v):
+    """``reshape(matmul(reshape(a, [B, m, k]), reshape(b, [B, k, n])), lead + [m, n])`` with
+    ``prod(lead) = B`` and no broadcasting (torch's bmm decomposition) -> ``matmul(a, b)``."""
+    call = p.call(v.args[0], "relax.matmul")
+    if call is None or not p.single(v.args[0]):
+        return None
+    ins = []
+    for r in call.args:
+        flat = p.call(r, "relax.reshape")
+        if flat is None or not p.single(r):
+            return None
+        ins.append((r, flat.args[0]))
+    (ra, a), (rb, b) = ins
+    sa, sb, out_shape = p.shape(a), p.shape(b), p.shape(var)
+    if None in (sa, sb, out_shape) or len(sa) < 3 or sa[:-2] != sb[:-2] or out_shape != sa[:-1] + sb[-1:]:
+        return None
+    batch = math.prod(sa[:-2])
+    if p.shape(ra) != (batch,) + sa[-2:] or p.shape(rb) != (batch,) + sb[-2:]:
+        return None
+    out = p.new_call(call, [p.m(a), p.m(b)], like=v.args[0])
+    return Match(out, (v.args[0], ra, rb), "a batched matmul written on its N-D inputs at import")
+
+
+_GUARD_OPS = {"relax.logical_not", "relax.astype", "relax.max", "relax.min", "relax.equal", "relax.not_equal",
+              "relax.isinf", "relax.logical_and", "relax.logical_or"}  # fmt: skip
+
+
+def safe_softmax(p: Pass, var, v):
+    """``where(<every score of the row is -inf>, 0, softmax(s))`` (torch's safe softmax in
+    scaled_dot_product_attention; the condition computed from ``s`` alone) -> ``softmax(s)``, as
+    the ONNX exporter writes it.  The values differ only on a row whose scores are all -inf (a
+    fully masked row), where softmax gives NaN and the guard 0."""
+    cond, zero, sm = v.args
+    soft = p.call(sm, "relax.nn.softmax")
+    z = p.const(zero)
+    if soft is None or z is None or z.any():
+        return None
+    s, seen, work = soft.args[0], [], [cond]
+    while work:
+        x = work.pop()
+        if x.same_as(s) or p.const(x) is not None:
+            continue
+        call = p.call(x)
+        if call is None or call.op.name not in _GUARD_OPS or not p.single(x):
+            return None
+        seen.append(x)
+        work.extend(a for a in call.args if isinstance(a, p.relax.Var) or p.const(a) is not None)
+    if not seen:
+        return None
+    return Match(p.m(sm), tuple(seen), "the guard torch writes around softmax for fully masked rows, dropped at "
+                                       "import (as the ONNX exporter writes softmax)")  # fmt: skip
+
+
+RULES = {
+    "TupleGetItem": (fold_batch_norm,),
+    "relax.clip": (merge_clips,),
+    "relax.divide": (hardswish_order, hardsigmoid),
+    "relax.multiply": (gelu_erf,),
+    "relax.take": (roll_as_slices,),
+    "relax.split": (split_as_slices,),
+    "relax.reshape": (identity, batched_matmul, linear_unflattened, reshape_chain),
+    "relax.broadcast_to": (identity,),
+    "relax.astype": (identity,),
+    "relax.permute_dims": (identity, permute_chain),
+    "relax.where": (safe_softmax,),
+}

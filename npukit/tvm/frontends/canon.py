@@ -157,6 +157,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
     p = Pass(relax, tvm, bb, defs, uses, owners, origin)
     p._names = names  # noqa: SLF001 - read by src_name
     fired = 0
+    outputs = set(_free(relax, func.body.body))
     seen: dict = {}  # structural hash -> [new vars] (common subexpressions)
     taken: set = set()  # old vars a rewrite of this pass replaced or consumed
     import tvm_ffi  # noqa: PLC0415 - ships with tvm
@@ -167,7 +168,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
                 if not alive:
                     continue
                 var, v = b.var, b.value
-                out = not isinstance(var, relax.DataflowVar)
+                out = var in outputs  # read by the function's result: bound outside the block
                 if isinstance(b, relax.MatchCast):
                     inner = p.m(v)
                     if isinstance(inner, (relax.Call, relax.Tuple, relax.TupleGetItem)):
@@ -212,6 +213,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
                 new = _rebuild(relax, p, v)
                 key = None
                 if isinstance(new, relax.Call) and isinstance(new.op, tvm.ir.Op) and not out:
+                    new = bb.normalize(new)  # typed, as the calls it is compared with
                     key = tvm_ffi.structural_hash(new)
                     twin = next((w for w in seen.get(key, ()) if tvm_ffi.structural_equal(w[1], new)), None)
                     if twin is not None:  # computed already: read that value

@@ -133,17 +133,18 @@ class Pass:
 
 def canonicalize(folded: Folded, owners: dict, marks) -> tuple[Folded, dict]:
     """Rewrite ``folded.func`` into the canonical form; returns it with its binding owners."""
-    from .canon_rules import RULES  # noqa: PLC0415
+    from .canon_rules import LATE_RULES, RULES  # noqa: PLC0415
 
     tvm = _load_tvm()
     from tvm import relax  # noqa: PLC0415
 
     func, origin = folded.func, dict(folded.origin)
     names = {i: s.name for i, s in enumerate(marks.sources)}
-    for _ in range(MAX_PASSES):
-        func, owners, origin, fired = _one_pass(relax, tvm, func, owners, origin, marks, names, RULES)
-        if not fired:
-            break
+    for rules in (RULES, {**RULES, **LATE_RULES}):
+        for _ in range(MAX_PASSES):
+            func, owners, origin, fired = _one_pass(relax, tvm, func, owners, origin, marks, names, rules)
+            if not fired:
+                break
     # what the last rewrites (or rewrites given up) left unused goes
     func, owners, origin, _ = _one_pass(relax, tvm, func, owners, origin, marks, names, {})
     return Folded(func, origin, folded.counts), owners

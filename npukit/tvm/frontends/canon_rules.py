@@ -431,9 +431,12 @@ RULES = {
     "relax.multiply": (gelu_erf,),
     "relax.take": (roll_as_slices,),
     "relax.split": (split_as_slices,),
-    "relax.reshape": (identity, batched_matmul, linear_unflattened, reshape_chain),
+    "relax.reshape": (identity, batched_matmul, linear_unflattened),
     "relax.broadcast_to": (identity,),
     "relax.astype": (identity,),
     "relax.permute_dims": (identity, permute_chain),
     "relax.where": (safe_softmax,),
 }
+# run once RULES match nothing more: merging reshapes earlier would hide the flattened-linear and
+# batched-matmul forms their rules look for
+LATE_RULES = {"relax.reshape": (identity, reshape_chain)}

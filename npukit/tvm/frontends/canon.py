@@ -108,6 +108,12 @@ class Pass:
     def src_name(self, x) -> str:
         return getattr(self, "_names", {}).get(self.owners.get(x), "")
 
+    def src_op(self, x) -> str:
+        """The op type of the model node binding ``x`` came from (``Conv``, ``aten.chunk.default`` ...)."""
+        s = self.owners.get(x)
+        sources = getattr(self, "_sources", ())
+        return sources[s].op_type if s is not None and s < len(sources) else ""
+
     # --- writing the new function -------------------------------------------------------------
     def m(self, x):
         """An old expression rewritten for the new function."""
@@ -157,6 +163,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
     bb = relax.BlockBuilder()
     p = Pass(relax, tvm, bb, defs, uses, owners, origin)
     p._names = names  # noqa: SLF001 - read by src_name
+    p._sources = marks.sources  # noqa: SLF001 - read by src_op
     fired = 0
     outputs = set(_free(relax, func.body.body))
     seen: dict = {}  # structural hash -> [new vars] (common subexpressions)

@@ -281,9 +281,12 @@ def roll_as_slices(p: Pass, var, v):
     return Match(out, (), "roll written as slices and a concat at import")
 
 
-def split_as_slices(p: Pass, var, v):
-    """``split(x, ..., axis)`` -> one ``strided_slice`` per piece (how the ONNX exporter writes
-    ``chunk``); the pieces' readers take the slices."""
+def chunk_as_slices(p: Pass, var, v):
+    """The ``split`` of a ``torch.chunk`` -> one ``strided_slice`` per piece, how torch's ONNX
+    exporter writes ``chunk`` (one Slice node per chunk); the pieces' readers take the slices.
+    Other splits stay ``split`` in every format (torch.split and ONNX Split are a split both ways)."""
+    if not p.src_op(var).startswith("aten.chunk"):
+        return None
     shape = p.shape(v.args[0])
     fields = getattr(var.ty, "fields", None)
     if shape is None or fields is None:
@@ -430,7 +433,7 @@ RULES = {
     "relax.divide": (hardswish_order, hardsigmoid),
     "relax.multiply": (gelu_erf,),
     "relax.take": (roll_as_slices,),
-    "relax.split": (split_as_slices,),
+    "relax.split": (chunk_as_slices,),
     "relax.reshape": (identity, batched_matmul, linear_unflattened),
     "relax.broadcast_to": (identity,),
     "relax.astype": (identity,),

@@ -217,9 +217,12 @@ def gelu_erf(p: Pass, var, v):
             continue
         t = erf.args[0]
         div = p.call(t, "relax.divide", "relax.multiply") if p.single(t) else None
-        if div is None or not div.args[0].same_as(x):
+        if div is None:
             continue
-        k = p.scalar(div.args[1])
+        y, k = _operands(p, div) if div.op.name == "relax.multiply" else div.args
+        if y is None or not y.same_as(x):
+            continue
+        k = p.scalar(k)
         want = math.sqrt(2.0) if div.op.name == "relax.divide" else 1 / math.sqrt(2.0)
         if not _close(k, want, 1e-6):
             continue

@@ -202,10 +202,9 @@ def test_chunk_is_slices_and_split_stays_a_split_in_both_formats(tmp_path):
 
 @pytest.mark.parametrize(("hi", "want_hi"), [(6.0, 6.0), (float("nan"), math.inf)])
 def test_onnx_clip_with_constant_bounds_is_one_clip(tmp_path, hi, want_hi):
+    import onnxruntime as ort
     from onnx import helper as h
     from onnx import numpy_helper
-
-    import onnxruntime as ort
 
     inits = [numpy_helper.from_array(np.asarray(0.0, np.float32), "lo"),
              numpy_helper.from_array(np.asarray(hi, np.float32), "hi")]  # fmt: skip

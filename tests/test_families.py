@@ -119,7 +119,9 @@ def _print_counts(folder) -> None:
         onnx_path, pt2_path = make_families.export(name, folder)
         graphs = [npukit.import_model(p).graph for p in (onnx_path, pt2_path)]
         kinds = [Counter(op.kind for op in g.ops) for g in graphs]
-        diff = {k: (kinds[0][k], kinds[1][k]) for k in sorted(set(kinds[0]) | set(kinds[1])) if kinds[0][k] != kinds[1][k]}
+        diff = {
+            k: (kinds[0][k], kinds[1][k]) for k in sorted(set(kinds[0]) | set(kinds[1])) if kinds[0][k] != kinds[1][k]
+        }
         print(f"{name:14s} onnx {len(graphs[0].ops):4d}  pt2 {len(graphs[1].ops):4d}  {diff or 'same kinds'}")
 
 

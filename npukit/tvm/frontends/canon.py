@@ -295,3 +295,26 @@ def _liveness(relax, bindings, out) -> tuple[list[bool], dict]:
 
 def _reads(relax, v) -> list:
     return _free(relax, v)
+
+
+# helpers the rules share
+
+
+def _operands(p: Pass, call):
+    """(var, const) of a commutative binary call written either way round, else (None, None)."""
+    a, b = call.args
+    if p.const(b) is not None and p.const(a) is None:
+        return a, b
+    if p.const(a) is not None and p.const(b) is None:
+        return b, a
+    return None, None
+
+
+def _prim(x) -> float:
+    v = getattr(x, "value", x)
+    return float(v)
+
+
+def _axes(call, rank: int) -> list[int]:
+    axes = call.attrs.axes if call.attrs is not None else None
+    return list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]

@@ -1,5 +1,6 @@
 """Issue 14, items 2 and 9: torch-exported networks of the well-known families import from ONNX (legacy
-exporter, opset 17, with its Shape/Gather/Concat chains) and from .pt2, with the same MACs, and fast.
+exporter, opset 17, with its Shape/Gather/Concat chains) and from .pt2, with the same MACs, the same ops
+(kinds and counts, after the canonical form), the same placement and the torch model's output, and fast.
 
 The models are small seeded re-implementations (``sample_models/make_families.py``), exported here
 into a temporary folder: nothing is downloaded.

@@ -32,6 +32,9 @@ from .. import load as _load_tvm
 from .fold import Folded, _free
 
 MAX_PASSES = 12
+# a QDQ model gives every reader its own dequantize (and every writer its own quantize): the
+# quantized-op patterns match per reader, so these are never merged as common subexpressions
+NO_CSE = frozenset({"relax.dequantize", "relax.quantize"})
 
 
 @dataclass
@@ -220,7 +223,12 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
                     continue
                 new = _rebuild(relax, p, v)
                 key = None
-                if isinstance(new, relax.Call) and isinstance(new.op, tvm.ir.Op) and not out:
+                if (
+                    isinstance(new, relax.Call)
+                    and isinstance(new.op, tvm.ir.Op)
+                    and not out
+                    and new.op.name not in NO_CSE
+                ):
                     new = bb.normalize(new)  # typed, as the calls it is compared with
                     key = tvm_ffi.structural_hash(new)
                     twin = next((w for w in seen.get(key, ()) if tvm_ffi.structural_equal(w[1], new)), None)
@@ -235,7 +243,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
                         continue
                 nv = bb.emit_output(new) if out else bb.emit(new)
                 _keep(p, var, nv)
-                if isinstance(new, relax.Call) and isinstance(new.op, tvm.ir.Op) and not out:
+                if key is not None:
                     seen.setdefault(key, []).append((nv, new))
             result = p.m(func.body.body)
             if any(isinstance(x, relax.DataflowVar) for x in _free(relax, result)):

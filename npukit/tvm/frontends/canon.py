@@ -149,14 +149,26 @@ def canonicalize(folded: Folded, owners: dict, marks) -> tuple[Folded, dict]:
 
     func, origin = folded.func, dict(folded.origin)
     names = {i: s.name for i, s in enumerate(marks.sources)}
-    for rules in (RULES, {**RULES, **LATE_RULES}):
+    fired = wasted = 0
+    for phase, rules in enumerate((RULES, {**RULES, **LATE_RULES})):
+        if phase and not _has_late_work(relax, tvm, func, LATE_RULES):
+            break
         for _ in range(MAX_PASSES):
-            func, owners, origin, fired = _one_pass(relax, tvm, func, owners, origin, marks, names, rules)
+            func, owners, origin, fired, wasted = _one_pass(relax, tvm, func, owners, origin, marks, names, rules)
             if not fired:
                 break
-    # what the last rewrites (or rewrites given up) left unused goes
-    func, owners, origin, _ = _one_pass(relax, tvm, func, owners, origin, marks, names, {})
+    if fired or wasted:  # the last pass's rewrites (or rewrites given up) left calls unused
+        func, owners, origin, _, _ = _one_pass(relax, tvm, func, owners, origin, marks, names, {})
     return Folded(func, origin, folded.counts), owners
+
+
+def _has_late_work(relax, tvm, func, late: dict) -> bool:
+    """Whether a late rule's op reads the same op (a reshape of a reshape): else the late phase is skipped."""
+    defs = {b.var: b.value for blk in func.body.blocks for b in blk.bindings}
+    for v in defs.values():
+        if _kind(relax, tvm, v) in late and v.args and _kind(relax, tvm, defs.get(v.args[0])) == _kind(relax, tvm, v):
+            return True
+    return False
 
 
 def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
@@ -167,7 +179,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
     p = Pass(relax, tvm, bb, defs, uses, owners, origin)
     p._names = names  # noqa: SLF001 - read by src_name
     p._sources = marks.sources  # noqa: SLF001 - read by src_op
-    fired = 0
+    fired = wasted = 0
     outputs = set(_free(relax, func.body.body))
     seen: dict = {}  # structural hash -> [new vars] (common subexpressions)
     taken: set = set()  # old vars a rewrite of this pass replaced or consumed
@@ -209,6 +221,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
                         break
                 if match is not None and any(c in taken for c in match.consumed):
                     match = None  # another rewrite of this pass read or replaced it: next pass
+                    wasted += 1
                 if match is not None:
                     fired += 1
                     taken.update(match.consumed)
@@ -253,7 +266,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
     if func.attrs is not None:
         for key, value in func.attrs.items():
             new_func = new_func.with_attr(key, value)
-    return new_func, p.new_owners, p.new_origin, fired
+    return new_func, p.new_owners, p.new_origin, fired, wasted
 
 
 def _keep(p: Pass, old, new) -> None:

@@ -6,12 +6,20 @@ for the cost policy, a real placement search plus the first-fit baseline it is h
 Also printed: partitions and estimated latency of the 1,161-op transformer on arm-dsp-dla under
 first-fit and cost.
 
-    python benchmarks/partition.py [--edits 20]
+    python benchmarks/partition.py [--edits 20] [--big-edits 6] [--no-big]
+
+Every BYOC partition of an edit is npukit's replay of TVM's passes (``npukit.byocsim``, held equal
+to TVM's own by tests/test_incremental.py); ``NPUKIT_BYOC=tvm`` runs TVM's passes on every edit
+instead (the figures before the replay).  ``--big-edits``: edits on the generated 10,006-op
+transformer (``benchmarks/big_model.py``), first-fit only (the cost policy's placement search is
+not yet incremental at that size).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 from _common import SAMPLES, emit, summary, timed
 
@@ -32,8 +40,9 @@ def toggles(study, n: int) -> list[tuple[str, str, bool]]:
     return out[:n]
 
 
-def bench(model: str, soc: str, n: int, placement: str) -> dict:
-    study = npukit.Study(SAMPLES / model, soc, placement=placement)
+def bench(model, soc: str, n: int, placement: str) -> dict:
+    study = npukit.Study(model if isinstance(model, Path) else SAMPLES / model, soc, placement=placement)
+    model = Path(model).name
     _ = study.plan  # warm: import, capability verdicts, pattern objects
     times = []
     for proc, kind, on in toggles(study, n):
@@ -50,13 +59,20 @@ def bench(model: str, soc: str, n: int, placement: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--edits", type=int, default=20)
+    ap.add_argument("--big-edits", type=int, default=6)
+    ap.add_argument("--no-big", action="store_true")
     a = ap.parse_args()
     res = []
     for placement in ("first-fit", "cost"):
         res += [bench("mobilenet_v1_025_int8.tflite", "arm-dsp-dla", a.edits, placement),
                 bench("transformer_encoder.onnx", "arm-dsp-dla", max(4, a.edits // 4), placement)]  # fmt: skip
-    emit({"benchmark": "partition", "results": res,
-          "goals": {"mobilenet cost-policy edit median_ms": 100.0}})  # fmt: skip
+    if not a.no_big:
+        import big_model  # noqa: PLC0415
+
+        res.append(bench(big_model.path(), "arm-dsp-dla", a.big_edits, "first-fit"))
+    emit({"benchmark": "partition", "byoc": os.environ.get("NPUKIT_BYOC", "replay"), "results": res,
+          "goals": {"mobilenet edit median_ms": 5.0, "1161 ops edit median_ms": 30.0,
+                    "10k ops edit median_ms": 300.0, "p95 / median": 2.0}})  # fmt: skip
 
 
 if __name__ == "__main__":

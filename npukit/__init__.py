@@ -30,6 +30,10 @@ _LAZY = {
     "bundled_socs": ("npukit.soc", "bundled"),
     "OpGraph": ("npukit.graph", "OpGraph"),
     "import_model": ("npukit.tvm.importers", "import_model"),
+    "sweep": ("npukit.sweeps", "sweep"),
+    "pareto": ("npukit.sweeps", "pareto"),
+    "sweep_study": ("npukit.sweeps", "open_study"),
+    "load_grid": ("npukit.sweeps", "load_grid"),
 }
 
 __all__ = [

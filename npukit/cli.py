@@ -1,4 +1,4 @@
-"""The console script: ``npukit socs | inspect | study | calibrate``.
+"""The console script: ``npukit socs | inspect | study | sweep | build | calibrate``.
 
 Bad input prints ``npukit: error: <message>`` and exits 2; nothing from inside TVM reaches the user
 unexplained.
@@ -84,6 +84,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export", metavar="DIR", help="write the generated C project here (make builds it)")
     p.add_argument("--json", action="store_true", help="print everything as JSON")
 
+    p = sub.add_parser("sweep", help="evaluate a grid of configurations; Parquet results, Pareto set, HTML report")
+    p.add_argument("model")
+    p.add_argument("--soc", required=True, help="bundled profile name or path to a .toml profile")
+    p.add_argument("--grid", required=True, help="the grid (.toml with a [grid] table of dotted keys)")
+    p.add_argument("--out", required=True, help="results (.parquet); a re-run skips the configurations it holds")
+    p.add_argument("--dask", metavar="ADDRESS", help="run on this Dask scheduler (tcp://HOST:PORT)")
+    p.add_argument("--workers", type=int, help="local worker processes (default: the core count; 0: this process)")
+    p.add_argument("--error", action="store_true", help="measure each configuration's numeric error (runs the model)")
+    p.add_argument("--memory", action="store_true", help="generate each configuration's C program: arena and weight bytes")
+    p.add_argument("--data", help=".npz with x (inputs) and optionally y (labels) for the error figures")
+    p.add_argument("--report", help="write the sweep's HTML report here (Pareto views and the table)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
     p = sub.add_parser("build", help="build and run an exported project; its outputs against the simulation")
     p.add_argument("dir", help="a directory written by `npukit study ... --export DIR` or study.export()")
     p.add_argument("--samples", type=int, default=16, help="inputs of the study's data to run (default 16)")
@@ -111,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return {"socs": cmd_socs, "inspect": cmd_inspect, "study": cmd_study, "calibrate": cmd_calibrate,
-                "build": cmd_build}[args.cmd](args)  # fmt: skip
+                "build": cmd_build, "sweep": cmd_sweep}[args.cmd](args)  # fmt: skip
     except NpukitError as e:
         return _die(str(e))
     except OSError as e:  # a path we were asked to read or write: say which and why
@@ -331,6 +345,9 @@ def cmd_build(args) -> int:
             print(f"  {run}: {'bit-exact with' if res['bit_exact_with_host'] else 'DIFFERS from'} the host build")
     mem = r["memory"]
     print(f"  memory: arena {mem['arena_bytes']:,} B (lower bound {mem['lower_bound_bytes']:,} B), weights {mem['weight_bytes']:,} B")
+    if "fit" in r:
+        print(f"  fit of the {r['fit']['target']} build ({r['fit']['program']}, from size):")
+        print("\n".join("    " + ln for ln in r["fit"]["text"].splitlines()))
     return 0
 
 
@@ -353,6 +370,41 @@ def _jsonable(o):
     if isinstance(o, (set, frozenset, tuple)):
         return list(o)
     return str(o)
+
+
+def cmd_sweep(args) -> int:
+    from .sweeps import pareto_mask, sweep  # noqa: PLC0415
+
+    if args.dask and args.workers is not None:
+        from .errors import ConfigError  # noqa: PLC0415
+
+        raise ConfigError("--dask and --workers: the Dask cluster has its own workers; give one of them")
+    df = sweep(args.model, args.soc, args.grid, client=args.dask, error=args.error, workers=args.workers, out=args.out,
+               memory=args.memory, data=args.data, progress=not args.no_progress)  # fmt: skip
+    front = df[pareto_mask(df)]
+    failed = df[df["failure"].notna()]
+    if args.report:
+        from .sweeps.report import write_sweep_report  # noqa: PLC0415
+
+        write_sweep_report(df, args.report, title=f"{Path(args.model).name} on {args.soc}")
+    summary = {"out": args.out, "configurations": len(df), "failed": len(failed), "pareto": len(front),
+               "pareto_index": [int(i) for i in front["index"]], "report": args.report}  # fmt: skip
+    if len(df) > len(failed):
+        best = df.loc[df["latency_us"].idxmin()]
+        summary["fastest"] = {"index": int(best["index"]), "latency_us": float(best["latency_us"]),
+                              "energy_uj": float(best["energy_uj"]), "config": best["config"]}  # fmt: skip
+    if args.json:
+        print(json.dumps(_finite(summary), indent=2, allow_nan=False))
+        return 0
+    print(f"{args.out}: {len(df)} configurations, {len(failed)} failed, {len(front)} in the Pareto set")
+    if "fastest" in summary:
+        f = summary["fastest"]
+        print(f"fastest: #{f['index']} {f['latency_us']:.2f} us, {f['energy_uj']:.3f} uJ  {f['config']}")
+    for r in failed.head(3).itertuples():
+        print(f"failed: #{r.index} {r.failure}")
+    if args.report:
+        print(f"report: {args.report}")
+    return 0
 
 
 def cmd_calibrate(args) -> int:

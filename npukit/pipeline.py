@@ -4,7 +4,7 @@ bounded caches keyed by exactly what each step depends on):
     load(model, input_shapes)            -> Model     (import: OpGraph + tagged Relax module)
     verdicts(model, soc, config)         -> every processor's verdict on every op under the edits
     partition(model, soc, config)        -> Partitioned (the real TVM BYOC partition, read back as a Plan)
-    estimate(model, soc, config)         -> Result    (per-op figures, boundaries, timeline, totals)
+    estimate(model, soc, config, part)   -> Result    (per-op figures, boundaries, timeline, totals)
     error(result, data)                  -> ErrorResult (the numeric error of the bit-widths)
 
 ``evaluate(model, soc, config)`` composes them.  A ``Model``, a ``SocProfile`` and a ``Config`` all
@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,22 +45,26 @@ class LRU:
     def __init__(self, size: int):
         self.size = size
         self.d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()  # the widget builds in a thread beside the kernel
 
     def get(self, key):
-        v = self.d.get(key)
-        if v is not None:
-            self.d.move_to_end(key)
-        return v
+        with self._lock:
+            v = self.d.get(key)
+            if v is not None:
+                self.d.move_to_end(key)
+            return v
 
     def put(self, key, value):
-        self.d[key] = value
-        self.d.move_to_end(key)
-        while len(self.d) > self.size:
-            self.d.popitem(last=False)
-        return value
+        with self._lock:
+            self.d[key] = value
+            self.d.move_to_end(key)
+            while len(self.d) > self.size:
+                self.d.popitem(last=False)
+            return value
 
     def clear(self) -> None:
-        self.d.clear()
+        with self._lock:
+            self.d.clear()
 
 
 # one cache per step
@@ -72,10 +78,13 @@ COSTS = LRU(8)  # (model, soc) -> CostModel (it memoizes kernels and boundaries 
 RESULTS = LRU(64)  # (model, soc, config) -> Result
 SIMS = LRU(4)  # model key -> compiled Simulator
 CODE = LRU(16)  # (model, soc, config, data) -> generated Project
+HOSTC = LRU(32)  # (model, host kernel groups) -> TVM's C for the host's ops (npukit.tvm.hostc.HostC)
+FITS = LRU(32)  # (model, soc, config, data) -> the measured memory fit of the target build (codegen.fit)
+RANGES = LRU(8)  # (model, data) -> calibrated activation ranges (also kept on disk: calibration())
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
 
 
-ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE)
+ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES)
 
 
 def clear_caches() -> None:
@@ -348,24 +357,58 @@ def op_bits(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> tuple[str
 # the steps
 
 
-def _byoc(model: Model, soc: SocProfile, vs) :
-    """The real BYOC partition under verdicts ``vs`` (cached by what they accept)."""
+def _byoc(model: Model, soc: SocProfile, vs):
+    """The BYOC partition under verdicts ``vs`` (cached by what they accept).
+
+    The Plan comes from ``npukit.byocsim``, TVM's FuseOpsByPattern + MergeCompositeFunctions
+    replayed on the tagged module's skeleton (milliseconds where TVM takes tenths of a second);
+    ``Partitioned.mod`` runs TVM's own passes on the whole module when first asked for and checks
+    that its read-back is the same Plan.  With ``NPUKIT_BYOC=tvm`` (or a module the replay does
+    not model) TVM runs on every edit."""
     from .patterns import chain_shapes  # noqa: PLC0415
-    from .tvm.partition import arities  # noqa: PLC0415
-    from .tvm.partition import partition as byoc  # noqa: PLC0415
+    from .tvm.partition import arities, skeleton  # noqa: PLC0415
 
     accepts = tuple(sorted((i, p, v.fused_only) for (i, p), v in vs.items() if v.ok and not v.host))
     pinned = tuple(sorted(i for (i, p), v in vs.items() if v.host and v.failed("pinned")))
-    key = (model.key, soc.digest, hash((accepts, pinned)), accepts, pinned)
+    key = (model.key, soc.rules_digest, hash((accepts, pinned)), accepts, pinned)  # costs never enter it
     hit = PARTS.get(key)
     if hit is not None:  # the same acceptance partitions alike; the refusals keep their own words
         pruned = {k: v for k, v in hit.verdicts.items() if v.failed("pruned")}
-        return dataclasses.replace(hit, verdicts={**vs, **pruned})
+        words = {**vs, **pruned}
+        return hit if words == hit.verdicts else dataclasses.replace(hit, verdicts=words)
     prep = PREP.get(model.key)
     if prep is None:
-        prep = PREP.put(model.key, (chain_shapes(model.graph), arities(model.module)))
-    shapes, ar = prep
-    return PARTS.put(key, byoc(model.module, model.graph, soc, vs, shapes=shapes, ar=ar))
+        mod = model.module
+        prep = PREP.put(model.key, (chain_shapes(model.graph), arities(mod), skeleton(mod)))
+    shapes, ar, sk = prep
+    if sk is None or os.environ.get("NPUKIT_BYOC") == "tvm":
+        from .tvm.partition import partition as byoc  # noqa: PLC0415
+
+        return PARTS.put(key, byoc(model.module, model.graph, soc, vs, shapes=shapes, ar=ar))
+    return PARTS.put(key, _replayed(model, soc, vs, sk, shapes, ar))
+
+
+def _replayed(model: Model, soc: SocProfile, vs, sk, shapes, ar):
+    from .byocsim import partition as replay  # noqa: PLC0415
+    from .tvm.partition import LazyModule, Partitioned  # noqa: PLC0415
+
+    plan, obeyed = replay(sk, model.graph, soc, vs, shapes, ar)
+    return Partitioned(LazyModule(lambda: _tvm_module(model, soc, obeyed, plan, shapes, ar)), plan, obeyed)
+
+
+def _tvm_module(model: Model, soc: SocProfile, obeyed, plan: Plan, shapes, ar):
+    """TVM's own passes on the whole tagged module under the verdicts the replayed Plan obeyed; its
+    read-back must be that Plan."""
+    from .tvm.partition import run_once  # noqa: PLC0415
+
+    res = run_once(model.module, model.graph, soc, obeyed, shapes, ar)
+    if res.plan != plan:
+        diff = next((i for i in range(len(plan.processor))
+                     if (plan.processor[i], plan.partition[i], plan.pattern[i])
+                     != (res.plan.processor[i], res.plan.partition[i], res.plan.pattern[i])), None)  # fmt: skip
+        raise AssertionError(f"{model.graph.path}: npukit's replay of TVM's BYOC passes disagrees with TVM "
+                             f"(first at op {diff}); please report this with the model and the edits")  # fmt: skip
+    return res.mod
 
 
 def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
@@ -408,7 +451,7 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
 
     g = model.graph
     bits_of, runs = bits_policy(soc, cfg, g)
-    choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs)
+    choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs, cost_model(model, soc))
     cost = _byoc(model, soc, constrain(vs, soc, choice))
     host = _byoc(model, soc, {k: (v if v.host or not v.ok else _refused_for_host(v)) for k, v in vs.items()})
     inf = float("inf")
@@ -478,7 +521,8 @@ def cost_model(model: Model, soc: SocProfile) -> CostModel:
     key = (model.key, soc.digest)
     cm = COSTS.get(key)
     if cm is None:
-        cm = COSTS.put(key, CostModel(tables(model), soc))
+        t = tables(model)
+        cm = COSTS.put(key, CostModel(t, soc, t.kernel_memo))
     return cm
 
 
@@ -488,15 +532,19 @@ def evaluate(model: Model, soc: SocProfile, cfg: Config) -> Result:
     hit = RESULTS.get(key)
     if hit is not None:
         return hit
-    part = partition(model, soc, cfg)
+    return RESULTS.put(key, estimate(model, soc, cfg, partition(model, soc, cfg)))
+
+
+def estimate(model: Model, soc: SocProfile, cfg: Config, part) -> Result:
+    """The estimate step alone (not cached): costs, schedule and totals of ``cfg`` on an existing
+    partition ``part`` (sweeps reuse one partition for every configuration that cannot move an op)."""
     plan = part.plan
     bits = op_bits(model, soc, cfg, plan)
     t = tables(model)
     ops, bounds = cost_model(model, soc).evaluate(plan, bits)
     sched = schedule(t, plan, soc, ops, bounds)
-    res = Result(model, soc, cfg, part, pins_of(model.graph, cfg), bits, tuple(ops), tuple(bounds), sched,
-                 totals(soc, plan, ops, bounds, sched))  # fmt: skip
-    return RESULTS.put(key, res)
+    return Result(model, soc, cfg, part, pins_of(model.graph, cfg), bits, tuple(ops), tuple(bounds), sched,
+                  totals(soc, plan, ops, bounds, sched))  # fmt: skip
 
 
 def totals(soc: SocProfile, plan: Plan, ops, bounds, sched: Schedule) -> dict[str, Any]:
@@ -602,5 +650,98 @@ def code(result: Result, data=None):
     key = (model.key, result.soc.digest, result.config, data.key)
     hit = CODE.get(key)
     if hit is None:
-        hit = CODE.put(key, generate(result, lambda: error_model(model, data).ranges))
+        hit = CODE.put(key, generate(result, lambda: calibration(model, data),
+                                     host_c=lambda groups: host_code(model, groups)))  # fmt: skip
+    return hit
+
+
+RANGES_FORMAT = "ranges-v1"  # bump when the calibration procedure (quant.error.ErrorModel) changes
+
+
+def _ranges_file(model: Model, data) -> Path | None:
+    from .tvm.simulate import default_cache_dir  # noqa: PLC0415 - npukit.tvm imports tvm lazily
+
+    root = default_cache_dir()
+    sim_key = getattr(simulator(model), "key", None)
+    if root is None or sim_key is None:
+        return None
+    return root / "ranges" / f"{RANGES_FORMAT}-{sim_key}-{data.key}.json"
+
+
+def calibration(model: Model, data) -> dict[str, tuple[float, float]]:
+    """The calibrated [min, max] of the model's float tensors on ``data`` (the simulation run in
+    fp32 over the calibration inputs), as the generated code's integer grids need them.  Kept in
+    memory and in npukit's disk cache (``~/.cache/npukit/ranges``, keyed by the compiled simulation
+    module's key -- the module's text, its constants, TVM's version -- and the data's content), so a
+    later process exports without running the calibration again."""
+    key = (model.key, data.key)
+    hit = RANGES.get(key)
+    if hit is not None:
+        return hit
+    em = ERRORS.get(key)
+    path = _ranges_file(model, data) if em is None else None
+    if path is not None and path.is_file():
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            return RANGES.put(key, {t: (float(a), float(b)) for t, (a, b) in doc.items()})
+        except (OSError, ValueError, TypeError):
+            pass  # a damaged cache file is recomputed
+    ranges = dict(error_model(model, data).ranges)
+    path = path or _ranges_file(model, data)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps({t: [a, b] for t, (a, b) in sorted(ranges.items())}), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only cache directory only costs the next process the calibration
+    return RANGES.put(key, ranges)
+
+
+def code_if_generated(result: Result, data=None):
+    """The generated project of ``result`` if it is already in the cache, else None (no work)."""
+    model = result.model
+    data = default_data(model) if data is None else data
+    return CODE.get((model.key, result.soc.digest, result.config, data.key))
+
+
+def _code_key(result: Result, data) -> tuple:
+    model = result.model
+    data = default_data(model) if data is None else data
+    return (model.key, result.soc.digest, result.config, data.key)
+
+
+def measured_fit(result: Result, data=None) -> dict | None:
+    """The memory fit measured on the target build of ``result``'s project (``Study.fit`` /
+    ``Study.build(target=True)``), or None when none was measured."""
+    return FITS.get(_code_key(result, data))
+
+
+def record_fit(result: Result, data, fit: dict) -> dict:
+    return FITS.put(_code_key(result, data), fit)
+
+
+def memory(result: Result, data=None) -> dict:
+    """``totals["memory"]``: the profile's target and budgets; ``estimate``, the generated project's
+    weights and arena against them (None until the code of this config is generated); ``measured``,
+    the toolchain's figures of the target build (None until measured).  Generates nothing."""
+    from .codegen.fit import estimate  # noqa: PLC0415
+
+    soc = result.soc
+    proj = code_if_generated(result, data)
+    return {"target": soc.target, "flash_bytes": soc.flash_bytes, "sram_bytes": soc.sram_bytes,
+            "estimate": estimate(proj.manifest, soc) if proj is not None else None,
+            "measured": measured_fit(result, data)}  # fmt: skip
+
+
+def host_code(model: Model, groups) -> Any:
+    """TVM's C for the host's kernels ``groups`` (tuples of op ids): it depends on the model and the
+    groups alone, so an edit that moves no op to or from the host (a bit-width edit) reuses it."""
+    key = (model.key, tuple(tuple(g) for g in groups))
+    hit = HOSTC.get(key)
+    if hit is None:
+        from .tvm.hostc import host_kernels  # noqa: PLC0415
+
+        hit = HOSTC.put(key, host_kernels(model.module, model.graph, list(groups), prefix="npk_host"))
     return hit

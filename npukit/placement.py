@@ -82,9 +82,9 @@ def candidates(grp: tuple[int, ...], soc: SocProfile, vs, runs=lambda i, p: True
 class Evaluator:
     """Latency of an assignment (group -> processor) through a virtual plan."""
 
-    def __init__(self, g: OpGraph, soc: SocProfile, t: Tables, bits_of, groups: list[tuple[int, ...]]):
+    def __init__(self, g: OpGraph, soc: SocProfile, t: Tables, bits_of, groups: list[tuple[int, ...]], cm=None):
         self.g, self.soc, self.t, self.bits_of, self.groups = g, soc, t, bits_of, groups
-        self.cm = CostModel(t, soc)
+        self.cm = CostModel(t, soc) if cm is None else cm  # the pipeline's: kernels costed once per content
         self.procs = {p.name: p for p in soc.processors}
 
     def plan(self, assign: Sequence[str]) -> Plan:
@@ -260,13 +260,13 @@ class Additive:
 
 
 def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], Verdict], bits_of,
-           first_fit: Sequence[str], runs=lambda i, p: True) -> Choice:  # fmt: skip
+           first_fit: Sequence[str], runs=lambda i, p: True, cm=None) -> Choice:  # fmt: skip
     """The cost policy's processor for every op (see the module docstring).  ``bits_of(op, proc)``
     is the bit-width an op would run at on a processor; ``first_fit`` the processor per op the
     profile's preference order gives (the baseline that is always evaluated)."""
     groups = groups_of(g, soc, vs)
     cands = [candidates(grp, soc, vs, runs) for grp in groups]
-    ev = Evaluator(g, soc, t, bits_of, groups)
+    ev = Evaluator(g, soc, t, bits_of, groups, cm)
     host = soc.host
     ff = [first_fit[grp[0]] if first_fit[grp[0]] in c else c[0] for grp, c in zip(groups, cands)]
     all_host = [host if host in c else c[0] for c in cands]

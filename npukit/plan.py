@@ -93,7 +93,11 @@ def build_plan(g: OpGraph, host: str, offloaded: list[tuple[str, str, list[tuple
 def boundaries(g: OpGraph, processor, partition, host: str) -> tuple[Boundary, ...]:
     """Tensors crossing processors: one row per (tensor, consuming processor)."""
     out: list[Boundary] = []
-    for tid in sorted(g.tensors, key=_tid_key):
+    order = g.__dict__.get("_tid_order")  # the graph's tensors in boundary order, sorted once per graph
+    if order is None:
+        order = tuple(sorted(g.tensors, key=_tid_key))
+        object.__setattr__(g, "_tid_order", order)
+    for tid in order:
         t = g.tensors[tid]
         if t.kind == "const":
             continue

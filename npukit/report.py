@@ -103,7 +103,48 @@ def _config_table(study) -> str:
     return f"<table class='cfg'>{body}</table>" + ("" if len(rows) > 1 else "<p>(the profile's defaults)</p>")
 
 
-def report_html(study, include_error: bool = False) -> str:
+def _bytes(n) -> str:
+    return "no budget" if n is None else f"{n:,} B"
+
+
+def memory_html(study, generate: bool = True) -> str:
+    """The "does it fit" section: the profile's budgets, the generated code's weights and arena
+    against them (generating the code if ``generate``), and the toolchain's figures of the target
+    build when ``study.fit()`` measured them.  Over budget is marked in red."""
+    e = html.escape
+    mem = study.totals["memory"]
+    if mem["estimate"] is None and generate:
+        try:
+            study.project  # noqa: B018 - generates the code of this config
+        except Exception as ex:  # noqa: BLE001 - the report still renders; the reason is shown
+            return f"<h2>memory</h2><p>code generation failed: {e(str(ex))}</p>"
+        mem = study.totals["memory"]
+    over = "<b style='color:#c00'>OVER</b>"
+    rows = [f"<p>build target <code>{e(mem['target'])}</code>; budgets: flash {_bytes(mem['flash_bytes'])}, "
+            f"SRAM {_bytes(mem['sram_bytes'])}</p>"]  # fmt: skip
+    est = mem["estimate"]
+    if est is not None:
+        rows.append("<table class='t'><tr><th>generated code</th><th>bytes</th><th>budget</th><th></th></tr>")
+        for label, key, bud, flag in (("weights (constant workspace)", "weight_bytes", "flash_bytes", "flash_over"),
+                                      ("arena (working memory)", "arena_bytes", "sram_bytes", "sram_over"),
+                                      ("live-tensor lower bound", "lower_bound_bytes", None, None)):  # fmt: skip
+            rows.append(f"<tr><td>{label}</td><td>{est[key]:,}</td><td>{_bytes(est[bud]) if bud else ''}</td>"
+                        f"<td>{over if flag and est[flag] else ''}</td></tr>")  # fmt: skip
+        rows.append("</table>")
+    m = mem["measured"]
+    if m is None:
+        rows.append("<p>not measured on a build: <code>study.fit()</code> builds the target and reads <code>size</code></p>")
+    else:
+        rows.append(f"<p>measured on the {e(m['target'])} build (<code>{e(str(m.get('program', '')))}</code>, "
+                    "from the toolchain's <code>size</code>):</p><ul>")  # fmt: skip
+        for ln in m["text"].splitlines():
+            rows.append("<li>" + e(ln).replace("OVER", over) + "</li>")
+        rows.append("</ul><table class='t'><tr><th>section</th><th>bytes</th></tr>" +
+                    "".join(f"<tr><td>{e(k)}</td><td>{v:,}</td></tr>" for k, v in m["sections"].items()) + "</table>")
+    return "<h2>memory: does it fit?</h2>" + "\n".join(rows)
+
+
+def report_html(study, include_error: bool = False, include_memory: bool = True) -> str:
     t = study.totals
     fig = timeline_figure(study)
     e = html.escape
@@ -124,6 +165,8 @@ def report_html(study, include_error: bool = False) -> str:
         "<h2>configuration</h2>", _config_table(study),
         fig.to_html(full_html=False, include_plotlyjs=False),
     ]
+    if include_memory:
+        parts.append(memory_html(study))
     if include_error:
         import pandas as pd  # noqa: PLC0415
 
@@ -144,7 +187,7 @@ def report_html(study, include_error: bool = False) -> str:
     return "\n".join(parts)
 
 
-def write_report(study, path, include_error: bool = False) -> Path:
+def write_report(study, path, include_error: bool = False, include_memory: bool = True) -> Path:
     from .io import atomic_write_text  # noqa: PLC0415
 
-    return atomic_write_text(path, report_html(study, include_error))
+    return atomic_write_text(path, report_html(study, include_error, include_memory))

@@ -158,6 +158,15 @@ class Study:
         self._apply(self._config.with_placement(placement))
         return self
 
+    def copy(self) -> Study:
+        """A Study of the same model, profile, config and data, with no subscribers: edits on one do
+        not reach the other.  Cheap (the import and the pipeline's caches are shared); the widget
+        builds a copy in a background thread while the user goes on editing."""
+        other = Study(self._model, self.soc, self._config)
+        other._data = self._data
+        other.model = self.model  # what the user gave, not the imported Model
+        return other
+
     # ------------------------------------------------------------------------------------------
     # derived state (every figure comes from the pipeline's Result for the current config)
 
@@ -210,8 +219,13 @@ class Study:
     @property
     def totals(self) -> Totals:
         """The study's totals: latency, energy, per-processor busy time and energy, transfers,
-        conversions, MACs, op and partition counts (a dict; shown rounded)."""
-        return Totals(self.result.totals)
+        conversions, MACs, op and partition counts (a dict; shown rounded), and ``memory``: the
+        profile's build target and flash / SRAM budgets, with the generated code's weights and arena
+        against them (``estimate``, once the code of this config exists) and the toolchain's figures
+        of the target build (``measured``, after ``fit()`` or ``build(target=True)``)."""
+        t = dict(self.result.totals)
+        t["memory"] = pl.memory(self.result, self.data)
+        return Totals(t)
 
     def explain(self, node) -> str:
         """The placement reason and every figure of a node's ops with formula, values and sources."""
@@ -281,6 +295,33 @@ class Study:
         atomic_write_tree(directory, proj.files)
         return proj
 
+    def fit(self, directory=None, *, target: str | None = None) -> dict:
+        """Does it fit?  Export, build for the profile's target (or ``target``) and hold the
+        toolchain's ``size`` figures against the profile's ``flash_bytes`` / ``sram_bytes``: flash =
+        code + constants + .data image, SRAM = .data + .bss (the arena) + heap + stack, with the
+        weights' and arena's own sections where the linker script keeps them apart.  Warns
+        (``npukit.codegen.fit.MemoryBudgetWarning``) when over budget; ``totals["memory"]`` shows it
+        afterwards.  Keeps the build in ``directory`` when given."""
+        import tempfile  # noqa: PLC0415
+
+        from .codegen import fit as fit_mod  # noqa: PLC0415
+
+        tmp = None
+        if directory is None:
+            tmp = tempfile.TemporaryDirectory(prefix="npukit-fit-")
+            directory = Path(tmp.name) / "export"
+        try:
+            proj = self.export(directory)
+            r = fit_mod.measure(directory, self.soc, target)
+        finally:
+            if tmp is not None:
+                tmp.cleanup()
+        r["estimate"] = fit_mod.estimate(proj.manifest, self.soc)
+        if target is None or target == self.soc.target:
+            pl.record_fit(self.result, self.data, r)
+        fit_mod.warn_if_over(r, f"{Path(str(self.graph.path)).name} on {self.soc.name} ({r['target']} build)")
+        return r
+
     def build(self, directory=None, *, samples: int = 16, target: bool = False) -> dict:
         """Export, compile and run the generated program on the study's data; its outputs against the
         simulation of the same config, its memory, and (``target=True``) the profile's target build
@@ -321,11 +362,12 @@ class Study:
         except ImportError:
             return f"http://{host}:{port}"
 
-    def report(self, path, include_error: bool = False) -> Path:
-        """A standalone HTML report (tables + timeline)."""
+    def report(self, path, include_error: bool = False, include_memory: bool = True) -> Path:
+        """A standalone HTML report (tables + timeline; with ``include_memory`` the memory fit of the
+        generated code against the profile's flash / SRAM, and of the target build after ``fit()``)."""
         from .report import write_report  # noqa: PLC0415
 
-        return write_report(self, path, include_error)
+        return write_report(self, path, include_error, include_memory)
 
     def timeline_figure(self):
         """The lane timeline as a plotly figure."""

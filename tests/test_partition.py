@@ -471,23 +471,32 @@ def test_bad_config_is_refused(digits):
 
 
 def test_bits_edit_does_not_repartition_but_a_toggle_does(digits, monkeypatch):
-    """The partition step is keyed by support edits and pins only: count the real BYOC runs."""
+    """The partition step is keyed by support edits and pins only: count the BYOC partitions (the
+    replay of TVM's passes an edit runs), and TVM's own runs (only when the module is asked for)."""
+    import npukit.byocsim as bs
     import npukit.tvm.partition as tp
     from npukit import pipeline
 
-    real = tp.partition
-    runs = []
+    real, real_tvm = bs.partition, tp.run_once
+    runs, tvm_runs = [], []
 
     def counting(*a, **kw):
         runs.append(1)
         return real(*a, **kw)
 
-    monkeypatch.setattr(tp, "partition", counting)
+    def counting_tvm(*a, **kw):
+        tvm_runs.append(1)
+        return real_tvm(*a, **kw)
+
+    monkeypatch.setattr(bs, "partition", counting)
+    monkeypatch.setattr(tp, "run_once", counting_tvm)
     pipeline.PARTS.clear()
     pipeline.RESULTS.clear()
     plan = digits.plan
+    assert len(runs) == 1 and not tvm_runs  # the module is built when first asked for
     module = digits.partitioned_module
-    assert len(runs) == 1
+    assert len(tvm_runs) == 1
+    assert digits.partitioned_module is module and len(tvm_runs) == 1
     digits.set_bits("fp16", processor="dla")
     digits.set_bits("int16", processor="dsp")
     digits.set_bits("int8", layer="/fc1/Gemm")
@@ -502,6 +511,7 @@ def test_bits_edit_does_not_repartition_but_a_toggle_does(digits, monkeypatch):
     digits.set_support("dla", "relu", True).unpin("/softmax/Softmax")  # back to a config seen before: cached
     assert len(runs) == 4  # the intermediate state (relu back on, softmax pinned) is new
     assert digits.plan == plan
+    assert len(tvm_runs) == 1
 
 
 def test_edits_return_the_study(digits):

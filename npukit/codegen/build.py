@@ -39,8 +39,11 @@ def make(directory: Path, *targets: str, env_overrides=None) -> str:
     return r.stdout
 
 
-def run_program(directory: Path, argv0: list[str], inputs: list[np.ndarray], shapes, workdir: Path) -> list[np.ndarray]:
-    """Run the built runner on one sample: inputs written as .npy, outputs read back."""
+def run_program(directory: Path, argv0, inputs: list[np.ndarray], shapes, workdir: Path) -> list[np.ndarray]:
+    """Run the built runner on one sample: inputs written as .npy, outputs read back.  ``argv0`` is
+    the command to which the runner's arguments are appended, or a function of those arguments
+    returning the whole command (``Target.run_argv``: firmware takes them on its semihosting
+    command line)."""
     ins = []
     for j, a in enumerate(inputs):
         p = workdir / f"in{j}.npy"
@@ -49,9 +52,11 @@ def run_program(directory: Path, argv0: list[str], inputs: list[np.ndarray], sha
     out = workdir / "out"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    r = _run([*argv0, *ins, os.path.relpath(out, directory)], directory, timeout=300)
+    args = [*ins, os.path.relpath(out, directory)]
+    cmd = argv0(args) if callable(argv0) else [*argv0, *args]
+    r = _run(cmd, directory, timeout=300)
     if r.returncode:
-        raise BuildFailed(f"{' '.join(argv0)}: exit {r.returncode}: {(r.stderr or r.stdout).strip()[-800:]}")
+        raise BuildFailed(f"{' '.join(cmd)}: exit {r.returncode}: {(r.stderr or r.stdout).strip()[-800:]}")
     got, k = [], 0
     while (out / f"{k}.npy").exists():
         got.append(np.load(out / f"{k}.npy"))
@@ -129,7 +134,7 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
             ok, why = available(tgt)
             if ok:
                 make(directory, "target")
-                runs[tgt.name] = tgt.run_argv(tgt.program_name("model"), [])
+                runs[tgt.name] = lambda args, t=tgt: t.run_argv(t.program_name("model"), args)
             else:
                 runs[tgt.name] = None
         report: dict = {"directory": str(directory), "samples": n, "runs": {}, "memory": dict(proj.manifest["memory"])}
@@ -164,6 +169,13 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
             report["sections"] = section_sizes(directory / "model")
         except NpukitError as e:
             report["sections"] = {"error": str(e)}
+        if target and (runs.get(tgt.name) is not None or not tgt.program_suffix):
+            from . import fit as fit_mod  # noqa: PLC0415
+
+            fr = fit_mod.report(section_sizes(directory / tgt.program_name("model"), tgt.size_tool), study.soc, tgt.name)
+            fr["program"] = tgt.program_name("model")
+            fr["estimate"] = fit_mod.estimate(proj.manifest, study.soc)
+            report["fit"] = pipeline.record_fit(study.result, data, fr)
         shutil.rmtree(work, ignore_errors=True)
         return json.loads(json.dumps(report))
     finally:

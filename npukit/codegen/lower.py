@@ -159,12 +159,17 @@ class KernelLowering:
         fn, p, g = self.fn, self.p, self.g
         fn.op = root.op_id
         bits = p.bits[root.op_id]
-        xin = fn.desc(x, "spatial" if root.kind == "conv2d" else "model")
-        yout = fn.desc(out, "spatial" if root.kind == "conv2d" else "model")
-        fin, fout = p.fmt(x, fn.where), p.fmt(out, fn.where)
+        view = "spatial" if root.kind == "conv2d" else "model"
+        xin = fn.desc(x, view)
+        yout = fn.desc(out, view)
+        fin, fout = fn._copy(x).fmt, fn._copy(out).fmt
         integer = fin.dtype in INTEGER and fout.dtype in INTEGER and fin.dtype not in ("S32", "S64")
         real, model_q = self._weights_real(root, w)
         label = g.ops[root.op_id].name
+        if not integer and fin.dtype in INTEGER:  # an integer input of a float kernel: dequantized first
+            xin = self._dequantized(x, view, label)
+            fin = fn._copy(x).fmt
+            fin = type(fin)("F32", fin.model_layout or "ROW", 1, 1.0, 0, fin.shape, fin.model_shape, fin.model_layout)
         if root.kind == "conv2d":
             kl = str(root.attrs.get("kernel_layout", "OIHW"))
             perm = [kl.index(c) for c in "OHWI"]
@@ -176,40 +181,29 @@ class KernelLowering:
         if integer and wdt not in GRID:
             wdt = "S8"
         if integer:
-            nb = GRID[wdt]
-            if model_q is not None and nb >= 8 and model_q[0].dtype == np.int8 and not np.any(model_q[2]):
-                q, s = model_q[0].astype(np.int64), model_q[1]
-                scales = np.broadcast_to(s.ravel(), (q.shape[model_q[3]],)).astype(np.float64) if s.size > 1 \
-                    else np.full(q.shape[model_q[3]], float(s.ravel()[0]))  # fmt: skip
-                wdt = "S8"
-            else:
-                qf, sc = integer_weight(real, {16: "int16", 8: "int8", 4: "int4", 2: "int2"}[nb], axis_o)
-                q, scales = qf.astype(np.int64), sc.astype(np.float64).ravel()
-            qo = np.transpose(q, perm) if perm else q
+            ip = self.integer_params(root, real, model_q, wdt, axis_o, fin.scale, fout.scale, bias, wide=fin.dtype == "S16")
+            wdt, qo = ip["wdt"], (np.transpose(ip["q"], perm) if perm else ip["q"])
             if wdt in ("S4", "S2"):
                 wsym = p.weights.add("w", label, "uint8_t", np.frombuffer(pack_weights(qo, GRID[wdt]), np.uint8),
                                      f"{label}: {wdt} weights, packed")  # fmt: skip
             else:
                 wsym = p.weights.add("w", label, {"S8": "int8_t", "S16": "int16_t"}[wdt], qo, f"{label}: {wdt} weights")
-            eff = fin.scale * scales
-            mult, shift = quantize_multipliers(eff / fout.scale)
-            msym = p.weights.add("mult", label, "int32_t", mult, f"{label}: requantization multipliers")
-            ssym = p.weights.add("shift", label, "int32_t", shift, f"{label}: requantization shifts")
+            msym = p.weights.add("mult", label, "int32_t", ip["mult"], f"{label}: requantization multipliers")
+            ssym = p.weights.add("shift", label, "int32_t", ip["shift"], f"{label}: requantization shifts")
             bsym = "NULL"
-            if bias is not None:
-                b = np.asarray(g.consts[bias], np.float64).ravel()
-                wide = wdt == "S16" or fin.dtype == "S16"
-                bq = np.round(b / eff)
-                bsym = p.weights.add("bias", label, "int64_t" if wide else "int32_t",
-                                     bq.astype(np.int64 if wide else np.int32), f"{label}: bias at in_scale*w_scale")  # fmt: skip
-        else:
-            wr = real if fin.dtype != "F16" else quantize_weight(real, "fp16", axis_o)
+            if ip["bias"] is not None:
+                bsym = p.weights.add("bias", label, str(ip["bias"].dtype) + "_t", ip["bias"], f"{label}: bias at in_scale*w_scale")
+        else:  # the simulation's weights: a model's float weights rounded at the kernel's bit-width
+            wr = quantize_weight(real, bits if model_q is None else "fp32", axis_o)
+            if fin.dtype == "F16":
+                wr = quantize_weight(wr, "fp16", axis_o)
             qo = np.transpose(wr, perm) if perm else wr
-            wsym = p.weights.add("w", label, "float", np.asarray(qo, np.float32), f"{label}: {wdt} weights")
-            msym = ssym = "NULL"
-            bsym = "NULL" if bias is None else p.weights.add("bias", label, "float", np.asarray(g.consts[bias], np.float32).ravel())
             if wdt == "F16":
                 wsym = p.weights.add("w", label, "uint16_t", np.asarray(qo, np.float16).view(np.uint16), f"{label}: F16 weights")
+            else:
+                wsym = p.weights.add("w", label, "float", np.asarray(qo, np.float32), f"{label}: {wdt} weights")
+            msym = ssym = "NULL"
+            bsym = "NULL" if bias is None else p.weights.add("bias", label, "float", np.asarray(g.consts[bias], np.float32).ravel())
         lo, hi = act
         L = fn.lib
         if root.kind == "conv2d":
@@ -229,6 +223,45 @@ class KernelLowering:
             v = fn.var("mm")
             fn.line(f"{L}_matmul_params {v} = {{1, 0, {bsym}, {msym}, {ssym}, {_f(lo)}, {_f(hi)}}};")
             fn.call(f"{L}_matmul", xin, bt, yout, f"&{v}", note=f"{label} (matmul, constant weights)")
+
+    def integer_params(self, root: Op, real, model_q, wdt: str, axis_o: int, in_scale: float, out_scale: float,
+                       bias, wide: bool = False) -> dict:
+        """The export-time parameters of an integer conv / matmul: ``q`` (integer weights in the
+        model's weight layout), ``wdt`` (their storage type), per-output-channel ``scales``,
+        requantization ``mult`` / ``shift`` (of in_scale * w_scale / out_scale) and the integer
+        ``bias`` (int32; int64 with ``wide`` or S16 weights) or None."""
+        nb = GRID[wdt]
+        if model_q is not None and nb >= 8 and model_q[0].dtype == np.int8 and not np.any(model_q[2]):
+            q, s = model_q[0].astype(np.int64), model_q[1]
+            n = q.shape[model_q[3]]
+            scales = np.broadcast_to(s.ravel(), (n,)).astype(np.float64) if s.size > 1 else np.full(n, float(s.ravel()[0]))
+            wdt = "S8"
+        else:
+            qf, sc = integer_weight(real, {16: "int16", 8: "int8", 4: "int4", 2: "int2"}[nb], axis_o)
+            q, scales = qf.astype(np.int64), sc.astype(np.float64).ravel()
+        eff = in_scale * scales
+        mult, shift = quantize_multipliers(eff / out_scale)
+        bq = None
+        if bias is not None:
+            b = np.asarray(self.g.consts[bias], np.float64).ravel()
+            wide = wide or wdt == "S16"
+            bq = np.round(b / eff).astype(np.int64 if wide else np.int32)
+        return {"q": q, "wdt": wdt, "scales": scales, "mult": mult, "shift": shift, "bias": bq}
+
+    def _dequantized(self, tid: str, view: str, label: str) -> str:
+        """A float copy of an integer tensor (kernel scratch, the model's axis order), made by an
+        explicit dequantize call; its descriptor."""
+        fn = self.fn
+        src = fn.desc(tid, view)
+        f = fn._copy(tid).fmt
+        ff = type(f)("F32", f.model_layout or "ROW", 1, 1.0, 0, f.shape, f.model_shape, f.model_layout)
+        c = self.p.add_copy((tid, fn.where, "f"), ff)
+        self.p.use(c)
+        dst = fn._decl(c, view)
+        op, fn.op = fn.op, None
+        fn.call(f"{fn.lib}_dequantize", src, dst, note=f"[op {op}] {label}: integer input of a float kernel")
+        fn.op = op
+        return dst
 
     def _fusion_desc(self, root, bias, act) -> list[str]:
         out = ["bias"] if bias else []

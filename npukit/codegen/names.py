@@ -70,9 +70,15 @@ class Names:
         return name
 
 
+_PLAIN = re.compile(r"[ !#-\[\]-~]*")  # printable ASCII but backslash and double quote: the common case
+
+
 def comment(text: str) -> str:
     """``text`` safe inside a C block comment on one line: no ``*/``, no ``/*``, no newline or
     line continuation, no trigraph (``??``), no control character; non-ASCII as ``\\u`` escapes."""
+    text = str(text)
+    if _PLAIN.fullmatch(text) and "*/" not in text and "/*" not in text and "??" not in text:
+        return text
     out = []
     for ch in str(text):
         o = ord(ch)

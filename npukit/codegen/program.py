@@ -25,6 +25,7 @@ from ..quant.boundary import copy_bits
 from ..quant.scheme import INT_BITS
 from . import memplan
 from .lower import KernelLowering, Unsupported
+from .lower_cmsis import CmsisLowering
 from .names import Names, comment
 from .storage import CTYPE, Format, Storage
 from .weights import Weights
@@ -365,7 +366,7 @@ class Program:
                         self._main_copy(tid)
             fn.kernel = set(ids)
             fn.line(f"/* [ops {','.join(map(str, ids))}] kernel {pat}: {comment(', '.join(self.g.ops[i].name for i in ids))} */")
-            kl = KernelLowering(fn, self)
+            kl = CmsisLowering(fn, self) if self.procs[part.processor].kernel_api == "cmsis-nn" else KernelLowering(fn, self)
             for i in ids:
                 fn.writes |= set(self.g.ops[i].outputs)
             kl.kernel(ids)

@@ -5,6 +5,8 @@ parameter and packed array the program reads, as const C arrays in ``weights.c``
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -12,12 +14,34 @@ from .kernels import c_array
 from .names import Names, comment
 
 _SECTION = '__attribute__((section(".rodata.npk_weights"), aligned(16)))'
+_TEXT: OrderedDict[tuple, str] = OrderedDict()  # (symbol, ctype, content digest) -> C definition text
+_TEXT_MAX = 8192
+_lock = threading.Lock()
+
+
+def _definition(sym: str, ctype: str, arr: np.ndarray, digest: bytes) -> str:
+    """The C definition of one const array, cached by (symbol, type, content): an edit that leaves
+    an array alone does not format it again."""
+    key = (sym, ctype, arr.shape, digest)
+    with _lock:
+        hit = _TEXT.get(key)
+        if hit is not None:
+            _TEXT.move_to_end(key)
+            return hit
+    text = c_array(sym, f"const {ctype}", arr)
+    text = text.replace(f"const {ctype} {sym}[", f"{_SECTION} const {ctype} {sym}[", 1).rstrip("\n")
+    with _lock:
+        _TEXT[key] = text
+        while len(_TEXT) > _TEXT_MAX:
+            _TEXT.popitem(last=False)
+    return text
 
 
 class Weights:
     def __init__(self, names: Names):
         self.names = names
         self._arrays: list[tuple[str, str, np.ndarray, str]] = []  # (symbol, ctype, values, comment)
+        self._digests: dict[str, bytes] = {}
         self._by_content: dict[tuple[str, bytes], str] = {}
 
     def add(self, role: str, label: str, ctype: str, values, note: str = "") -> str:
@@ -31,6 +55,7 @@ class Weights:
             return hit
         sym = self.names.ident(role, label)
         self._arrays.append((sym, ctype, arr, note))
+        self._digests[sym] = key[1]
         self._by_content[key] = sym
         return sym
 
@@ -46,8 +71,7 @@ class Weights:
         for sym, ctype, arr, note in self._arrays:
             if note:
                 out.append(f"/* {comment(note)} */")
-            text = c_array(sym, f"const {ctype}", arr)
-            out.append(text.replace(f"const {ctype} {sym}[", f"{_SECTION} const {ctype} {sym}[", 1).rstrip("\n"))
+            out.append(_definition(sym, ctype, arr, self._digests[sym]))
             out.append("")
         return "\n".join(out)
 

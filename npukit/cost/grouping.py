@@ -100,3 +100,31 @@ def contexts(g: OpGraph, plan: Plan, soc: SocProfile, t: Tables, bits_of: Callab
         overhead = c is None or kernel_list[c][0] == i
         out.append(OpContext(tuple(fused_in), tuple(onchip_in), fused_out, onchip_out, overhead, i in first_of_part))
     return out
+
+
+PLAN_MEMO = 512
+
+
+def _memo(t: Tables, key, plan: Plan, make):
+    """A per-plan memo on the graph's tables (entries keep their plan, so an id is never reused)."""
+    m = t.plan_memo
+    hit = m.get(key)
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    if len(m) >= PLAN_MEMO:
+        m.clear()
+    value = make()
+    m[key] = (plan, value)
+    return value
+
+
+def plan_kernels(plan: Plan, t: Tables) -> list[tuple[int, ...]]:
+    """``kernels`` of a plan, once per plan."""
+    return _memo(t, ("kernels", id(plan)), plan, lambda: kernels(plan, t.g, t))
+
+
+def plan_contexts(plan: Plan, soc: SocProfile, t: Tables, bits: list[str]) -> list[OpContext]:
+    """``contexts`` of a plan, once per (plan, bit-widths, host, on-chip sizes): the profile's
+    other fields do not enter them."""
+    key = ("contexts", id(plan), tuple(bits), soc.host, tuple((p.name, p.onchip_bytes) for p in soc.processors))
+    return _memo(t, key, plan, lambda: contexts(t.g, plan, soc, t, bits.__getitem__, plan_kernels(plan, t)))

@@ -108,6 +108,14 @@ def anchor_of(ids: Sequence[int], t: Tables) -> int:
     work; on ties the first."""
     if len(ids) == 1:
         return ids[0]
+    key = ("anchor", tuple(ids))  # static per member set: memoized beside the plans
+    a = t.plan_memo.get(key)
+    if a is None:
+        a = t.plan_memo[key] = _anchor(key[1], t)
+    return a
+
+
+def _anchor(ids: tuple[int, ...], t: Tables) -> int:
     ops = t.g.ops
 
     def key(i: int):

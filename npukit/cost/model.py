@@ -4,14 +4,17 @@ are recomputed after an edit)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from ..graph import Tensor
 from ..plan import Plan
 from ..soc import SocProfile
+from ..soc.profile import _thaw
 from .boundary import BoundaryCost, boundary_cost, boundary_trace
-from .grouping import contexts, kernels
+from .grouping import plan_contexts, plan_kernels
 from .kernel import KernelCost, UtilMemo, kernel_cost
 from .tables import Tables
 from .trace import Trace, kernel_trace, member_trace
@@ -22,7 +25,7 @@ class OpCost:
     other members.  ``compute``, ``memory`` and ``overhead`` cycles add up as the formula says:
     ``cycles = max(compute_cycles, memory_cycles) + overhead_cycles``."""
 
-    __slots__ = ("op_id", "processor", "bits", "kernel", "role", "k", "_t", "_anchor")
+    __slots__ = ("op_id", "processor", "bits", "kernel", "role", "k", "_t", "_anchor", "macs", "latency_us", "energy_uj")
 
     def __init__(self, op_id: int, k: KernelCost, t: Tables, role: str):
         self.op_id = op_id
@@ -32,12 +35,15 @@ class OpCost:
         self.role = role
         self.k = k
         self._t = t
-        self._anchor = op_id == k.anchor
+        self._anchor = a = op_id == k.anchor
+        # the figures every schedule and total reads, as plain attributes (sweeps read them often)
+        self.macs = k.macs if a else 0
+        self.latency_us = k.latency_us if a else 0
+        self.energy_uj = k.energy_uj if a else 0
 
     def _f(self, name: str):
         return getattr(self.k, name) if self._anchor else 0
 
-    macs = property(lambda s: s._f("macs"))
     vector_ops = property(lambda s: s._f("vector_ops"))
     bytes = property(lambda s: s.k.bytes if s._anchor else 0.0)
     dram_bytes = property(lambda s: s.k.act_dram + s.k.weights if s._anchor else 0.0)
@@ -47,8 +53,6 @@ class OpCost:
     memory_cycles = property(lambda s: s._f("memory_cycles"))
     overhead_cycles = property(lambda s: s._f("overhead_cycles"))
     cycles = property(lambda s: s._f("cycles"))
-    latency_us = property(lambda s: s._f("latency_us"))
-    energy_uj = property(lambda s: s._f("energy_uj"))
 
     @property
     def trace(self) -> tuple[Trace, ...]:
@@ -64,16 +68,27 @@ def input_bits(t: Tensor) -> str:
     return {"float16": "fp16", "int8": "int8", "uint8": "int8", "int16": "int16"}.get(t.dtype, "fp32")
 
 
+def processor_key(soc: SocProfile, name: str) -> tuple[str, str]:
+    """(name, digest of the processor's table in the profile): what a kernel's cost depends on of
+    the profile, beside the memory contexts."""
+    doc = json.dumps(_thaw(soc.raw["processors"][name]), sort_keys=True).encode()
+    return name, hashlib.sha256(doc).hexdigest()[:16]
+
+
 class CostModel:
     """Per-kernel and per-boundary costs of one (graph, profile) with bounded memos."""
 
-    MEMO = 8192
+    MEMO = 65536
 
-    def __init__(self, tables: Tables, soc: SocProfile):
+    def __init__(self, tables: Tables, soc: SocProfile, memo: OrderedDict | None = None):
         self.t = tables
         self.g = tables.g
         self.soc = soc
-        self._kernels: OrderedDict[tuple, list[OpCost]] = OrderedDict()
+        # costed kernels, keyed by the content of their processor: cost models given one ``memo``
+        # (the pipeline passes the graph's) share the kernels of profiles that differ elsewhere --
+        # in another processor, a link -- as a sweep's do
+        self._kernels: OrderedDict[tuple, list[OpCost]] = OrderedDict() if memo is None else memo
+        self._pkey = {p.name: processor_key(soc, p.name) for p in soc.processors}
         self._bounds: OrderedDict[tuple, BoundaryCost] = OrderedDict()
         self._procs = {p.name: p for p in soc.processors}
         self._links: dict[tuple[str, str], object] = {}
@@ -83,8 +98,8 @@ class CostModel:
     def evaluate(self, plan: Plan, bits: Mapping[int, str] | Sequence[str]) -> tuple[list[OpCost], list[BoundaryCost]]:
         g, t = self.g, self.t
         bits_l = [bits[i] for i in range(len(g.ops))]
-        klist = kernels(plan, g, t)
-        ctxs = contexts(g, plan, self.soc, t, bits_l.__getitem__, klist)
+        klist = plan_kernels(plan, t)
+        ctxs = plan_contexts(plan, self.soc, t, bits_l)
         out: list[OpCost | None] = [None] * len(g.ops)
         memo = self._kernels
         n = 0
@@ -92,9 +107,9 @@ class CostModel:
             proc = plan.processor[ids[0]]
             if len(ids) == 1:
                 i = ids[0]
-                key = (ids, proc, bits_l[i], ctxs[i])
+                key = (ids, self._pkey[proc], bits_l[i], ctxs[i])
             else:
-                key = (ids, proc, tuple(bits_l[i] for i in ids), tuple(ctxs[i] for i in ids))
+                key = (ids, self._pkey[proc], tuple(bits_l[i] for i in ids), tuple(ctxs[i] for i in ids))
             cs = memo.get(key)
             if cs is None:
                 k = kernel_cost(ids, t, self._procs[proc], bits_l, ctxs, self._util)

@@ -7,6 +7,7 @@ keeps one ``Tables`` per model."""
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from typing import NamedTuple
 
 from ..graph import OpGraph, Tensor, dtype_bits
@@ -87,6 +88,8 @@ class Tables:
         self._bytes: dict[tuple[str, str], float] = {}
         self._geo: dict[int, tuple] = {}
         self._cls: dict[int, str] = {}
+        self.plan_memo: dict = {}  # per plan: its kernels, its memory contexts per (bits, on-chip sizes)
+        self.kernel_memo: OrderedDict = OrderedDict()  # costed kernels: the pipeline's cost models share it
 
     def geometry(self, i: int) -> tuple:
         geo = self._geo.get(i)

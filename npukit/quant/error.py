@@ -91,8 +91,15 @@ class ErrorModel:
         self._lo, self._hi = np.where(np.isfinite(lo), lo, 0), np.where(np.isfinite(hi), hi, 0)
         self.ranges = self._tensor_ranges(lay)
         self.k = min(PER_OP_SAMPLES, len(self._inputs))
-        self._ref = self._run(w32, fp32, "npukit: fp32 reference")
+        self._w32 = w32
+        self._ref_runs = None  # the fp32 reference over every sample: run on first need (code generation needs only ranges)
         self._results: dict[tuple[str, ...], ErrorResult] = {}
+
+    @property
+    def _ref(self) -> tuple[list, list]:
+        if self._ref_runs is None:
+            self._ref_runs = self._run(self._w32, self._fp32_q, "npukit: fp32 reference")
+        return self._ref_runs
 
     def _tensor_ranges(self, lay) -> dict[str, tuple[float, float]]:
         """Calibrated [min, max] of every float tensor an op reads or writes: op outputs from the

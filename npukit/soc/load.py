@@ -255,7 +255,8 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         name=top["name"], description=top["description"], sources=tuple(top["sources"] or ()),
         processors=tuple(processors), host=host, order=tuple(order), prefer=MappingProxyType(prefer),
         links=tuple(links), layout_on=conv["layout_on"], quantize_on=conv["quantize_on"], path=where,
-        raw=_freeze(copy.deepcopy(_thaw(doc))),
+        raw=_freeze(copy.deepcopy(_thaw(doc))), target=top["target"], flash_bytes=top["flash_bytes"],
+        sram_bytes=top["sram_bytes"],
     )  # fmt: skip
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
@@ -385,7 +386,7 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
         dtypes=tuple(r["dtypes"]) if r["dtypes"] else None, kernel_library=r["kernel_library"] or name,
         ops=MappingProxyType(dict(sorted(ops.items()))), description=r["description"],
         weight_bytes_per_cycle=float(r["weight_bytes_per_cycle"] or dram), weight_port=r["weight_port"],
-        output_elems_per_cycle=float(r["output_elems_per_cycle"]), reduction=red,
+        output_elems_per_cycle=float(r["output_elems_per_cycle"]), reduction=red, kernel_api=r["kernel_api"],
     )  # fmt: skip
 
 

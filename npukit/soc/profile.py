@@ -69,6 +69,7 @@ class Processor:
     weight_port: str = "shared"
     output_elems_per_cycle: float = 0.0
     reduction: Mapping[str, float] | None = None  # {unroll, serial, exponent}; None: util_red = 1
+    kernel_api: str = "npukit"  # "npukit" (kernel_library's vendor-style API) or "cmsis-nn"
 
     @property
     def bits(self) -> tuple[str, ...]:
@@ -107,6 +108,18 @@ class Link:
     energy_pj_per_byte: float
 
 
+# processor fields no partition reads under given verdicts (costs, energy, layout, library names),
+# and top-level tables likewise: profiles that differ only in these partition alike
+COST_FIELDS = frozenset({
+    "description", "clock_mhz", "macs_per_cycle", "vector_ops_per_cycle", "default_bits", "mac_array", "vector_lanes",
+    "efficiency", "reduction", "onchip_bytes", "dram_bytes_per_cycle", "onchip_bytes_per_cycle",
+    "weight_bytes_per_cycle", "weight_port", "output_elems_per_cycle", "layout", "op_overhead_cycles",
+    "call_overhead_cycles", "energy_pj_per_mac", "energy_pj_per_op", "energy_pj_per_byte",
+    "energy_pj_per_onchip_byte", "static_mw", "kernel_library",
+})  # fmt: skip
+COST_TOP = frozenset({"name", "description", "sources", "conversion", "links"})
+
+
 @dataclass(frozen=True)
 class SocProfile:
     name: str
@@ -121,6 +134,9 @@ class SocProfile:
     quantize_on: str
     path: str
     raw: Mapping[str, Any]  # the validated document, for round trips and what-if edits
+    target: str = "host"  # the build target of generated projects (npukit.codegen.targets)
+    flash_bytes: int | None = None  # program-image budget (code + constants), None: none
+    sram_bytes: int | None = None  # working-memory budget (data + bss + heap + stack), None: none
 
     def __reduce__(self):
         """Pickles as its validated document: a worker process re-validates it into an equal profile."""
@@ -140,6 +156,20 @@ class SocProfile:
         if d is None:
             d = hashlib.sha256(json.dumps(_thaw(self.raw), sort_keys=True).encode()).hexdigest()[:16]
             object.__setattr__(self, "_digest", d)
+        return d
+
+    @property
+    def rules_digest(self) -> str:
+        """Digest of what the BYOC partition reads of the profile beside the verdicts (processor
+        names, kinds, host, supported ops and their limits, placement order): equal for profiles
+        that differ only in costs (``COST_FIELDS``, ``COST_TOP``)."""
+        d = self.__dict__.get("_rules_digest")
+        if d is None:
+            doc = {k: v for k, v in _thaw(self.raw).items() if k not in COST_TOP}
+            doc["processors"] = {n: {k: v for k, v in p.items() if k not in COST_FIELDS}
+                                 for n, p in doc.get("processors", {}).items()}  # fmt: skip
+            d = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+            object.__setattr__(self, "_rules_digest", d)
         return d
 
     @property
@@ -177,16 +207,28 @@ class SocProfile:
         return best
 
     def with_changes(self, changes: Mapping[str, Any]) -> SocProfile:
-        """A new validated profile with dotted fields replaced: ``{"processors.dla.clock_mhz": 800}``."""
+        """A new validated profile with dotted fields replaced: ``{"processors.dla.clock_mhz": 800}``;
+        a number indexes a list of tables (``"links.0.bandwidth_gbps"``)."""
         doc = _thaw(self.raw)
         for dotted, value in changes.items():
             cur = doc
             parts = dotted.split(".")
-            for p in parts[:-1]:
-                cur = cur.setdefault(p, {})
-                if not isinstance(cur, dict):
+            for k, p in enumerate(parts):
+                last = k == len(parts) - 1
+                if isinstance(cur, list):
+                    if not p.isdigit() or int(p) >= len(cur):
+                        raise ProfileError(f"{self.path}: {dotted}: {'.'.join(parts[:k]) or p} is a list of "
+                                           f"{len(cur)}; index it with 0..{len(cur) - 1}")  # fmt: skip
+                    if last:
+                        cur[int(p)] = value
+                    else:
+                        cur = cur[int(p)]
+                elif last:
+                    cur[p] = value
+                else:
+                    cur = cur.setdefault(p, {})
+                if not last and not isinstance(cur, (dict, list)):
                     raise ProfileError(f"{self.path}: {dotted}: {p} is not a table")
-            cur[parts[-1]] = value
         from .load import parse_profile  # noqa: PLC0415 - the loader builds profiles; this edits one
 
         return parse_profile(doc, f"{self.path} (edited)")

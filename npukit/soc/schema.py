@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..codegen.targets import get_target, target_names
+
 BITS = ("int2", "int4", "int8", "int16", "fp16", "fp32")
 DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint64",
           "uint32", "uint16", "uint8", "bool")  # fmt: skip
@@ -16,6 +18,9 @@ BIT_WIDTH = {"int2": 2, "int4": 4, "int8": 8, "int16": 16, "fp16": 16, "fp32": 3
 KINDS = ("cpu", "dsp", "dla", "npu", "gpu")
 LAYOUTS = ("NCHW", "NHWC", "tiled")
 CONVERT_ON = ("dst", "src", "host")
+KERNEL_APIS = ("npukit", "cmsis-nn")
+TARGET_NAMES = target_names()
+TARGET_DOC = "One of: " + "; ".join(f"`{n}`: {get_target(n).description}" for n in TARGET_NAMES) + "."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,6 +65,9 @@ TOP_FIELDS = (
     Field("description", "str", "One line shown by `npukit socs`.", required=True),
     Field("sources", "list[str]", "Public sources of the figures (datasheets, TRMs, vendor pages), or a note that they are illustrative.", default=()),
     Field("host", "str", "Name of the host processor. Default: the processor with `host = true`, else the only one of kind `cpu`."),
+    Field("target", "choice", "Build target of the generated C project (`make target` / `make run-target`, `study.build(target=True)`): the host processor's instruction set and how its program runs. " + TARGET_DOC, default="host", choices=TARGET_NAMES),
+    Field("flash_bytes", "int", "Memory budget for the program image, in bytes: code, constants (the weights) and the load image of initialised data, i.e. `text + rodata + data` of the built program (an MCU's flash or MRAM; on an application processor, the memory the program is loaded into). `study.fit()` checks the target build against it. Default: no budget.", positive=True),
+    Field("sram_bytes", "int", "Memory budget for working memory, in bytes: initialised and zeroed data (the arena of intermediate tensors), heap and stack, i.e. `data + bss` of the built program (an MCU's SRAM; on an application processor, the on-chip SRAM the working set should stay in). `study.fit()` checks the target build against it. Default: no budget.", positive=True),
 )  # fmt: skip
 
 PLACEMENT_FIELDS = (
@@ -101,6 +109,7 @@ PROCESSOR_FIELDS = (
     Field("max_tensor_bytes", "int", "Largest tensor (input, weight or output, at the model's dtype) any op on this processor may touch.", positive=True),
     Field("dtypes", "list[str]", "Model tensor dtypes the processor accepts (e.g. `[\"float32\", \"int8\"]`). Default: any."),
     Field("kernel_library", "str", "C prefix of the vendor-style kernel library its generated calls use (e.g. `vsi_nn`). Default: the processor name."),
+    Field("kernel_api", "choice", "The API the generated calls of this processor use. `npukit`: the vendor-style library named by `kernel_library` (npukit's reference kernels under that prefix). `cmsis-nn`: int8 NHWC convolutions, depthwise convolutions, fully connected layers, pooling, softmax and elementwise add / mul become calls with Arm CMSIS-NN's public signatures and parameter structs (`arm_convolve_wrapper_s8`, `cmsis_nn_context`, `cmsis_nn_dims`, ...), their scratch buffers in the arena, so Arm's library can be linked instead of npukit's reference `npk_cmsis_nn.c`; a kernel CMSIS-NN cannot express (other bit-widths, layouts or ops) falls back to the `kernel_library` calls.", default="npukit", choices=KERNEL_APIS),
     Field("ops", "table", "Supported ops: one table per op (short Relax name, `[processors.dla.ops.conv2d]`), holding its limits. A non-host processor runs nothing else; the host runs everything no accelerator takes."),
 )  # fmt: skip
 

@@ -18,6 +18,7 @@ itself, never from what we asked for.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -34,12 +35,39 @@ from .spans import op_id_of_span
 OPS_ATTR = "npukit.ops"
 
 
+class LazyModule:
+    """The partitioned module, built by ``build()`` the first time it is asked for (thread-safe)."""
+
+    def __init__(self, build):
+        self._build = build
+        self._mod = None
+        self._lock = threading.Lock()
+
+    def get(self):
+        with self._lock:
+            if self._mod is None:
+                self._mod = self._build()
+                self._build = None
+            return self._mod
+
+    @property
+    def built(self) -> bool:
+        return self._mod is not None
+
+
 @dataclass(frozen=True)
 class Partitioned:
-    mod: object  # the partitioned tvm.IRModule
+    module: object  # the partitioned tvm.IRModule, or a LazyModule that builds it
     plan: Plan
     verdicts: Mapping[tuple[int, str], Verdict]  # the verdicts it obeyed (after pruning)
     notes: Mapping[int, str] = field(default_factory=dict)  # per op: why the placement policy chose this
+
+    @property
+    def mod(self):
+        """The partitioned tvm.IRModule (FuseOpsByPattern + MergeCompositeFunctions on the whole
+        tagged module)."""
+        m = self.module
+        return m.get() if isinstance(m, LazyModule) else m
 
 
 def arities(mod) -> dict[str, tuple[int, ...]]:
@@ -120,7 +148,8 @@ def fusion_patterns(mod, g: OpGraph, specs, vs: Mapping[tuple[int, str], Verdict
     return out
 
 
-def _run_once(mod, g: OpGraph, soc: SocProfile, vs, shapes, ar) -> Partitioned:
+def run_once(mod, g: OpGraph, soc: SocProfile, vs, shapes, ar) -> Partitioned:
+    """One FuseOpsByPattern + MergeCompositeFunctions run under exactly ``vs`` (no pruning)."""
     _load_tvm()
     from tvm import relax  # noqa: PLC0415
 
@@ -145,10 +174,10 @@ def partition(mod, g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Ver
     shapes = pt.chain_shapes(g) if shapes is None else shapes
     ar = arities(mod) if ar is None else ar
     vs = pt.prune_lone_views(g, soc, vs)
-    res = _run_once(mod, g, soc, vs, shapes, ar)
+    res = run_once(mod, g, soc, vs, shapes, ar)
     extra = pt.prune_view_partitions(g, soc, vs, res.plan.partitions)
     if extra:
-        res = _run_once(mod, g, soc, {**vs, **extra}, shapes, ar)
+        res = run_once(mod, g, soc, {**vs, **extra}, shapes, ar)
     return res
 
 
@@ -206,3 +235,64 @@ def read_plan(mod, g: OpGraph, host: str) -> Plan:
                     if i is not None:
                         order.append(("op", i))
     return build_plan(g, host, offloaded, order)
+
+
+def skeleton(mod):
+    """``main`` of the tagged module as plain data for ``npukit.byocsim`` (its bindings in order:
+    op, op id, arguments), or None when main holds anything the replay does not model (then the
+    real passes run on every edit)."""
+    tvm = _load_tvm()
+    from tvm import relax  # noqa: PLC0415
+
+    from ..byocsim import Binding, Skeleton  # noqa: PLC0415
+
+    fn = mod["main"]
+    body = fn.body
+    if not isinstance(body, relax.SeqExpr) or len(body.blocks) != 1 or not isinstance(body.blocks[0], relax.DataflowBlock):
+        return None
+    if len(mod.functions) != 1:
+        return None
+    index: dict = {}
+    out = []
+
+    def arg(a):
+        if isinstance(a, relax.Tuple):
+            return tuple(arg(x) for x in a.fields)
+        if isinstance(a, relax.Var):
+            for var, k in index.get(hash(a), ()):  # (Var's == builds an expression: compare by identity)
+                if var.same_as(a):
+                    return k
+            return None  # a parameter
+        return None
+
+    for b in body.blocks[0].bindings:
+        if not isinstance(b, relax.VarBinding):
+            return None
+        v = b.value
+        t = b.var.ty
+        flat = isinstance(t, relax.TupleType) and len(t.fields) > 0 and all(isinstance(f, relax.TensorType) for f in t.fields)
+        if isinstance(v, relax.Call):
+            if not isinstance(v.op, tvm.ir.Op):
+                return None
+            out.append(Binding("call", v.op.name, op_id_of_span(v.span), tuple(arg(a) for a in v.args), flat))
+        elif isinstance(v, relax.TupleGetItem):
+            out.append(Binding("tgi", args=(arg(v.tuple_value),), flat=flat))
+        elif isinstance(v, relax.Tuple):
+            out.append(Binding("tuple", args=tuple(arg(x) for x in v.fields), flat=flat))
+        elif isinstance(v, relax.Var):
+            out.append(Binding("var", args=(arg(v),), flat=flat))
+        else:
+            return None
+        index.setdefault(hash(b.var), []).append((b.var, len(out) - 1))
+    ret = body.body
+    outs = arg(ret) if isinstance(ret, (relax.Var, relax.Tuple)) else None
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    return Skeleton(tuple(out), tuple(k for k in _flat(outs) if k is not None))
+
+
+def _flat(a):
+    for x in a:
+        if isinstance(x, tuple):
+            yield from _flat(x)
+        else:
+            yield x

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,6 +173,7 @@ class Simulator:
             h.update(f"{t}:{a.dtype}:{a.shape}".encode())
             h.update(a.tobytes())
         key = h.hexdigest()[:24]
+        self.key = key  # the simulation module's content (and TVM's version): what its results depend on
         path = None
         if cache_dir is not None:
             path = Path(cache_dir) / f"sim-{key}.so"
@@ -197,6 +199,7 @@ class Simulator:
                     pass
         self.vm = relax.VirtualMachine(ex, tvm.cpu())
         self._fn = self.vm["main"]
+        self._run_lock = threading.Lock()
 
     # -- run -----------------------------------------------------------------------------------
     def tensors(self, arrays: list[np.ndarray]) -> list:
@@ -206,9 +209,10 @@ class Simulator:
 
     def run(self, inputs: list, weights: list, qparams: list, all_outputs: bool) -> list[np.ndarray]:
         """One sample. ``inputs``/``weights``/``qparams`` are lists of tvm tensors (see ``tensors``)."""
-        res = self._fn(*inputs, *weights, *qparams)
-        n = len(res) if all_outputs else self.layout.n_outputs
-        return [res[k].numpy() for k in range(n)]
+        with self._run_lock:  # one VM: a build in the widget's thread may run beside the kernel's
+            res = self._fn(*inputs, *weights, *qparams)
+            n = len(res) if all_outputs else self.layout.n_outputs
+            return [res[k].numpy() for k in range(n)]
 
 
 def _match_const(g: OpGraph, op, const, w_ids: set[str]) -> str | None:

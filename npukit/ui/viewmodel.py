@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..config import PLACEMENTS
 from ..report import LINK_COLOR, processor_colors
 
 # numeric columns and their dtypes when packed (the front end maps them to typed arrays)
@@ -278,8 +280,59 @@ def controls_model(study) -> dict[str, Any]:
         "pins": pins,
         "bits": {p: dict(cfg.bits).get(p, "") for p in soc.names},
         "layer_bits": layer_bits,
+        "placement": cfg.placement,
+        "placements": list(PLACEMENTS),
+        "rules": support_rules(study),
         "config": cfg.to_dict(),
     }
+
+
+def support_rules(study) -> dict[str, dict[str, dict[str, Any]]]:
+    """Where the profile's shape and dtype rules, not the user, keep ops of a kind off an
+    accelerator: ``{proc: {kind: {"n", "ok", "text"}}}`` for the kinds some of whose ops a rule
+    refuses, e.g. "matmul: 0 of 96 ops accepted: rank-3 tensor, supports ranks [2, 4]" (the most
+    common refusal among them, in the rule's own words; ties go to the first op)."""
+    from ..pipeline import capabilities_of  # noqa: PLC0415
+
+    g = study.graph
+    model = study.result.model
+    enabled = study.config.enabled
+    key = (model.key, study.soc.digest, enabled)
+    hit = _RULES.get(key)
+    if hit is not None:
+        _RULES.move_to_end(key)
+        return hit
+    caps = capabilities_of(model, study.soc)
+    by_kind: dict[str, list[int]] = {}
+    for op in g.ops:
+        by_kind.setdefault(op.kind, []).append(op.op_id)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for a in study.soc.accelerators:
+        out[a] = {}
+        for kind in sorted(by_kind):
+            ids = by_kind[kind]
+            ok, why = 0, {}
+            for i in ids:
+                v = caps[(i, a)]
+                if v.ok or (v.rule == "unsupported" and (a, kind) in enabled):
+                    ok += 1
+                elif v.rule != "unsupported":
+                    why[v.failures[0].text] = why.get(v.failures[0].text, 0) + 1
+            if not why:
+                continue
+            top = max(why, key=lambda t: why[t])  # dict order is op order: the first op wins a tie
+            more = len(why) - 1
+            text = f"{kind}: {ok} of {len(ids)} op{'' if len(ids) == 1 else 's'} accepted: {top}"
+            if more:
+                text += f" (and {more} other reason{'' if more == 1 else 's'})"
+            out[a][kind] = {"n": len(ids), "ok": ok, "text": text}
+    _RULES[key] = out
+    while len(_RULES) > 16:
+        _RULES.popitem(last=False)
+    return out
+
+
+_RULES: OrderedDict = OrderedDict()  # (model, profile, user-enabled kinds) -> support_rules()
 
 
 def error_model(study, measure: bool) -> dict[str, Any]:
@@ -300,10 +353,23 @@ def error_model(study, measure: bool) -> dict[str, Any]:
         "accuracy": _num(d.get("accuracy")) if d.get("accuracy") is not None else None,
         "accuracy_fp32": _num(d.get("accuracy_fp32")) if d.get("accuracy_fp32") is not None else None,
         "samples": _jsonable(d.get("samples")),
+        "per_op_samples": _jsonable(d.get("per_op_samples")),
+        "per_op_note": per_op_note(d.get("samples"), d.get("per_op_samples")),
         "data_source": _jsonable(d.get("data_source")),
         "ops": ops,
         "config": error_key(study),
     }
+
+
+def per_op_note(samples, per_op) -> str:
+    """The line over the per-op table: the samples its figures are measured on, said against the
+    headline's count when they differ (the per-op figures keep every op's output, so they use the
+    first samples only)."""
+    if not samples or per_op is None:
+        return ""
+    if per_op >= samples:
+        return f"per-op figures over all {samples} sample{'' if samples == 1 else 's'}, like the outputs above"
+    return f"per-op figures over the first {per_op} of the {samples} samples (every op's output is kept for them)"
 
 
 def error_key(study) -> str:

@@ -18,8 +18,11 @@ from pathlib import Path
 import anywidget
 import traitlets as t
 
+from .. import progress
 from ..errors import NpukitError
 from . import viewmodel as vm
+from .building import BuildJob
+from .codeview import CodeState, code_key
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -30,7 +33,8 @@ EXPORTS = {
 
 
 class StudyWidget(anywidget.AnyWidget):
-    """``StudyWidget(study)``: graph, controls, cost table, timeline, error panel and exports."""
+    """``StudyWidget(study)``: graph, controls, cost table, timeline, error panel, generated code
+    (with build and run) and exports."""
 
     _esm = _STATIC / "widget.js"
     _css = _STATIC / "widget.css"
@@ -40,7 +44,9 @@ class StudyWidget(anywidget.AnyWidget):
     values = t.Dict().tag(sync=True)  # figures, boundaries, totals, timeline (every edit)
     controls = t.Dict().tag(sync=True)  # support matrix, pins, bit-widths
     errors = t.Dict().tag(sync=True)  # the numeric-error panel
-    status = t.Dict().tag(sync=True)  # {rev, seq, level, text, ms}: the answer to the last request
+    status = t.Dict().tag(sync=True)  # {rev, seq, level, text, ms, code_key}: the answer to the last request
+    code = t.Dict().tag(sync=True)  # the Code tab: file tree, one file, call lines, diff (only when asked)
+    build = t.Dict().tag(sync=True)  # the last build and run: {state: idle|running|ok|differs|failed|error, ...}
     options = t.Dict().tag(sync=True)  # view options: collapse threshold, default export paths
 
     def __init__(self, study, **kwargs):
@@ -51,6 +57,8 @@ class StudyWidget(anywidget.AnyWidget):
         self._editing = False
         self._error_wanted = False
         self._error_auto = False
+        self._code = CodeState()
+        self.build_job: BuildJob | None = None
         t0 = time.perf_counter()
         state = {
             "graph": vm.graph_model(study, pack=True),
@@ -58,7 +66,9 @@ class StudyWidget(anywidget.AnyWidget):
             "values": self._values(),
             "controls": vm.controls_model(study),
             "errors": vm.error_model(study, measure=False),
-            "status": {"rev": 0, "seq": None, "level": "info", "text": "", "ms": 0.0},
+            "status": {"rev": 0, "seq": None, "level": "info", "text": "", "ms": 0.0, "code_key": code_key(study)},
+            "code": {},
+            "build": {"state": "idle"},
             "options": {
                 "expand_max_ops": 160,
                 "export_paths": {
@@ -102,9 +112,12 @@ class StudyWidget(anywidget.AnyWidget):
             self._vcache.move_to_end(key)
         return hit
 
-    def _refresh(self, seq, level: str, text: str, t0: float, before: dict | None = None) -> None:
-        """Push the Study's current state: one comm message for everything that changed."""
+    def _refresh(self, seq, level: str | None, text: str | None, t0: float, before: dict | None = None) -> None:
+        """Push the Study's current state: one comm message for everything that changed.  A level of
+        None keeps the last message (a request that only fetched data, like the code)."""
         self._rev += 1
+        if level is None:
+            level, text = self.status.get("level", "info"), self.status.get("text", "")
         with self.hold_sync():
             try:
                 self.placement = self._placement()
@@ -116,7 +129,7 @@ class StudyWidget(anywidget.AnyWidget):
             except Exception as e:  # noqa: BLE001 - a failure to render must not break the widget
                 level, text = "error", f"{text}; could not refresh the view: {type(e).__name__}: {e}".lstrip("; ")
             self.status = {"rev": self._rev, "seq": seq, "level": level, "text": text,
-                           "ms": round((time.perf_counter() - t0) * 1e3, 1)}  # fmt: skip
+                           "ms": round((time.perf_counter() - t0) * 1e3, 1), "code_key": code_key(self._study)}  # fmt: skip
 
     def _errors(self) -> dict:
         if self._error_wanted and self._error_auto:
@@ -136,17 +149,43 @@ class StudyWidget(anywidget.AnyWidget):
         seq = content.get("seq")
         t0 = time.perf_counter()
         before = self.values.get("totals")
-        with self.hold_sync():  # whatever the request changes leaves in one message
-            self._editing = True
-            try:
-                level, text = self._dispatch(content)
-            except NpukitError as e:
-                level, text = "error", str(e)
-            except Exception as e:  # noqa: BLE001 - shown in the status line, never in the Jupyter log
-                level, text = "error", f"unexpected {type(e).__name__}: {e}"
-            finally:
-                self._editing = False
-            self._refresh(seq, level, text, t0, before)
+        # a long request reports its steps as they run ("working: measuring error: 120/450
+        # samples"): custom messages, since the traits are held until the request ends
+        with self.hold_sync(), progress.listen(lambda line: self._working(seq, line)):
+            with progress.step(self._step_name(content)):  # whatever the request changes leaves in one message
+                self._editing = True
+                try:
+                    level, text = self._dispatch(content)
+                except NpukitError as e:
+                    level, text = "error", str(e)
+                except Exception as e:  # noqa: BLE001 - shown in the status line, never in the Jupyter log
+                    level, text = "error", f"unexpected {type(e).__name__}: {e}"
+                finally:
+                    self._editing = False
+                self._refresh(seq, level, text, t0, before)
+
+    def _working(self, seq, line: str | None) -> None:
+        """One interim status line of a long request (``None``: the step it named ended)."""
+        if self.comm is not None:
+            self.send({"type": "progress", "seq": seq, "text": line})
+
+    def _step_name(self, m: dict) -> str:
+        """What a request is busy with, in the words of its interim status line."""
+        kind = m.get("type")
+        policy = m.get("placement") if kind == "placement" else self._study.config.placement
+        if kind in ("support", "pin", "unpin", "reset", "placement") or (
+            kind in ("bits", "layer_bits") and policy == "cost"
+        ):
+            return f"placing ops ({policy} policy)"
+        if kind in ("bits", "layer_bits"):
+            return "updating the figures"
+        if kind == "measure_error":
+            return "measuring error"
+        if kind == "export":
+            return f"writing the {EXPORTS.get(str(m.get('what')), ('', 'export'))[1]}"
+        if kind == "code":
+            return "generating the code"
+        return "updating the view"
 
     def _dispatch(self, m: dict) -> tuple[str, str]:
         s = self._study
@@ -175,6 +214,10 @@ class StudyWidget(anywidget.AnyWidget):
         if kind == "reset":
             s.reset()
             return "ok", "reset to the profile's defaults \u2192"
+        if kind == "placement":
+            old = s.config.placement
+            s.set_placement(str(m.get("placement")))
+            return "ok", f"placement policy {s.config.placement} (was {old}) \u2192"
         if kind == "measure_error":
             self._error_wanted = True
             if "auto" in m:
@@ -187,6 +230,14 @@ class StudyWidget(anywidget.AnyWidget):
             return "info", f"measure error after every edit: {'on' if self._error_auto else 'off'}"
         if kind == "export":
             return self._export(str(m.get("what")), str(m.get("path") or "").strip())
+        if kind == "code":
+            follow = m.get("follow")
+            follow = int(follow) if isinstance(follow, (int, float)) and not isinstance(follow, bool) else None
+            path = m.get("path")
+            self.code = self._code.view(s, path=str(path) if path else None, follow=follow)
+            return None, None
+        if kind == "build":
+            return self._start_build(bool(m.get("target")), int(m.get("samples") or 16))
         if kind == "refresh":
             return "info", ""
         raise NpukitError(f"the widget sent an unknown request {kind!r}")
@@ -213,6 +264,50 @@ class StudyWidget(anywidget.AnyWidget):
             raise NpukitError(f"{label}: give a path to write to")
         out = fn(path)
         return "ok", f"{label}: wrote {out if out is not None else path}"
+
+    # ------------------------------------------------------------------------------------------
+    # build and run (in a thread; the answer comes back through the build and status traits)
+
+    def _start_build(self, target: bool, samples: int) -> tuple[str, str]:
+        if self.build_job is not None and self.build_job.running:
+            return "info", "a build is already running; its result will show in the Code tab"
+        where = "the host and the profile's target" if target else "the host"
+        self.build_job = BuildJob(self._study, self._build_done, samples=samples, target=target)
+        self.build = {
+            "state": "running",
+            "target": target,
+            "key": self.build_job.key,
+            "text": f"building for {where}\u2026",
+        }
+        return "info", f"building and running the generated code for {where}\u2026"
+
+    def _build_done(self, view: dict) -> None:
+        if self.comm is None:  # the widget was closed meanwhile
+            return
+        self._rev += 1
+        if view["state"] in ("ok", "differs", "over_budget"):
+            level = "ok" if view["state"] == "ok" else "error"
+            runs = "; ".join(
+                f"{r['name']}: {r['verdict']}" + (f", {r['host']}" if r.get("host") else "") for r in view["runs"]
+            )
+            mem = {k: v for k, _, v in view.get("memory", [])}
+            text = f"build and run ({view.get('samples')} inputs, {view['seconds']} s): {runs}"
+            if "arena_bytes" in mem:
+                text += f"; arena {mem['arena_bytes']:,} B"
+            over = [
+                f"{f['run'] + ' ' if f['run'] else ''}{f['memory']} {f['text']}"
+                for f in view.get("fit", [])
+                if f["over"]
+            ]
+            if over:
+                text += "; does not fit: " + ", ".join(over)
+        else:
+            level = "error"
+            text = f"build and run failed: {view.get('messages', '').strip().splitlines()[0] if view.get('messages') else ''}"
+        with self.hold_sync():
+            self.build = view
+            self.status = {"rev": self._rev, "seq": None, "level": level, "text": text, "ms": round(view["seconds"] * 1e3, 1),
+                           "code_key": code_key(self._study)}  # fmt: skip
 
     # ------------------------------------------------------------------------------------------
     # edits made on the Study elsewhere

@@ -75,7 +75,7 @@ def snapshot(study, error: bool) -> dict:
         "boundaries": _frame(study.boundaries, ["tensor", "src", "dst", "bytes", "transfer_us", "layout_us",
                                                 "quantize_us", "energy_uj", "conversion"]),
         "timeline": _frame(study.timeline, ["lane", "item", "start_us", "end_us", "kind", "op_id"]),
-        "totals": _num(study.totals),
+        "totals": _num({k: v for k, v in study.totals.items() if k != "memory"}),  # the estimate's figures; memory is codegen's
     }
     if error:
         try:

@@ -1,11 +1,14 @@
 // The app: header with totals, status line, graph + side controls, tabs (costs, boundaries,
-// timeline, error, export).  It displays the traits of npukit.ui.StudyWidget and sends edit
+// timeline, error, generated code, export).  It displays the traits of npukit.ui.StudyWidget and sends edit
 // requests back; it computes nothing about the Study itself.
 
 import { decodeGraph, decodePlacement, decodeValues } from "./data.js";
 import { GraphView } from "./graph.js";
 import { VirtualTable } from "./table.js";
 import { Timeline } from "./timeline.js";
+import { CodeView } from "./code.js";
+import { Controls } from "./controls.js";
+import { ErrorPanel } from "./errorpanel.js";
 import { h, esc, us, uj, num, bytes, shorten } from "./format.js";
 
 const TABS = [
@@ -13,6 +16,7 @@ const TABS = [
   ["boundaries", "Boundaries"],
   ["timeline", "Timeline"],
   ["error", "Error"],
+  ["code", "Code"],
   ["export", "Export"],
 ];
 
@@ -32,21 +36,30 @@ export class App {
     this.C = model.get("controls");
     this.E = model.get("errors");
     this.S = model.get("status");
+    this.codePending = 0; // seq of the code request in flight
     this.opts = model.get("options") || {};
     this._build();
     this.graph.setExpandDefault(this.G.n <= (this.opts.expand_max_ops ?? 160));
     this.graph.update(this.G, this.P, this.V);
-    this._buildControls();
+    this.controls.build(this.G, this.C.placements);
     this._renderInfo();
     this._renderTab();
     this._renderStatus();
     this.root.dataset.rev = String(this.S.rev || 0);
     this.handlers = [];
-    for (const k of ["graph", "placement", "values", "controls", "errors", "status"]) {
+    this.codeView.setCode(model.get("code"));
+    this.codeView.setBuild(model.get("build"));
+    this.codeView.setCurrentKey(this.S.code_key);
+    for (const k of ["graph", "placement", "values", "controls", "errors", "status", "code", "build"]) {
       const fn = () => this._mark(k);
       model.on("change:" + k, fn);
       this.handlers.push(["change:" + k, fn]);
     }
+    // a long request says what it is doing while the traits are held ("measuring error: 120/450
+    // samples"); the request's own status replaces it
+    const onMsg = (msg) => this._progress(msg);
+    model.on("msg:custom", onMsg);
+    this.handlers.push(["msg:custom", onMsg]);
   }
 
   destroy() {
@@ -86,8 +99,11 @@ export class App {
         this.graph.update(this.G, this.P, this.V);
         for (const t of ["costs", "boundaries", "timeline"]) this.tabDirty.add(t);
       }
-      if (d.has("graph")) this._buildControls();
+      if (d.has("graph")) this.controls.build(this.G, this.C.placements);
       if (d.has("errors")) this.tabDirty.add("error");
+      if (d.has("code")) this.codeView.setCode(m.get("code"));
+      if (d.has("build")) this.codeView.setBuild(m.get("build"));
+      if (d.has("status")) this.codeView.setCurrentKey(this.S.code_key);
       this._renderInfo();
     } catch (e) {
       this._showStatus("error", `widget: ${e && e.message ? e.message : e}`);
@@ -98,6 +114,7 @@ export class App {
       this.root.dataset.rev = String(this.S.rev);
     }
     this._renderStatus();
+    this._wantCode();
     trace("applied");
     // tables and the timeline redraw after the graph's frame is on screen
     requestAnimationFrame(() => setTimeout(() => this._renderTab(), 0));
@@ -130,12 +147,12 @@ export class App {
     const toolbar = h(
       "div",
       { class: "nk-toolbar" },
-      tool("fit", "fit the whole graph", () => this.graph.fit(), "graph-fit"),
+      tool("fit", "fit the graph to the view: the whole graph if it stays readable, else its width (scroll for the rest)", () => this.graph.fit(), "graph-fit"),
       tool("+", "zoom in", () => this.graph.zoom(1.25), "graph-zoom-in"),
       tool("−", "zoom out", () => this.graph.zoom(0.8), "graph-zoom-out"),
       tool("expand all", "show every op", () => this._expandAll(true), "expand-all"),
       tool("collapse all", "one node per partition", () => this._expandAll(false), "collapse-all"),
-      h("span", { class: "nk-hint" }, "click: select · double-click a partition: expand · wheel: zoom · drag: pan"),
+      h("span", { class: "nk-hint" }, "click: select · double-click a partition: expand · wheel: scroll · ctrl+wheel: zoom · drag: pan"),
     );
     this.graph = new GraphView(this.graphHost, {
       onSelect: (sel) => this.select(sel),
@@ -150,11 +167,12 @@ export class App {
     this.selEl = h("div", { class: "nk-selection", testid: "selection" });
     this.bitsEl = h("div", { class: "nk-bits" });
     this.supportEl = h("div", { class: "nk-support", testid: "support" });
+    this.controls = new Controls(this.bitsEl, this.supportEl, (msg) => this.send(msg));
     const side = h(
       "div",
       { class: "nk-side" },
       h("section", {}, h("h4", {}, "Selected"), this.selEl),
-      h("section", {}, h("h4", {}, "Bit-width per processor"), this.bitsEl),
+      h("section", {}, h("h4", {}, "Placement and bit-widths"), this.bitsEl),
       h("section", {}, h("h4", {}, "Op support (checked: the accelerator runs it)"), this.supportEl),
       h("section", {}, h("button", { class: "nk-btn", testid: "reset", onclick: () => this.send({ type: "reset" }) }, "reset all edits")),
     );
@@ -191,6 +209,39 @@ export class App {
     for (const b of this.tabBar.children) b.classList.toggle("on", b.dataset.tab === k);
     for (const [name, p] of Object.entries(this.panels)) p.style.display = name === k ? "" : "none";
     if (render) this._renderTab();
+    if (k === "code") {
+      this.codeView.select(this._selOps(), false);
+      this._wantCode();
+    }
+  }
+
+  // The code is sent only when asked: ask when the Code tab shows and what it shows is not the
+  // code of the Study's current config (first opening, or an edit since).
+  _wantCode() {
+    if (this.tab !== "code" || this.codePending > this.acked) return;
+    const want = this.S && this.S.code_key;
+    const have = this.codeView.code.key;
+    if (have && have === want) return;
+    if (have && this.codeAskedFor === want) return; // asked for this version already (it failed: see the status)
+    this.codeAskedFor = want;
+    const follow = this.codeView.followOp();
+    if (follow != null) this.codeView.pendingScroll = "sel";
+    this.codePending = this.send({ type: "code", path: this.codeView.code.path || null, follow });
+  }
+
+  _selOps() {
+    const sel = this.selected;
+    if (!sel) return [];
+    if (sel.type === "op") return [sel.op];
+    if (sel.type === "part") return (this.P.members[sel.pid] || []).slice();
+    return [];
+  }
+
+  // "show code" of the selection: open the Code tab at the lines that run it
+  showCode() {
+    this.codeView.following = true;
+    this.showTab("code");
+    this.codeView.select(this._selOps(), true);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -200,6 +251,7 @@ export class App {
     this.selected = sel;
     this.graph.select(sel, center);
     this._renderSelection();
+    if (this.tab === "code") this.codeView.select(this._selOps(), true);
     if (this.costTable) {
       this.costTable.setSelected(sel && sel.type === "op" ? sel.op : -1);
       if (sel && sel.type === "op" && center === false) this.costTable.scrollToRow(sel.op);
@@ -244,6 +296,7 @@ export class App {
           this.graph.isExpanded(sel.pid) ? "collapse" : "expand",
         ),
         h("div", { class: "nk-muted" }, "Select an op to pin it or set its bit-width."),
+        h("button", { class: "nk-btn", testid: "show-code", onclick: () => this.showCode() }, "show code"),
       );
       return;
     }
@@ -285,6 +338,7 @@ export class App {
       ),
       pin ? h("div", { class: "nk-muted" }, `pinned (${pin.node}) to ${pin.processor}`) : null,
       h("div", { class: "nk-row" }, "bits for this layer ", bitsSel),
+      h("div", { class: "nk-row" }, h("button", { class: "nk-btn", testid: "show-code", onclick: () => this.showCode() }, "show code")),
       ].filter(Boolean),
     );
   }
@@ -292,59 +346,9 @@ export class App {
   // -------------------------------------------------------------------------------------------
   // controls: built once, their state set on every update
 
-  _buildControls() {
-    const G = this.G;
-    this.bitsEl.textContent = "";
-    this.bitSelects = {};
-    for (const p of G.processors) {
-      const sel = h(
-        "select",
-        { testid: "bits-" + p.name, onchange: (ev) => this.send({ type: "bits", processor: p.name, bits: ev.target.value || null }) },
-        h("option", { value: "" }, `default (${p.default_bits})`),
-        p.bits.map((b) => h("option", { value: b }, b)),
-      );
-      this.bitSelects[p.name] = sel;
-      this.bitsEl.append(h("label", { class: "nk-row" }, h("span", { class: "nk-chip", style: `background:${p.color}` }), h("span", { class: "nk-pname" }, p.name), sel));
-    }
-    this.supportEl.textContent = "";
-    this.checks = {};
-    for (const a of G.accelerators) {
-      const p = G.processors[G.procIndex[a]];
-      const box = h("div", { class: "nk-sgrid" });
-      for (const k of G.kinds) {
-        const cb = h("input", {
-          type: "checkbox",
-          testid: `support-${a}-${k}`,
-          "data-proc": a,
-          "data-op": k,
-          onchange: (ev) => this.send({ type: "support", processor: a, op: k, enabled: ev.target.checked }),
-        });
-        this.checks[a + ":" + k] = cb;
-        box.append(h("label", { class: "nk-check", title: `${a}: ${k}` }, cb, h("span", {}, k)));
-      }
-      this.supportEl.append(h("div", { class: "nk-sproc" }, h("div", {}, h("span", { class: "nk-chip", style: `background:${p.color}` }), h("b", {}, a)), box));
-    }
-  }
-
-  _renderControls() {
-    const C = this.C;
-    for (const [p, sel] of Object.entries(this.bitSelects || {})) {
-      const v = C.bits[p] || "";
-      if (sel.value !== v) sel.value = v;
-    }
-    for (const [key, cb] of Object.entries(this.checks || {})) {
-      const [a, k] = key.split(":");
-      const on = !!(C.support[a] && C.support[a][k]);
-      if (cb.checked !== on) cb.checked = on;
-      const edited = C.edited.includes(key);
-      cb.parentElement.classList.toggle("nk-edited", edited);
-      cb.parentElement.title = `${a}: ${k}${edited ? " (edited; profile: " + (C.profile[a][k] ? "supported" : "not supported") + ")" : ""}`;
-    }
-  }
-
   _renderInfo() {
     this._renderTotals();
-    this._renderControls();
+    this.controls.render(this.C);
     this._renderSelection();
   }
 
@@ -372,8 +376,17 @@ export class App {
     this._renderStatus();
   }
 
+  _progress(msg) {
+    if (!msg || msg.type !== "progress") return;
+    if (msg.seq != null && msg.seq <= this.acked) return; // that request is answered already
+    this.working = msg.text || null;
+    this.workingSeq = msg.seq;
+    this._renderStatus();
+  }
+
   _renderStatus() {
     const busy = this.seq > this.acked;
+    if (this.working && (!busy || (this.workingSeq != null && this.workingSeq <= this.acked))) this.working = null;
     let level = "info";
     let text = "";
     if (this.localStatus) {
@@ -383,7 +396,7 @@ export class App {
       level = this.S.level;
       text = this.S.text + (this.S.ms ? `  (${this.S.ms} ms)` : "");
     }
-    if (busy) text = "working…" + (text ? "  · last: " + text : "");
+    if (busy) text = this.working ? "working: " + this.working : "working…" + (text ? "  · last: " + text : "");
     this.statusEl.className = "nk-status nk-" + level + (busy ? " nk-working" : "");
     this.statusEl.dataset.level = level;
     this.statusEl.textContent = text || "ready";
@@ -477,11 +490,12 @@ export class App {
       { key: "processor", label: "processor", width: 80, get: (i) => names[this.P.proc[i]] },
       { key: "partition", label: "part.", num: true, width: 50, get: (i) => this.P.part[i] },
       { key: "bits", label: "bits", width: 55, get: (i) => this.V.bitsNames[this.V.bits[i]] },
-      { key: "macs", label: "MACs", num: true, width: 90, get: (i) => this.V.macs[i], fmt: (v) => num(v) },
-      { key: "bytes", label: "bytes", num: true, width: 80, get: (i) => this.V.bytes[i], fmt: (v) => num(v, 0) },
-      { key: "cycles", label: "cycles", num: true, width: 80, get: (i) => this.V.cycles[i], fmt: (v) => num(v, 1) },
-      { key: "latency_us", label: "latency us", num: true, width: 90, get: (i) => this.V.lat[i], fmt: (v) => v.toFixed(3) },
-      { key: "energy_uj", label: "energy uJ", num: true, width: 90, get: (i) => this.V.energy[i], fmt: (v) => v.toFixed(5) },
+      // one format per numeric column, chosen from its values when the data change (table.js)
+      { key: "macs", label: "MACs", num: true, width: 90, get: (i) => this.V.macs[i], column: true },
+      { key: "bytes", label: "bytes", num: true, width: 80, get: (i) => this.V.bytes[i], column: true },
+      { key: "cycles", label: "cycles", num: true, width: 80, get: (i) => this.V.cycles[i], column: { cap: 1 } },
+      { key: "latency_us", label: "latency us", num: true, width: 90, get: (i) => this.V.lat[i], column: true },
+      { key: "energy_uj", label: "energy uJ", num: true, width: 90, get: (i) => this.V.energy[i], column: true },
     ]);
     // boundaries
     this.boundTable = new VirtualTable(this.panels.boundaries, { testid: "boundary-table", rowTestid: "boundary-row", height: 280 });
@@ -489,40 +503,34 @@ export class App {
     this.boundTable.setColumns([
       { key: "tensor", label: "tensor", width: 200, get: (i) => B()[i].tensor },
       { key: "route", label: "route", width: 90, get: (i) => `${B()[i].src} → ${B()[i].dst}` },
-      { key: "bytes", label: "bytes", num: true, width: 70, get: (i) => B()[i].bytes, fmt: (v) => num(v, 0) },
-      { key: "transfer_us", label: "transfer us", num: true, width: 85, get: (i) => B()[i].transfer_us, fmt: (v) => v.toFixed(3) },
-      { key: "layout_us", label: "layout us", num: true, width: 75, get: (i) => B()[i].layout_us, fmt: (v) => v.toFixed(3) },
-      { key: "quantize_us", label: "quant. us", num: true, width: 75, get: (i) => B()[i].quantize_us, fmt: (v) => v.toFixed(3) },
-      { key: "cost_us", label: "total us", num: true, width: 75, get: (i) => B()[i].cost_us, fmt: (v) => v.toFixed(3) },
-      { key: "energy_uj", label: "energy uJ", num: true, width: 80, get: (i) => B()[i].energy_uj, fmt: (v) => v.toFixed(5) },
+      { key: "bytes", label: "bytes", num: true, width: 70, get: (i) => B()[i].bytes, column: true },
+      { key: "transfer_us", label: "transfer us", num: true, width: 85, get: (i) => B()[i].transfer_us, column: true },
+      { key: "layout_us", label: "layout us", num: true, width: 75, get: (i) => B()[i].layout_us, column: true },
+      { key: "quantize_us", label: "quant. us", num: true, width: 75, get: (i) => B()[i].quantize_us, column: true },
+      { key: "cost_us", label: "total us", num: true, width: 75, get: (i) => B()[i].cost_us, column: true },
+      { key: "energy_uj", label: "energy uJ", num: true, width: 80, get: (i) => B()[i].energy_uj, column: true },
       { key: "conversion", label: "conversion", width: 230, get: (i) => B()[i].conversion },
       { key: "consumers", label: "read by", width: 200, get: (i) => B()[i].consumers.map((c) => G.name[c]).join(", ") || "(model output)" },
     ]);
     // timeline
     this.timeline = new Timeline(this.panels.timeline);
     // error
-    this.errHead = h("div", { class: "nk-row" });
-    this.errAuto = h("input", { type: "checkbox", testid: "auto-error", onchange: (ev) => this.send({ type: "auto_error", on: ev.target.checked }) });
-    this.errHead.append(
-      h("button", { class: "nk-btn", testid: "measure-error", onclick: () => this.send({ type: "measure_error", auto: this.errAuto.checked }) }, "measure error"),
-      h("label", { class: "nk-check" }, this.errAuto, " measure after every edit (runs the model)"),
-    );
-    this.errText = h("div", { class: "nk-errtext", testid: "error-state" });
-    this.errOutputs = h("div", { class: "nk-errout" });
-    this.panels.error.append(this.errHead, this.errText, this.errOutputs);
-    this.errTable = new VirtualTable(this.panels.error, { testid: "error-table", rowTestid: "error-row", height: 180, onRowClick: (i) => {
-      const id = this.E.ops && this.E.ops.op_id ? this.E.ops.op_id[i] : null;
-      if (id != null) this.select({ type: "op", op: id }, true);
-    } });
-    const col = (k) => (i) => (this.E.ops && this.E.ops[k] ? this.E.ops[k][i] : null);
-    this.errTable.setColumns([
-      { key: "op_id", label: "op", num: true, width: 50, get: col("op_id") },
-      { key: "name", label: "name", width: 240, get: col("name") },
-      { key: "processor", label: "processor", width: 80, get: col("processor") },
-      { key: "bits", label: "bits", width: 60, get: col("bits") },
-      { key: "snr_db", label: "SNR dB", num: true, width: 80, get: col("snr_db"), fmt: (v) => (v == null ? "–" : v.toFixed(2)) },
-      { key: "max_abs_err", label: "max |err|", num: true, width: 90, get: col("max_abs_err"), fmt: (v) => (v == null ? "–" : num(v, 6)) },
-    ]);
+    this.errPanel = new ErrorPanel(this.panels.error, {
+      send: (msg) => this.send(msg),
+      onSelectOp: (op) => this.select({ type: "op", op }, true),
+    });
+    // generated code
+    this.codeView = new CodeView(this.panels.code, {
+      send: (msg) => {
+        if (msg.type === "code") {
+          this.codePending = this.send(msg);
+          return this.codePending;
+        }
+        return this.send(msg);
+      },
+      onSelectOp: (op) => this.select({ type: "op", op }, true),
+      opName: (op) => this.G.name[op],
+    });
     // export
     const paths = this.opts.export_paths || {};
     const row = (what, label, testid, placeholder) => {
@@ -537,7 +545,7 @@ export class App {
     this.panels.export.append(
       row("model_explorer", "Model Explorer JSON", "export-me", "directory"),
       row("annotated_onnx", "annotated ONNX", "export-onnx", "file.onnx"),
-      h("div", { class: "nk-muted" }, "Paths are relative to the notebook's kernel; the result shows in the status line."),
+      h("div", { class: "nk-muted" }, "Paths are relative to the notebook's kernel (npukit_out/ is in the repository's .gitignore); the result shows in the status line."),
     );
   }
 
@@ -557,30 +565,7 @@ export class App {
         this.panels.timeline.dataset.error = String(e);
       }
     } else if (k === "error") {
-      this._renderErrors();
-    }
-  }
-
-  _renderErrors() {
-    const E = this.E || {};
-    this.errText.textContent = (E.state === "ok" ? (E.stale ? "stale: the config changed since this was measured" : "") : E.text) || "";
-    this.errText.dataset.state = E.stale ? "stale" : E.state || "";
-    this.errOutputs.textContent = "";
-    if (E.state === "ok") {
-      const rows = (E.outputs || []).map((o) =>
-        h("tr", {}, h("td", {}, o.name), h("td", { class: "num" }, fmtOr(o.snr_db, 2)), h("td", { class: "num" }, fmtOr(o.max_abs, 6)), h("td", { class: "num" }, o.top1_agreement == null ? "–" : (100 * o.top1_agreement).toFixed(1) + "%")),
-      );
-      this.errOutputs.append(
-        h("table", { class: "nk-small", testid: "error-outputs" }, h("tr", {}, h("th", {}, "output"), h("th", {}, "SNR dB"), h("th", {}, "max |err|"), h("th", {}, "top-1 agreement")), rows),
-      );
-      if (E.accuracy != null)
-        this.errOutputs.append(
-          h("div", { testid: "error-accuracy" }, `accuracy ${(100 * E.accuracy).toFixed(2)}% (fp32 ${E.accuracy_fp32 == null ? "–" : (100 * E.accuracy_fp32).toFixed(2) + "%"}) on ${E.samples} samples`),
-        );
-      if (E.data_source) this.errOutputs.append(h("div", { class: "nk-muted" }, `data: ${E.data_source}`));
-      this.errTable.setData(E.ops && E.ops.op_id ? E.ops.op_id.length : 0);
-    } else {
-      this.errTable.setData(0);
+      this.errPanel.render(this.E);
     }
   }
 }
@@ -588,8 +573,4 @@ export class App {
 // timestamps for benchmarks/ui.py, recorded only when a page asks for them
 function trace(what) {
   if (window.__npukitTrace) window.__npukitTrace.push([what, performance.now()]);
-}
-
-function fmtOr(v, d) {
-  return v == null || !isFinite(v) ? "–" : Number(v).toFixed(d);
 }

@@ -68,3 +68,34 @@ export function tint(hex, a = 0.12) {
   const mix = (c) => Math.round(255 - (255 - parseInt(c, 16)) * a);
   return `rgb(${mix(m[1])},${mix(m[2])},${mix(m[3])})`;
 }
+
+// One number format for a whole table column: every cell in the same style, with the same
+// number of decimals (or the same significant digits in exponent form), chosen from the
+// column's values, so "1.200" and "0.013" line up instead of "1.2 us" next to "0.013 us".
+//   integers              -> 12,345            (thousands separators, no decimals)
+//   a usual range         -> 0.013 / 49.600    (decimals: 2 significant digits for the column's
+//                                               small values, its 10th percentile of |v| > 0)
+//   a huge or tiny range  -> 1.23e-7 / 4.56e+2 (3 significant digits in every cell)
+// The returned function has `.spec` ("int", "fixed:3", "exp:2") for tests and the header's title.
+// Options: maxDecimals (more would be needed: exponent form instead), cap (never more decimals
+// than this, and never the exponent form: for counts such as cycles).
+export function columnFormat(values, { maxDecimals = 6, cap = null } = {}) {
+  const mags = [];
+  let ints = true;
+  for (const v of values) {
+    if (v == null || !isFinite(v)) continue;
+    if (!Number.isInteger(v)) ints = false;
+    if (v !== 0) mags.push(Math.abs(v));
+  }
+  const dash = (f) => (v) => (v == null || !isFinite(v) ? "–" : f(v));
+  const make = (spec, f) => Object.assign(dash(f), { spec });
+  if (ints) return make("int", (v) => nf(0).format(v));
+  mags.sort((a, b) => a - b);
+  const lo = mags[Math.floor(0.1 * (mags.length - 1))];
+  const hi = mags[mags.length - 1];
+  let d = Math.max(0, 1 - Math.floor(Math.log10(lo)));
+  if (cap != null) d = Math.min(d, cap);
+  if (hi >= 1e9 || d > maxDecimals) return make("exp:2", (v) => v.toExponential(2));
+  const f = new Intl.NumberFormat("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
+  return make("fixed:" + d, (v) => f.format(v));
+}

@@ -7,6 +7,7 @@
 
 import { Columns, COL_ITEMS, planLayout, sizeCluster, layoutStats, NODE_W, NODE_H, CLUSTER_HEAD } from "./layout.js";
 import { esc, shorten, us, tint } from "./format.js";
+import { fitView, neededHeight, clampOffset, thumb, PAD } from "./viewport.js";
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const SYNC_BUDGET_MS = 120; // lay out this long before the first paint, then continue in the background
@@ -34,7 +35,13 @@ export class GraphView {
     this.tip = document.createElement("div");
     this.tip.className = "nk-tip";
     this.tip.setAttribute("data-testid", "graph-tooltip");
-    host.append(this.svg, this.tip);
+    this.vbar = document.createElement("div");
+    this.vbar.className = "nk-vscroll";
+    this.vbar.setAttribute("data-testid", "graph-vscroll");
+    this.thumb = document.createElement("div");
+    this.thumb.className = "nk-vthumb";
+    this.vbar.append(this.thumb);
+    host.append(this.svg, this.vbar, this.tip);
     this.view = { s: 1, tx: 10, ty: 10 };
     this.viewSet = false;
     this.userMoved = false;
@@ -44,7 +51,10 @@ export class GraphView {
       const r = entries[entries.length - 1].contentRect;
       this.size = { width: r.width, height: r.height };
       if (r.width && !this.viewSet && this.cols) this.initialView();
-      else this._cull();
+      else {
+        this._scrollbar();
+        this._cull();
+      }
     });
     this._ro.observe(this.svg);
     this.structure = null;
@@ -138,7 +148,10 @@ export class GraphView {
         if (performance.now() - start > (first ? SYNC_BUDGET_MS : 40) && !this.cols.done) break;
       }
       if (!this.viewSet) this.initialView(); // also culls
-      else this._cull();
+      else {
+        this._scrollbar();
+        this._cull();
+      }
       this.paint();
       if (first && !this.host.dataset.firstPaint) requestAnimationFrame(() => (this.host.dataset.firstPaint = epoch()));
       first = false;
@@ -472,28 +485,61 @@ export class GraphView {
   // ---------------------------------------------------------------------------------------------
   // view: zoom and pan
 
-  initialView() {
-    // the whole graph if it stays readable, else readable size from the top
+  // A graph that does not fit the view at a readable zoom: the view grows, up to most of the
+  // window's height (never shrinks: the user may have made it taller), then it scrolls.
+  _growFor(most) {
     const r = this.size;
-    const W = this.cols.w || 1;
-    const H = this.cols.h || 1;
-    const fit = Math.min((r.width - 20) / W, (r.height - 20) / H, 1.1);
-    const s = !r.width ? 1 : fit >= 0.7 ? fit : 0.8;
-    const tx = W * s <= r.width - 20 ? (r.width - W * s) / 2 : 10;
-    this.view = { s, tx, ty: 10 };
+    if (!r.width || !r.height) return;
+    const want = neededHeight(r, this.cols.w || 1, this.cols.h || 1, most);
+    const h = Math.min(want, Math.max(r.height, Math.round(0.85 * window.innerHeight)));
+    if (h <= r.height + 1) return;
+    const extra = this.host.offsetHeight - this.host.clientHeight; // borders
+    this.host.style.height = Math.ceil(h + extra) + "px";
+    this.size = { width: r.width, height: h };
+  }
+
+  initialView() {
+    const r = this.size;
+    this.view = r.width ? fitView(r, this.cols.w || 1, this.cols.h || 1, 1.1) : { s: 1, tx: PAD, ty: PAD };
     if (r.width) this.viewSet = true;
     this._apply();
   }
 
   fit() {
     if (!this.cols) return;
-    const r = this.size;
-    const W = this.cols.w || 1;
-    const H = this.cols.h || 1;
-    const s = Math.min((r.width - 20) / W, (r.height - 20) / H, 1.5);
-    this.view = { s, tx: (r.width - W * s) / 2, ty: (r.height - H * s) / 2 };
+    this._growFor(1.5);
+    this.view = fitView(this.size, this.cols.w || 1, this.cols.h || 1);
     this.userMoved = this.viewSet = true;
     this._apply();
+  }
+
+  // scroll the view by (dx, dy) screen pixels, within the graph's extent (plus a margin)
+  scrollBy(dx, dy) {
+    const before = this.view.ty + ":" + this.view.tx;
+    this.view.ty = this._clampY(this.view.ty - dy);
+    this.view.tx = this._clampX(this.view.tx - dx);
+    this.userMoved = this.viewSet = true;
+    this._apply();
+    return before !== this.view.ty + ":" + this.view.tx;
+  }
+
+  _clampY(ty) {
+    return clampOffset(ty, (this.cols ? this.cols.h : 0) * this.view.s, this.size.height);
+  }
+
+  _clampX(tx) {
+    return clampOffset(tx, (this.cols ? this.cols.w : 0) * this.view.s, this.size.width);
+  }
+
+  // the scrollbar: shown when the graph is taller than the view
+  _scrollbar() {
+    const t = thumb(this.view.ty, (this.cols ? this.cols.h : 0) * this.view.s, this.size.height);
+    this.vbar.classList.toggle("on", !!t);
+    this.host.dataset.scrollable = t ? "1" : "0";
+    this.thumbPer = t ? t.per : 0;
+    if (!t) return;
+    this.thumb.style.height = t.size + "px";
+    this.thumb.style.top = t.top + "px";
   }
 
   zoom(f, cx, cy) {
@@ -513,6 +559,8 @@ export class GraphView {
     const { s, tx, ty } = this.view;
     this.vp.setAttribute("transform", `translate(${tx.toFixed(1)},${ty.toFixed(1)}) scale(${s.toFixed(4)})`);
     this.svg.classList.toggle("nk-far", s < 0.35);
+    this.host.dataset.zoom = s.toFixed(3);
+    this._scrollbar();
     this._cull();
   }
 
@@ -522,12 +570,34 @@ export class GraphView {
     svg.addEventListener(
       "wheel",
       (ev) => {
-        ev.preventDefault();
-        const r = svg.getBoundingClientRect();
-        this.zoom(Math.exp(-ev.deltaY * (ev.deltaMode ? 0.05 : 0.0015)), ev.clientX - r.left, ev.clientY - r.top);
+        if (ev.ctrlKey || ev.metaKey) {
+          // ctrl / cmd + wheel, and a trackpad's pinch: zoom at the pointer
+          ev.preventDefault();
+          const r = svg.getBoundingClientRect();
+          this.zoom(Math.exp(-ev.deltaY * (ev.deltaMode ? 0.05 : 0.0015)), ev.clientX - r.left, ev.clientY - r.top);
+          return;
+        }
+        // the wheel scrolls the graph; at its top or bottom end the page scrolls on
+        const k = ev.deltaMode === 1 ? 16 : ev.deltaMode === 2 ? this.size.height : 1;
+        const dx = ev.shiftKey && !ev.deltaX ? ev.deltaY : ev.deltaX;
+        const dy = ev.shiftKey && !ev.deltaX ? 0 : ev.deltaY;
+        if (this.scrollBy(dx * k, dy * k)) ev.preventDefault();
       },
       { passive: false },
     );
+    let bar = null;
+    this.thumb.addEventListener("pointerdown", (ev) => {
+      ev.stopPropagation();
+      ev.preventDefault();
+      bar = { y: ev.clientY, ty: this.view.ty };
+    });
+    window.addEventListener("pointermove", (this._bm = (ev) => {
+      if (!bar) return;
+      this.view.ty = this._clampY(bar.ty - (ev.clientY - bar.y) * (this.thumbPer || 1));
+      this.userMoved = this.viewSet = true;
+      this._apply();
+    }));
+    window.addEventListener("pointerup", (this._bu = () => (bar = null)));
     svg.addEventListener("pointerdown", (ev) => {
       if (ev.button !== 0) return;
       drag = { x: ev.clientX, y: ev.clientY, tx: this.view.tx, ty: this.view.ty, moved: false };
@@ -615,6 +685,8 @@ export class GraphView {
     this._ro.disconnect();
     window.removeEventListener("pointermove", this._pm);
     window.removeEventListener("pointerup", this._pu);
+    window.removeEventListener("pointermove", this._bm);
+    window.removeEventListener("pointerup", this._bu);
   }
 }
 

@@ -1,13 +1,14 @@
 // A sortable table that draws only the rows in view (10,000 rows scroll as fast as 10).
 
-import { esc } from "./format.js";
+import { esc, columnFormat } from "./format.js";
 
 const ROW_H = 22;
 const HEAD_H = 24;
 const OVERSCAN = 10;
 
 export class VirtualTable {
-  // columns: [{key, label, get(i) -> value, fmt?(v, i) -> string, num?: bool, title?}]
+  // columns: [{key, label, get(i) -> value, fmt?(v, i) -> string, num?: bool, title?}]; a column
+  // with `column: true` (numbers) gets one format for all its cells from its values (columnFormat)
   constructor(host, { testid, onRowClick, rowTestid = "table-row", height = 300 }) {
     this.host = host;
     this.onRowClick = onRowClick;
@@ -58,6 +59,15 @@ export class VirtualTable {
   setData(n) {
     this.n = n;
     this.spacer.style.height = n * ROW_H + "px";
+    let formats = false;
+    for (const c of this.columns) {
+      if (!c.column) continue;
+      const vals = new Array(n);
+      for (let i = 0; i < n; i++) vals[i] = c.get(i);
+      c.fmt = columnFormat(vals, c.column === true ? {} : c.column);
+      formats = true;
+    }
+    if (formats) this._drawHead();
     this._sortRows();
     this._draw();
   }
@@ -107,7 +117,8 @@ export class VirtualTable {
     let html = "<colgroup>" + this.columns.map((c) => `<col style="width:${c.width || 90}px">`).join("") + "</colgroup><tr>";
     for (const c of this.columns) {
       const arrow = this.sort && this.sort.key === c.key ? (this.sort.dir > 0 ? " ▲" : " ▼") : "";
-      html += `<th data-key="${c.key}" data-testid="sort-${c.key}" class="${c.num ? "num" : ""}" title="${esc(c.title || "sort by " + c.label)}">${esc(c.label)}${arrow}</th>`;
+      const spec = c.fmt && c.fmt.spec ? ` data-format="${c.fmt.spec}"` : "";
+      html += `<th data-key="${c.key}" data-testid="sort-${c.key}"${spec} class="${c.num ? "num" : ""}" title="${esc(c.title || "sort by " + c.label)}">${esc(c.label)}${arrow}</th>`;
     }
     this.head.innerHTML = html + "</tr>";
     this.colgroup = "<colgroup>" + this.columns.map((c) => `<col style="width:${c.width || 90}px">`).join("") + "</colgroup>";

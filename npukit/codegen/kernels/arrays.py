@@ -118,8 +118,10 @@ def c_array(name: str, ctype: str, values, per_line: int | None = None) -> str:
     flat = arr.ravel()
     if flat.size == 0:
         raise ValueError(f"c_array: {name}: no values (C has no zero-length arrays)")
-    if base == "float":
-        items = [_float_literal(v) for v in flat.astype(np.float64)]
+    if base == "float":  # each distinct float32 bit pattern formatted once (quantized weights repeat a lot)
+        bits, inv = np.unique(flat.astype(np.float32).view(np.uint32), return_inverse=True)
+        lits = np.array([_float_literal(v) for v in bits.view(np.float32).astype(np.float64)], dtype=object)
+        items = lits[inv.ravel()].tolist()
         per = per_line or 8
     else:
         if arr.dtype == np.bool_:

@@ -107,12 +107,21 @@ def _cmsis_one(val: int, multiplier: int, shift: int) -> int:
     return _div_pot(_high_mul_nosat(_wrap32(val << left), multiplier), right)
 
 
-def cmsis_requantize(val, multiplier, shift):
-    """CMSIS-NN's ``arm_nn_requantize`` (default double rounding), bit-exact: scalars or arrays."""
+def _cmsis_single(val: int, multiplier: int, shift: int) -> int:
+    total = 31 - shift
+    return ((val * multiplier >> (total - 1)) + 1) >> 1  # Python >> floors: one rounding, half up
+
+
+def cmsis_requantize(val, multiplier, shift, single_rounding: bool = False):
+    """CMSIS-NN's ``arm_nn_requantize``, bit-exact: scalars or arrays.  Default double rounding (a
+    doubling high multiply rounding half up, then a right shift rounding half away from zero);
+    ``single_rounding``: CMSIS-NN built with ``CMSIS_NN_USE_SINGLE_ROUNDING`` (one rounding, half
+    up, of ``val * multiplier * 2**(shift - 31)``)."""
+    one = _cmsis_single if single_rounding else _cmsis_one
     if np.ndim(val) == 0 and np.ndim(multiplier) == 0 and np.ndim(shift) == 0:
-        return _cmsis_one(int(val), int(multiplier), int(shift))
+        return one(int(val), int(multiplier), int(shift))
     a, m, s = np.broadcast_arrays(np.asarray(val), np.asarray(multiplier), np.asarray(shift))
-    out = [_cmsis_one(int(x), int(y), int(z)) for x, y, z in zip(a.ravel(), m.ravel(), s.ravel())]
+    out = [one(int(x), int(y), int(z)) for x, y, z in zip(a.ravel(), m.ravel(), s.ravel())]
     return np.array(out, dtype=np.int64).reshape(a.shape)
 
 

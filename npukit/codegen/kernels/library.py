@@ -184,11 +184,17 @@ def prefix_source(prefix: str) -> str:
     return "\n".join(out)
 
 
+@lru_cache(maxsize=16)
+def _library_files(prefix: str) -> tuple[tuple[str, str], ...]:
+    files = dict(core_files())
+    files[f"{prefix}.h"] = prefix_header(prefix)
+    files[f"{prefix}.c"] = prefix_source(prefix)
+    return tuple(files.items())
+
+
 def library_files(prefix: str) -> dict[str, str]:
     """Every file of the ``prefix`` kernel library: the core (same names for every prefix) plus
     ``<prefix>.h`` and ``<prefix>.c``.  Raises :class:`KernelLibraryError` (a ValueError and an
     NpukitError) for a prefix that is not a usable C identifier."""
-    files = dict(core_files())
-    files[f"{prefix}.h"] = prefix_header(prefix)
-    files[f"{prefix}.c"] = prefix_source(prefix)
-    return files
+    check_prefix(prefix)
+    return dict(_library_files(prefix))

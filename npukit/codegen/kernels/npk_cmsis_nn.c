@@ -17,11 +17,6 @@ static int64_t npk_cm_floor_shift(int64_t x, int32_t s)
     return -(int64_t)((m + (((uint64_t)1 << s) - 1)) >> s);
 }
 
-/* (a * b + 2^30) / 2^31 rounded down: the doubling high multiply without saturation (rounds half up) */
-static int32_t npk_cm_high_mul_nosat(int32_t a, int32_t b)
-{
-    return (int32_t)npk_cm_floor_shift((int64_t)a * b + ((int64_t)1 << 30), 31);
-}
 
 /* saturating rounding doubling high multiply: round(a * b / 2^31), half away from zero */
 static int32_t npk_cm_high_mul(int32_t a, int32_t b)
@@ -63,12 +58,24 @@ static int32_t npk_cm_mul_pot(int32_t x, int32_t e)
     return (int32_t)((uint32_t)x << e);
 }
 
-/* CMSIS-NN requantization: left shift, doubling high multiply, rounding right shift */
+/* CMSIS-NN requantization of v by multiplier * 2^(shift - 31).  By default as CMSIS-NN's default
+   build (and TensorFlow Lite's): left shift, doubling high multiply rounding half up, rounding right
+   shift (half away from zero) -- two roundings.  Built with CMSIS_NN_USE_SINGLE_ROUNDING, CMSIS-NN's
+   documented build option: one rounding, half up, of the exact 64-bit product (the same option must
+   be set when linking Arm's library). */
 static int32_t npk_cm_requantize(int32_t v, int32_t multiplier, int32_t shift)
 {
+#ifdef CMSIS_NN_USE_SINGLE_ROUNDING
+    const int32_t total = 31 - shift; /* shift <= 30, so total >= 1 */
+    const int64_t half_units = npk_cm_floor_shift((int64_t)v * multiplier, total - 1);
+    return (int32_t)npk_cm_floor_shift(half_units + 1, 1);
+#else
+    /* (x * multiplier + 2^30) / 2^31 rounded down: the doubling high multiply without saturation */
     const int32_t left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
     const int32_t x = (int32_t)((uint32_t)v << left);
-    return npk_cm_div_pot(npk_cm_high_mul_nosat(x, multiplier), right);
+    const int32_t high = (int32_t)npk_cm_floor_shift((int64_t)x * multiplier + ((int64_t)1 << 30), 31);
+    return npk_cm_div_pot(high, right);
+#endif
 }
 
 static int32_t npk_cm_clamp(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : (v > hi ? hi : v); }

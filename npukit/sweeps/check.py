@@ -1,0 +1,84 @@
+"""Checks of a grid against the model and the profile: every processor, node, op and profile field
+it names exists and every value applies (GridError naming the line and the closest valid
+choices)."""
+
+from __future__ import annotations
+
+from ..errors import ConfigError, NpukitError, closest
+from ..soc import BITS
+from .grid import NO_PIN, SOC_TOP, Axis, Grid, canon
+
+
+def check_grid(grid: Grid, model, soc) -> None:
+    """Every processor, node, op and profile field the grid names exists, and every value applies
+    (GridError naming the line and the closest valid choices)."""
+    from .. import pipeline as pl  # noqa: PLC0415
+    from ..opset import canonical  # noqa: PLC0415
+
+    names = soc.names
+    added = {}  # bit-widths the grid itself adds to a processor's macs_per_cycle
+    for a in grid.axes:
+        parts = a.target[0].split(".") if a.kind == "soc" else []
+        if len(parts) == 4 and parts[0] == "processors" and parts[2] == "macs_per_cycle":
+            added.setdefault(parts[1], set()).add(parts[3])
+    for a in grid.axes:
+        k = a.kind
+        if k in ("bits", "support") and a.target[0] not in names:
+            raise grid.fail(a.key, f"unknown processor {a.target[0]!r}; {closest(a.target[0], names)}")
+        if k == "bits":
+            p = soc.processor(a.target[0])
+            ok = set(p.bits) | added.get(p.name, set())
+            for v in a.values:
+                if v not in ok:
+                    raise grid.fail(a.key, f"{p.name} cannot run {v}: processors.{p.name}.macs_per_cycle lists "
+                                           f"{', '.join(b for b in BITS if b in ok)}")  # fmt: skip
+        elif k == "support":
+            if soc.processor(a.target[0]).host:
+                raise grid.fail(a.key, f"{a.target[0]} is the host: it runs every op no accelerator takes; "
+                                       f"toggle an accelerator ({', '.join(soc.accelerators)})")  # fmt: skip
+            try:
+                canonical(a.target[1], "op")
+            except ConfigError as e:
+                raise grid.fail(a.key, str(e)) from None
+        elif k in ("pin", "layer_bits"):
+            try:
+                pl.resolve(model.graph, a.target[0])
+            except ConfigError as e:
+                raise grid.fail(a.key, str(e)) from None
+            if k == "pin":
+                for v in a.values:
+                    if v != NO_PIN and v not in names:
+                        raise grid.fail(a.key, f"unknown processor {v!r}; {closest(str(v), (*names, NO_PIN))}")
+        elif k == "soc":
+            _check_soc_axis(grid, a, soc)
+
+
+def _check_soc_axis(grid: Grid, a: Axis, soc) -> None:
+    from ..soc.schema import PROCESSOR_FIELDS  # noqa: PLC0415
+
+    path = a.target[0]
+    parts = path.split(".")
+    if parts[0] not in SOC_TOP:
+        raise grid.fail(a.key, f"unknown profile field {parts[0]!r}; {closest(parts[0], SOC_TOP)}")
+    if parts[0] == "processors":
+        if len(parts) < 3:
+            raise grid.fail(a.key, "write soc.processors.<processor>.<field>")
+        if parts[1] not in soc.names:
+            raise grid.fail(a.key, f"unknown processor {parts[1]!r}; {closest(parts[1], soc.names)}")
+        fields = [f.key for f in PROCESSOR_FIELDS]
+        if parts[2] not in fields:
+            raise grid.fail(a.key, f"unknown processor field {parts[2]!r}; {closest(parts[2], fields)}")
+    for v in a.values:
+        try:
+            soc.with_changes({path: v})
+        except NpukitError as e:
+            msg = str(e)
+            for pre in (f"{soc.path} (edited): ", f"{soc.path}: "):
+                msg = msg.removeprefix(pre)
+            if msg.startswith(path + ": "):  # about the field itself: the message already says the value
+                msg = msg[len(path) + 2:]
+            else:
+                msg = f"{canon(v)}: {msg}"
+            raise grid.fail(a.key, msg) from None
+
+

@@ -1,0 +1,355 @@
+"""Sweep grids (no tvm): a TOML ``[grid]`` table of dotted keys into the config and the SoC profile,
+each with a list of values, combined as a product, a list (zipped) or random samples.
+
+    [grid]
+    mode = "product"                                   # or "list", or "random" with samples = N, seed = S
+    "bits.dla" = ["int8", "fp16"]                      # bits.<processor>
+    "layer_bits./conv1/Conv" = ["int8", "int16"]       # layer_bits.<node>
+    "support.dla.softmax" = [true, false]              # support.<processor>.<op>
+    "pin./softmax/Softmax" = ["dsp", "arm", "none"]    # pin.<node>; "none": not pinned
+    "placement" = ["cost", "first-fit"]                # when the Config has a placement policy
+    "soc.processors.dla.macs_per_cycle.int8" = [256, 512, 1024]   # soc.<profile field>
+    "soc.links.0.bandwidth_gbps" = 4.0                 # one value: fixed for every configuration
+
+A grid is validated like a profile: an unknown key or value raises a ``GridError`` naming the file's
+line and the closest valid choices (tomllib gives no line numbers; ``key_lines`` finds them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+import random
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..errors import ConfigError, closest
+from ..soc import BITS
+from ..soc.profile import COST_FIELDS, COST_TOP
+from .lines import key_lines
+
+MODES = ("product", "list", "random")
+RESERVED = ("mode", "samples", "seed")
+KINDS = ("bits", "layer_bits", "support", "pin", "placement", "soc")
+FORMS = "bits.<processor>, layer_bits.<node>, support.<processor>.<op>, pin.<node>, placement, soc.<profile field>"
+NO_PIN = "none"
+PLACEMENTS = ("cost", "first-fit")
+SOC_TOP = ("name", "description", "sources", "host", "placement", "conversion", "processors", "links")
+
+
+class GridError(ConfigError):
+    """A sweep grid names an unknown key or value (the message names the file's line)."""
+
+
+def has_placement() -> bool:
+    """Does this npukit's Config carry a placement policy (issue 13)?"""
+    return "placement" in {f.name for f in dataclasses.fields(Config)}
+
+
+def placements() -> tuple[str, ...]:
+    from .. import config  # noqa: PLC0415
+
+    return tuple(getattr(config, "PLACEMENTS", PLACEMENTS))
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One dotted key of the grid and its values."""
+
+    key: str  # as written (the result column's name)
+    kind: str  # one of KINDS
+    target: tuple[str, ...]  # (processor,) | (node,) | (processor, op) | () | (profile path,)
+    values: tuple
+    line: int = 0  # 1-based line in the grid file (0: unknown)
+
+
+@dataclass(frozen=True)
+class Grid:
+    axes: tuple[Axis, ...]
+    mode: str = "product"
+    samples: int | None = None
+    seed: int = 0
+    where: str = "<grid>"
+    lines: Mapping[str, int] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def __len__(self) -> int:
+        if self.mode == "list":
+            return max((len(a.values) for a in self.axes), default=1)
+        if self.mode == "random":
+            return int(self.samples or 0)
+        return self.size
+
+    @property
+    def size(self) -> int:
+        """Configurations of the full product."""
+        return math.prod(len(a.values) for a in self.axes)
+
+    def points(self) -> list[tuple]:
+        """Every configuration's values (one per axis), in grid order."""
+        vals = [a.values for a in self.axes]
+        if self.mode == "list":
+            n = len(self)
+            return [tuple(v[i] if len(v) > 1 else v[0] for v in vals) for i in range(n)]
+        if self.mode == "random":
+            picks = sorted(random.Random(self.seed).sample(range(self.size), int(self.samples)))
+            return [_decode(k, vals) for k in picks]
+        return list(itertools.product(*vals))
+
+    @property
+    def digest(self) -> str:
+        doc = [self.mode, self.samples, self.seed, [[a.key, list(a.values)] for a in self.axes]]
+        return hashlib.sha256(canon(doc).encode()).hexdigest()[:16]
+
+    def fail(self, key: str, msg: str) -> GridError:
+        line = self.lines.get(key, 0)
+        return GridError(f"{self.where}:{line}: {key}: {msg}" if line else f"{self.where}: {key}: {msg}")
+
+
+def _decode(k: int, vals: list[tuple]) -> tuple:
+    out = []
+    for v in reversed(vals):
+        k, r = divmod(k, len(v))
+        out.append(v[r])
+    return tuple(reversed(out))
+
+
+def canon(x: Any) -> str:
+    """Canonical JSON text of a value (sorted keys, no spaces): ids and sort keys."""
+    return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def config_id(axes: tuple[Axis, ...], values: tuple) -> str:
+    """A configuration's identity: its keys and values (what a resumed sweep skips by)."""
+    return hashlib.sha256(canon([[a.key, v] for a, v in zip(axes, values)]).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def load_grid(spec) -> Grid:
+    """A Grid from a path to a .toml file, TOML text, a dict (``{"grid": {...}}`` or the [grid]
+    table itself) or a Grid."""
+    if isinstance(spec, Grid):
+        return spec
+    if isinstance(spec, Mapping):
+        doc = dict(spec) if "grid" in spec and isinstance(spec["grid"], Mapping) else {"grid": dict(spec)}
+        return parse_grid(doc, "<grid>", {})
+    s = str(spec)
+    if "\n" in s or "=" in s and not Path(s).exists():
+        where, text = "<grid>", s
+    else:
+        p = Path(s)
+        if not p.is_file():
+            raise GridError(f"{p}: no such grid file")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise GridError(f"{p}: cannot read: {e}") from None
+        where = s
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise GridError(f"{where}: not valid TOML: {e}") from None
+    return parse_grid(doc, where, key_lines(text))
+
+
+def _flatten(t: Mapping, prefix: str = ""):
+    for k, v in t.items():
+        path = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, Mapping):
+            yield from _flatten(v, path)
+        else:
+            yield path, v
+
+
+def parse_grid(doc: Mapping, where: str, lines: Mapping[str, int]) -> Grid:
+    """The Grid of a parsed document; checks what needs no model or profile."""
+
+    def fail(key: str, msg: str, line_key: str | None = None):
+        line = lines.get(line_key or f"grid.{key}", 0)
+        raise GridError(f"{where}:{line}: {key}: {msg}" if line else f"{where}: {key}: {msg}")
+
+    for k in doc:
+        if k != "grid":
+            fail(k, f"unknown table; a grid file has one table, [grid] ({closest(k, ['grid'])})", k)
+    g = doc.get("grid")
+    if not isinstance(g, Mapping):
+        raise GridError(f"{where}: no [grid] table; put the keys under [grid]")
+    g = dict(g)
+    mode = g.pop("mode", "product")
+    if mode not in MODES:
+        fail("mode", f"unknown mode {mode!r}; {closest(str(mode), MODES)}")
+    samples, seed = g.pop("samples", None), g.pop("seed", 0)
+    if mode == "random":
+        if samples is None:
+            raise GridError(f"{where}: mode = \"random\" needs samples = N (and optionally seed = S)")
+        if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
+            fail("samples", f"must be a positive integer, got {samples!r}")
+    elif samples is not None:
+        fail("samples", f"only mode = \"random\" takes samples (mode is {mode!r})")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        fail("seed", f"must be an integer, got {seed!r}")
+    axes = []
+    for key, raw in _flatten(g):
+        axes.append(_axis(key, raw, lines.get(f"grid.{key}", 0), fail, mode))
+    if not axes:
+        raise GridError(f"{where}: the [grid] table has no keys; use {FORMS}")
+    full = {f"grid.{a.key}": a.line for a in axes} | {k: v for k, v in lines.items() if k.startswith("grid.")}
+    grid = Grid(tuple(axes), mode, samples, seed, where, {k.removeprefix("grid."): v for k, v in full.items()})
+    if mode == "list":
+        long = [a for a in axes if len(a.values) > 1]
+        n = len(long[0].values) if long else 1
+        for a in long:
+            if len(a.values) != n:
+                fail(a.key, f"mode = \"list\" zips the lists: {len(a.values)} values, but "
+                            f"{long[0].key} has {len(long[0].values)}")  # fmt: skip
+        seen: dict[str, int] = {}
+        for i, p in enumerate(grid.points()):
+            c = canon(list(p))
+            if c in seen:
+                raise GridError(f"{where}: mode = \"list\": configurations {seen[c]} and {i} are the same")
+            seen[c] = i
+    if mode == "random" and samples > grid.size:
+        fail("samples", f"{samples} samples but the grid has only {grid.size} configurations; "
+                        "lower samples or use mode = \"product\"")  # fmt: skip
+    return grid
+
+
+def _axis(key: str, raw, line: int, fail, mode: str) -> Axis:
+    head, _, rest = key.partition(".")
+    values = tuple(raw) if isinstance(raw, list) else (raw,)
+    if not values:
+        fail(key, "must list at least one value")
+    for i, v in enumerate(values):
+        if mode != "list" and any(v == w and type(v) is type(w) for w in values[:i]):
+            fail(key, f"value {v!r} is listed twice")
+    if head == "placement" and not rest:
+        if not has_placement():
+            fail(key, "this npukit has no placement policy yet (Config has no 'placement' field); remove the key")
+        for v in values:
+            if v not in placements():
+                fail(key, f"unknown placement {v!r}; {closest(str(v), placements())}")
+        return Axis(key, "placement", (), values, line)
+    if head == "bits" and rest and "." not in rest:
+        for v in values:
+            if v not in BITS:
+                fail(key, f"unknown bit-width {v!r}; {closest(str(v), BITS)}")
+        return Axis(key, "bits", (rest,), values, line)
+    if head == "layer_bits" and rest:
+        for v in values:
+            if v not in BITS:
+                fail(key, f"unknown bit-width {v!r}; {closest(str(v), BITS)}")
+        return Axis(key, "layer_bits", (rest,), values, line)
+    if head == "support" and rest.count(".") >= 1:
+        proc, op = rest.split(".", 1)
+        for v in values:
+            if not isinstance(v, bool):
+                fail(key, f"must be true or false, got {v!r}")
+        return Axis(key, "support", (proc, op), values, line)
+    if head == "pin" and rest:
+        for v in values:
+            if not isinstance(v, str):
+                fail(key, f"must be a processor name or {NO_PIN!r}, got {v!r}")
+        return Axis(key, "pin", (rest,), values, line)
+    if head == "soc" and rest:
+        return Axis(key, "soc", (rest,), values, line)
+    if head in ("bits", "support", "layer_bits", "pin", "soc", "placement"):
+        form = {"bits": "bits.<processor>", "support": "support.<processor>.<op>", "layer_bits": "layer_bits.<node>",
+                "pin": "pin.<node>", "soc": "soc.<profile field>", "placement": "placement"}[head]  # fmt: skip
+        fail(key, f"malformed key; write {form}")
+    fail(key, f"unknown key; {closest(head, KINDS + RESERVED)} (keys are {FORMS})")
+    raise AssertionError  # fail raised
+
+
+# ---------------------------------------------------------------------------------------------
+# a point -> (profile changes, Config)
+
+# configurations that differ only in these share one first-fit partition (see SocProfile.rules_digest)
+
+
+def moves_ops(path: str, value=None, soc=None) -> bool:
+    """Can setting profile field ``path`` (to ``value`` on ``soc``) change the first-fit partition?
+    A whole macs_per_cycle table can when its keys (the bit-widths the processor runs, which the
+    checks read) differ from the profile's; without a profile, assume it can."""
+    parts = path.split(".")
+    if parts[0] == "processors" and len(parts) >= 3:
+        if parts[2] == "macs_per_cycle" and len(parts) == 3:
+            if soc is None or not isinstance(value, Mapping) or parts[1] not in soc.names:
+                return True
+            return set(value) != set(soc.processor(parts[1]).macs_per_cycle)
+        return parts[2] not in COST_FIELDS
+    return parts[0] not in COST_TOP
+
+
+def soc_changes(axes: tuple[Axis, ...], values: tuple) -> dict:
+    """The profile changes of one point: ``{"processors.dla.clock_mhz": 800, ...}``."""
+    return {a.target[0]: v for a, v in zip(axes, values) if a.kind == "soc"}
+
+
+def config_of(axes: tuple[Axis, ...], values: tuple, soc) -> Config:
+    """The Config of one point on its (already changed) profile ``soc``; support toggles are edits
+    only where they differ from the profile (as ``Study.set_support``)."""
+    from ..opset import canonical  # noqa: PLC0415
+
+    cfg = Config()
+    for a, v in zip(axes, values):
+        k = a.kind
+        if k == "bits":
+            cfg = cfg.with_bits(v, processor=a.target[0])
+        elif k == "layer_bits":
+            cfg = cfg.with_bits(v, layer=a.target[0])
+        elif k == "support":
+            proc, op = a.target[0], canonical(a.target[1], "op")
+            if v == (op in soc.processor(proc).ops):
+                cfg = cfg.without_support_edit(proc, op)
+            else:
+                cfg = cfg.with_support(proc, op, v)
+        elif k == "pin":
+            cfg = cfg.with_pin(a.target[0], None if v == NO_PIN else v)
+        elif k == "placement":
+            cfg = dataclasses.replace(cfg, placement=v)
+    return cfg
+
+
+def sort_key(axes: tuple[Axis, ...], values: tuple) -> tuple[str, str, str]:
+    """(what the partition depends on, the other profile changes, the rest): sorting points by it
+    groups the configurations that share a partition, then a profile."""
+    part, socs, rest = [], [], []
+    for a, v in zip(axes, values):
+        if a.kind in ("support", "pin", "placement") or (a.kind == "soc" and moves_ops(a.target[0])):
+            part.append([a.key, v])
+        elif a.kind == "soc":
+            socs.append([a.key, v])
+        else:
+            rest.append([a.key, v])
+    return canon(part), canon(socs), canon(rest)
+
+
+def axis_type(a: Axis) -> str:
+    """The column type of an axis: bool | int | float | str | json (tables, lists, mixed values)."""
+    types = {type(v) for v in a.values}
+    if types == {bool}:
+        return "bool"
+    if types == {int}:
+        return "int"
+    if types <= {int, float}:
+        return "float"
+    if types == {str}:
+        return "str"
+    return "json"
+
+
+def column_value(a: Axis, kind: str, v):
+    if kind == "json":
+        return canon(v)
+    if kind == "float":
+        return float(v)
+    return v

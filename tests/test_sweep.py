@@ -1,0 +1,479 @@
+"""Design-space sweeps (issue 16): grids, rows equal to single studies, resumable Parquet output,
+Pareto sets, local processes and Dask clusters (in-process, LocalCluster, `dask scheduler` + `dask
+worker` from the command line), a killed run resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import DETECTOR, DIGITS_ONNX, ROOT, assert_cli_error, run_cli
+
+import npukit
+from npukit.sweeps import GridError, SweepError, load_grid, pareto, pareto_mask
+from npukit.sweeps.grid import COST_FIELDS, has_placement
+from npukit.sweeps.lines import key_lines
+
+GRID = """\
+[grid]
+mode = "product"
+"bits.dla" = ["int8", "fp16"]
+"bits.dsp" = ["int8", "int16"]
+"support.dsp.softmax" = [true, false]
+"pin./relu3/Relu" = ["none", "arm"]
+"soc.processors.dla.macs_per_cycle.int8" = [256, 1024]
+"soc.processors.dla.onchip_bytes" = [4096, 524288]
+"soc.links.0.bandwidth_gbps" = 4.0
+"""
+
+
+SMALL = """\
+[grid]
+"bits.dla" = ["int8", "fp16"]
+"support.dsp.softmax" = [true, false]
+"soc.processors.dla.onchip_bytes" = [4096, 524288]
+"placement" = "first-fit"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "grid.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# grids
+
+
+def grid_error(tmp_path, body: str, model=DIGITS_ONNX) -> str:
+    p = write(tmp_path, "[grid]\n" + body)
+    with pytest.raises(GridError) as ei:
+        g = load_grid(p)
+        from npukit import pipeline as pl
+        from npukit.sweeps import check_grid
+
+        check_grid(g, pl.load(model), npukit.load_soc("arm-dsp-dla"))
+    return str(ei.value).replace(str(p), "grid.toml")
+
+
+@pytest.mark.parametrize("body, message", [
+    ('"bitz.dla" = ["int8"]\n', "grid.toml:2: bitz.dla: unknown key; valid names: 'bits', 'layer_bits', 'mode', "
+     "'pin', 'placement', 'samples', 'seed', 'soc', 'support' (keys are bits.<processor>, layer_bits.<node>, "
+     "support.<processor>.<op>, pin.<node>, placement, soc.<profile field>)"),
+    ('"bits.dla" = ["int8", "int3"]\n', "grid.toml:2: bits.dla: unknown bit-width 'int3'; valid names: 'fp16', "
+     "'fp32', 'int16', 'int2', 'int4', 'int8'"),
+    ('"bits.dlaa" = ["int8"]\n', "grid.toml:2: bits.dlaa: unknown processor 'dlaa'; valid names: 'arm', 'dla', 'dsp'"),
+    ('"bits.dla" = ["int8", "int4"]\n', "grid.toml:2: bits.dla: dla cannot run int4: processors.dla.macs_per_cycle "
+     "lists int8, fp16"),
+    ('mode = "prodcut"\n"bits.dla" = ["int8"]\n', "grid.toml:2: mode: unknown mode 'prodcut'; valid names: 'list', "
+     "'product', 'random'"),
+    ('"support.dsp.sofmax" = [true, false]\n', "grid.toml:2: support.dsp.sofmax: op: unknown op 'sofmax'; closest "
+     "valid names: 'softmax', 'log_softmax', 'max', 'ewise_fma', 'argmax'"),
+    ('"support.arm.conv2d" = [false]\n', "grid.toml:2: support.arm.conv2d: arm is the host: it runs every op no "
+     "accelerator takes; toggle an accelerator (dsp, dla)"),
+    ('"support.dsp.softmax" = ["yes"]\n', "grid.toml:2: support.dsp.softmax: must be true or false, got 'yes'"),
+    ('"pin./conv9/Conv" = ["dla"]\n', "grid.toml:2: pin./conv9/Conv: unknown node '/conv9/Conv'; closest valid "
+     "names: '/conv2/Conv', '/conv1/Conv', '/conv2/Conv/add', '/conv1/Conv/add', '/fc2/Gemm'"),
+    ('"pin./conv1/Conv" = ["dla", "npu"]\n', "grid.toml:2: pin./conv1/Conv: unknown processor 'npu'; valid names: "
+     "'arm', 'dla', 'dsp', 'none'"),
+    ('"bits.dla" = ["int8"]\n"soc.processors.dla.clock_mz" = [800]\n', "grid.toml:3: soc.processors.dla.clock_mz: "
+     "unknown processor field 'clock_mz'; closest valid names: 'clock_mhz', 'static_mw', 'vector_lanes', 'onchip_bytes'"),
+    ('"soc.processors.dla.clock_mhz" = [\n  800,\n  -1,\n]\n"bits.dla" = ["int8"]\n',
+     "grid.toml:2: soc.processors.dla.clock_mhz: must be a positive number, got -1"),
+    ('"soc.processors.npu.clock_mhz" = [800]\n', "grid.toml:2: soc.processors.npu.clock_mhz: unknown processor "
+     "'npu'; valid names: 'arm', 'dla', 'dsp'"),
+    ('"soc.clock_mhz" = [800]\n', "grid.toml:2: soc.clock_mhz: unknown profile field 'clock_mhz'; valid names: "
+     "'conversion', 'description', 'host', 'links', 'name', 'placement', 'processors', 'sources'"),
+    ('"soc.links.1.bandwidth_gbps" = [4.0]\n', "grid.toml:2: soc.links.1.bandwidth_gbps: links is a list of 1; "
+     "index it with 0..0"),
+    ('"bits.dla" = ["int8", "int8"]\n', "grid.toml:2: bits.dla: value 'int8' is listed twice"),
+    ('"bits.dla" = []\n', "grid.toml:2: bits.dla: must list at least one value"),
+    ('mode = "list"\n"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16", "fp16"]\n',
+     "grid.toml:4: bits.dsp: mode = \"list\" zips the lists: 3 values, but bits.dla has 2"),
+    ('mode = "random"\nsamples = 5\n"bits.dla" = ["int8", "fp16"]\n',
+     "grid.toml:3: samples: 5 samples but the grid has only 2 configurations; lower samples or use mode = \"product\""),
+    ('samples = 5\n"bits.dla" = ["int8", "fp16"]\n', "grid.toml:2: samples: only mode = \"random\" takes samples "
+     "(mode is 'product')"),
+])  # fmt: skip
+def test_grid_errors_name_the_line(tmp_path, body, message):
+    assert grid_error(tmp_path, body) == message
+
+
+def test_grid_placement_key(tmp_path):
+    if has_placement():
+        assert grid_error(tmp_path, '"placement" = ["cost", "fastest"]\n').startswith(
+            "grid.toml:2: placement: unknown placement 'fastest'; ")
+    else:
+        assert grid_error(tmp_path, '"bits.dla" = ["int8"]\n"placement" = ["cost", "first-fit"]\n') == (
+            "grid.toml:3: placement: this npukit has no placement policy yet (Config has no 'placement' field); "
+            "remove the key")
+
+
+def test_grid_file_level_errors(tmp_path):
+    p = write(tmp_path, "[grids]\n'bits.dla' = ['int8']\n")
+    with pytest.raises(GridError, match=r"grid.toml:1: grids: unknown table; a grid file has one table, \[grid\]"):
+        load_grid(p)
+    with pytest.raises(GridError, match="no such grid file"):
+        load_grid(tmp_path / "missing.toml")
+    with pytest.raises(GridError, match="not valid TOML"):
+        load_grid(write(tmp_path, "[grid]\nbits.dla = [\n"))
+
+
+def test_key_lines_bare_quoted_and_tables():
+    text = ('# a comment = 1\n[grid]\nmode = "product"  # trailing = comment\nbits.dla = ["int8",\n "fp16"]\n'
+            '"pin./softmax/Softmax" = ["dsp"]\n[grid.soc.processors.dla]\nclock_mhz = [800, 1000]\n'
+            "'onchip_bytes' = { x = 1 }\n")  # fmt: skip
+    lines = key_lines(text)
+    assert lines["grid.mode"] == 3 and lines["grid.bits.dla"] == 4 and lines["grid.pin./softmax/Softmax"] == 6
+    assert lines["grid.soc.processors.dla.clock_mhz"] == 8 and lines["grid.soc.processors.dla.onchip_bytes"] == 9
+    g = load_grid(text.replace("'onchip_bytes' = { x = 1 }\n", ""))
+    assert [a.key for a in g.axes] == ["bits.dla", "pin./softmax/Softmax", "soc.processors.dla.clock_mhz"]
+    assert [a.line for a in g.axes] == [4, 6, 8]
+
+
+def test_grid_modes():
+    base = '"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16", "fp16"]\n"soc.processors.dla.clock_mhz" = 800\n'
+    g = load_grid("[grid]\n" + base)
+    assert len(g) == 6 and g.points()[:4] == [("int8", "int8", 800), ("int8", "int16", 800), ("int8", "fp16", 800),
+                                             ("fp16", "int8", 800)]  # fmt: skip
+    g = load_grid('[grid]\nmode = "list"\n"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16"]\n')
+    assert g.points() == [("int8", "int8"), ("fp16", "int16")]
+    with pytest.raises(GridError, match="configurations 0 and 1 are the same"):
+        load_grid('[grid]\nmode = "list"\n"bits.dla" = ["int8", "int8"]\n"bits.dsp" = ["int8", "int8"]\n')
+    base = base.replace("= 800", "= [800, 900, 1000]")
+    r = [load_grid(f'[grid]\nmode = "random"\nsamples = 5\nseed = {s}\n' + base).points() for s in (1, 1, 2)]
+    assert r[0] == r[1] and r[0] != r[2] and len(set(r[0])) == 5
+    full = load_grid("[grid]\n" + base).points()
+    assert len(full) == 18 and set(r[0]) <= set(full) and r[0] == sorted(r[0], key=full.index)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pareto
+
+
+def test_pareto_hand_made_table():
+    df = pd.DataFrame({
+        "index": range(8),
+        "latency_us": [10.0, 20.0, 10.0, 30.0, 5.0, 12.0, np.nan, 1.0],
+        "energy_uj": [5.0, 2.0, 6.0, 1.0, 9.0, 5.0, 0.1, 0.1],
+        "accuracy": [0.90, 0.90, 0.95, 0.80, 0.70, 0.99, 0.99, 0.99],
+        "failure": [None, None, None, None, None, None, None, "ConfigError: boom"],
+    })  # fmt: skip
+    # latency, energy: 2 is dominated by 0, 5 by 0; 6 has no latency, 7 failed
+    assert pareto(df, ("latency_us", "energy_uj"))["index"].tolist() == [0, 1, 3, 4]
+    # accuracy is maximized: 2 (more accurate than 0) and 5 (the most accurate) join
+    assert pareto(df, ("latency_us", "energy_uj", "accuracy"))["index"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert pareto(df, ("latency_us", "min:accuracy"))["index"].tolist() == [4]
+    assert pareto(df, ("energy_uj", "min:accuracy"))["index"].tolist() == [3, 4, 6]  # 6 lacks only latency
+    assert pareto(df, ("max:latency_us",))["index"].tolist() == [3]
+    near = df.iloc[[0, 2]].assign(accuracy=[0.9, 0.9 + 1e-9])  # float noise: equal at 6 significant digits
+    assert pareto(near, ("latency_us", "energy_uj", "accuracy"))["index"].tolist() == [0]
+    assert pareto(near, ("latency_us", "energy_uj", "accuracy"), digits=None)["index"].tolist() == [0, 2]
+    dup = pd.concat([df.iloc[[0]], df.iloc[[0]].assign(index=9)])
+    assert pareto(dup, ("latency_us", "energy_uj"))["index"].tolist() == [0, 9]  # equal points: both stay
+    assert pareto_mask(df).tolist() == pareto_mask(df, ("latency_us", "energy_uj")).tolist()  # default: those present
+    with pytest.raises(npukit.ConfigError) as ei:
+        pareto(df, ("latency", "energy_uj"))
+    assert str(ei.value) == ("pareto: no column 'latency' in the table; valid names: 'accuracy', 'energy_uj', "
+                             "'failure', 'index', 'latency_us'")
+
+
+# ---------------------------------------------------------------------------------------------
+# rows
+
+
+@pytest.fixture(scope="module")
+def digits_rows():
+    return npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", GRID, workers=0, progress=False)
+
+
+def study_of_row(row, soc) -> npukit.Study:
+    """The Study of a row built through the Study's own edit methods, from the grid values alone."""
+    changes = {"links.0.bandwidth_gbps": 4.0}
+    changes["processors.dla.macs_per_cycle.int8"] = int(row["soc.processors.dla.macs_per_cycle.int8"])
+    changes["processors.dla.onchip_bytes"] = int(row["soc.processors.dla.onchip_bytes"])
+    s = npukit.Study(DIGITS_ONNX, npukit.load_soc(soc).with_changes(changes))
+    s.set_bits(row["bits.dla"], processor="dla").set_bits(row["bits.dsp"], processor="dsp")
+    s.set_support("dsp", "softmax", bool(row["support.dsp.softmax"]))
+    if row["pin./relu3/Relu"] != "none":
+        s.pin("/relu3/Relu", row["pin./relu3/Relu"])
+    return s
+
+
+def test_rows_equal_single_studies(digits_rows):
+    df = digits_rows
+    assert len(df) == 64 and df["index"].tolist() == list(range(64)) and df["failure"].isna().all()
+    assert df["config_id"].is_unique
+    for i in random.Random(16).sample(range(len(df)), 8):
+        row = df.iloc[i]
+        s = study_of_row(row, "arm-dsp-dla")
+        t = s.totals
+        assert row["config"] == npukit.sweeps.grid.canon(s.config.to_dict())
+        for k, v in t.items():
+            if k == "memory":  # the Study's build target and budgets; a sweep's memory=True columns are tested below
+                continue
+            if isinstance(v, dict):
+                for p, x in v.items():
+                    assert row[f"{k}.{p}"] == x, (i, k, p)
+            else:
+                assert row[k] == v, (i, k)
+        o = npukit.sweep_study(row, DIGITS_ONNX, "arm-dsp-dla")  # "open this configuration"
+        assert o.config == s.config and o.totals == t
+
+
+def test_first_fit_rows_share_a_partition_and_equal_studies():
+    """Under "first-fit" the on-chip size moves no op: one partition serves both profiles."""
+    from npukit import pipeline as pl
+
+    pl.clear_caches()
+    df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=0, progress=False)
+    assert len(pl.PARTS.d) == 2  # one per support set, not per profile
+    soc = npukit.load_soc("arm-dsp-dla")
+    for row in df.itertuples():
+        s = npukit.Study(DIGITS_ONNX, soc.with_changes({"processors.dla.onchip_bytes": row._5}))
+        s.set_placement("first-fit").set_bits(row._3, processor="dla").set_support("dsp", "softmax", bool(row._4))
+        assert (row.latency_us, row.energy_uj, row.transfer_us) == (s.totals["latency_us"], s.totals["energy_uj"],
+                                                                    s.totals["transfer_us"])  # fmt: skip
+        assert npukit.sweep_study(df.iloc[row.Index], DIGITS_ONNX, "arm-dsp-dla").totals == s.totals
+
+
+def test_error_rows_equal_study_error(tmp_path):
+    grid = '[grid]\n"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16"]\n'
+    df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, error=True, progress=False)
+    for row in df.itertuples():
+        s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla").set_bits(row._3, processor="dla").set_bits(row._4, processor="dsp")
+        e = s.error_dict()
+        assert row.snr_db == e["outputs"][0]["snr_db"] and row.max_abs_error == e["outputs"][0]["max_abs"]
+        assert row.accuracy == e["accuracy"] and row.error == 1 - e["accuracy"]
+        assert row.top1_agreement == e["outputs"][0]["top1_agreement"]
+
+
+def test_memory_rows_equal_study_project():
+    grid = '[grid]\n"bits.dla" = ["int8", "fp16"]\n"support.dsp.softmax" = [true, false]\n'
+    df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, memory=True, progress=False)
+    assert df["failure"].isna().all() and str(df["arena_bytes"].dtype) == "int64"
+    for row in df.itertuples():
+        s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla").set_bits(row._3, processor="dla")
+        s.set_support("dsp", "softmax", bool(row._4))
+        p = s.project
+        assert (row.arena_bytes, row.lower_bound_bytes, row.weight_bytes) == (p.arena_bytes, p.lower_bound, p.weight_bytes)
+
+
+def test_failing_configurations_record_their_error():
+    grid = '[grid]\n"pin./softmax/Softmax" = ["dsp", "dla", "none"]\n"layer_bits./conv1/Conv" = ["int8", "int16"]\n'
+    if has_placement():
+        grid += '"placement" = "first-fit"\n'
+    df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, progress=False)
+    fail = dict(zip(df["index"], df["failure"]))
+    assert pd.isna(fail[0]) and pd.isna(fail[4])  # dsp / none with int8
+    assert fail[2].startswith("ConfigError: cannot pin '/softmax/Softmax' (softmax) to dla: dla: does not support")
+    assert fail[1] == fail[5] == ("ConfigError: layer '/conv1/Conv' would run on dla, which cannot run its bit-width "
+                                  "int16 (processors.dla.macs_per_cycle lists int8, fp16); change it first with "
+                                  "set_bits(..., layer='/conv1/Conv')")  # fmt: skip
+    assert df.loc[df["failure"].notna(), "latency_us"].isna().all()
+    assert pareto(df)["index"].tolist() == [0, 4]  # the same placement
+
+
+def test_profile_cost_fields_never_move_ops():
+    """Configurations that differ only in COST_FIELDS share one partition: check that changing each
+    (on every processor) leaves the first-fit partition as it was."""
+    from npukit import pipeline as pl
+
+    m = pl.load(DETECTOR)
+    soc = npukit.load_soc("arm-dsp-dla")
+    cfg = npukit.Config()
+    if has_placement():
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg, placement="first-fit")
+    base = pl.partition(m, soc, cfg).plan
+    values = {"description": "x", "clock_mhz": 77.0, "default_bits": "fp16", "mac_array": {"channels_in": 8},
+              "vector_lanes": 3, "efficiency": {"*": 0.3}, "reduction": {"unroll": 4, "serial": 0.5, "exponent": 1.0},
+              "onchip_bytes": 1, "dram_bytes_per_cycle": 0.5, "onchip_bytes_per_cycle": 0.5,
+              "weight_bytes_per_cycle": 0.5, "weight_port": "separate", "output_elems_per_cycle": 2.0, "layout": "NCHW",
+              "op_overhead_cycles": 99999, "call_overhead_cycles": 99999, "energy_pj_per_byte": 999.0,
+              "energy_pj_per_onchip_byte": 999.0, "static_mw": 999.0, "kernel_library": "zz"}  # fmt: skip
+    for p in soc.processors:
+        per_bits = {"macs_per_cycle": {b: 0.5 for b in p.macs_per_cycle},
+                    "vector_ops_per_cycle": {b: 0.5 for b in p.macs_per_cycle},
+                    "energy_pj_per_mac": {b: 99.0 for b in p.macs_per_cycle},
+                    "energy_pj_per_op": {b: 99.0 for b in p.macs_per_cycle}}  # fmt: skip
+        for f in sorted(COST_FIELDS):
+            v = per_bits.get(f, values.get(f))
+            if f == "default_bits":
+                v = p.bits[-1]
+            changed = soc.with_changes({f"processors.{p.name}.{f}": v})
+            assert changed.rules_digest == soc.rules_digest
+            pl.PARTS.clear()  # a real partition of the changed profile, not the cached one
+            assert pl.partition(m, changed, cfg).plan == base, (p.name, f)
+    changed = soc.with_changes({"links.0.bandwidth_gbps": 0.01, "conversion.layout_on": "host", "name": "x"})
+    pl.PARTS.clear()
+    assert changed.rules_digest == soc.rules_digest and pl.partition(m, changed, cfg).plan == base
+    moved = soc.with_changes({"processors.dla.ops.conv2d.kernel_max": 1})
+    assert moved.rules_digest != soc.rules_digest and pl.partition(m, moved, cfg).plan != base
+
+
+# ---------------------------------------------------------------------------------------------
+# output files
+
+
+def test_parquet_resume_and_refusal(tmp_path):
+    out = tmp_path / "r.parquet"
+    ref = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=0, progress=False)
+    df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=0, out=out, progress=False)
+    assert len(df) == 8 and df.equals(ref) and pd.read_parquet(out).equals(ref)
+    assert not (tmp_path / "r.parquet.parts").exists()
+    before = out.read_bytes()
+    again = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=0, out=out, progress=False)
+    assert again.equals(ref) and out.read_bytes() == before
+    with pytest.raises(SweepError) as ei:
+        npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL.replace("4096", "8192"), workers=0, out=out, progress=False)
+    assert str(ei.value) == f"{out}: holds another sweep (its grid differ); choose another --out or remove it"
+    with pytest.raises(SweepError, match=r"holds another sweep \(its error differ\)"):
+        npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=0, out=out, error=True, progress=False)
+    # a journal left by an interrupted run (here: one chunk of 3 rows) is picked up, the rest computed
+    import pyarrow.parquet as pq
+
+    from npukit.sweeps.store import Store
+
+    t = pq.read_table(out)
+    out2 = tmp_path / "r2.parquet"
+    store = Store(out2, t.schema, json.loads(t.schema.metadata[b"npukit.sweep"]))
+    assert store.open() == set()
+    store.add(t.slice(0, 3).to_pylist())
+    resumed = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=0, out=out2, progress=False)
+    assert resumed.equals(ref) and not (tmp_path / "r2.parquet.parts").exists()
+
+
+@pytest.mark.slow
+def test_cli_sweep_summary_report_and_errors(tmp_path):
+    grid = write(tmp_path, SMALL)
+    out, rep = tmp_path / "r.parquet", tmp_path / "r.html"
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--workers", "0",
+                "--report", rep, "--no-progress", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    df = pd.read_parquet(out)
+    assert doc["configurations"] == 8 and doc["failed"] == 0
+    assert doc["pareto_index"] == pareto(df)["index"].tolist()
+    text = rep.read_text()
+    assert "Plotly.newPlot('view0'" in text and "Plotly.newPlot('view1'" not in text  # no error: one view
+    bad = write(tmp_path, '[grid]\n"bits.dla" = ["int8"]\n"pin./conv1/Conv" = ["dla", "npu"]\n', "bad.toml")
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", bad, "--out", tmp_path / "x.parquet")
+    assert assert_cli_error(r, limit_s=30) == (f"{bad}:3: pin./conv1/Conv: unknown processor 'npu'; valid names: "
+                                              "'arm', 'dla', 'dsp', 'none'")  # fmt: skip
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--error", "--workers", "0")
+    assert assert_cli_error(r, limit_s=30) == f"{out}: holds another sweep (its error differ); choose another --out or remove it"
+
+
+# ---------------------------------------------------------------------------------------------
+# workers: local processes, LocalCluster, a cluster started from the command line
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+@pytest.mark.slow
+def test_identical_rows_on_processes_localcluster_and_cli_cluster(tmp_path, digits_rows):
+    from distributed import Client, LocalCluster
+
+    local = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", GRID, workers=2, progress=False)
+    assert local.equals(digits_rows)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cl, Client(cl) as c:
+        on_dask = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", GRID, client=c, progress=False)
+        assert len(c.scheduler_info()["workers"]) == 2
+    assert on_dask.equals(digits_rows)
+    port = _free_port()
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--dashboard-address", ":0"], env=_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]  # fmt: skip
+    try:
+        for _ in range(2):
+            procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
+                                           f"tcp://127.0.0.1:{port}", "--nthreads", "1", "--nworkers", "1",
+                                           "--no-dashboard"], env=_env(), stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))  # fmt: skip
+        with Client(f"tcp://127.0.0.1:{port}", timeout=60) as c:
+            c.wait_for_workers(2, timeout=120)
+        grid, out = write(tmp_path, GRID), tmp_path / "cli.parquet"
+        r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out,
+                    "--dask", f"tcp://127.0.0.1:{port}", timeout=300)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert "Dask dashboard http://" in r.stderr
+        assert pd.read_parquet(out).equals(digits_rows)
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+KILL_GRID = """\
+[grid]
+"pin./conv1/Conv" = ["none", "arm"]
+"pin./relu1/Relu" = ["none", "arm"]
+"pin./conv2/Conv" = ["none", "arm"]
+"pin./relu2/Relu" = ["none", "arm"]
+"pin./pool/MaxPool" = ["none", "arm"]
+"pin./fc1/Gemm" = ["none", "arm"]
+"pin./softmax/Softmax" = ["dsp", "arm"]
+"bits.dla" = ["int8", "fp16"]
+"""
+
+
+@pytest.mark.slow
+def test_killed_sweep_resumes_with_every_row_once(tmp_path):
+    grid, out = write(tmp_path, KILL_GRID), tmp_path / "k.parquet"
+    parts = tmp_path / "k.parquet.parts"
+    cmd = [sys.executable, "-m", "npukit", "sweep", str(DIGITS_ONNX), "--soc", "arm-dsp-dla", "--grid", str(grid),
+           "--out", str(out), "--workers", "2", "--no-progress"]  # fmt: skip
+    p = subprocess.Popen(cmd, env=_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)  # fmt: skip
+    try:
+        t0 = time.time()
+        while len(list(parts.glob("part-*.parquet"))) < 2 and time.time() - t0 < 240 and p.poll() is None:
+            time.sleep(0.05)
+        assert p.poll() is None, "the sweep ended before it could be killed"
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(30)
+    finally:
+        time.sleep(2)  # its worker processes notice their parent is gone and exit; kill any left
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not out.exists()
+    import pyarrow.parquet as pq
+
+    written = sum(pq.read_table(f).num_rows for f in parts.glob("part-*.parquet"))
+    assert 0 < written < 256
+    r = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    df = pd.read_parquet(out)
+    assert len(df) == 256 and df["config_id"].is_unique and df["index"].tolist() == list(range(256))
+    assert not parts.exists()
+    ref = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, progress=False)
+    assert df.equals(ref)

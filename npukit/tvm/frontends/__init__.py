@@ -11,8 +11,13 @@ every op call bound to a readable name and carrying a span ``npukit:<op_id>``.  
 ``FuseOpsByPattern`` and ``MergeCompositeFunctions``, so a partitioned module can be read back op
 by op without trusting any generated name.
 
+Between folding and tagging, ``canon`` rewrites the function into one canonical form, so that one
+network gives the same ops whichever exporter wrote it (BatchNorm folded into the conv, one gelu for
+GELU's erf arithmetic, roll as slices + concat, ...; the rules are in ``canon_rules`` and
+``canon_moves``).
+
 Modules: ``common`` (marks, shape checks, quiet runs), ``onnx``, ``tflite``, ``torch``, ``relax``
-(one per format), ``tagging`` (fold, walk, name, tag).
+(one per format), ``tagging`` (fold, canonical form, walk, name, tag).
 """
 
 from __future__ import annotations

@@ -133,7 +133,9 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
             name = node_name(n) if n is not None else attrs.get("tvm_custom", {}).get("name", op_name)
             ins = ", ".join(repr(original.get(t, t)) for t in (n.input if n is not None else ()) if t)
             marks.current = f"{name!r} ({op_name}{'; inputs ' + ins if ins else ''})"
-            sym = super()._convert_operator(op_name, inputs, attrs, opset)
+            sym = _clip(relax, inputs, attrs, opset) if op_name == "Clip" else None
+            if sym is None:
+                sym = super()._convert_operator(op_name, inputs, attrs, opset)
             outs = tuple(n.output) if n is not None else ()
             return marks.record(self.bb, relax, sym, _Source(name, op_name, outs))
 
@@ -158,6 +160,37 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     return _finish(raw, marks, "onnx", path, input_names, out_names, const_names)
 
 
+
+
+def _clip(relax, inputs, attrs, opset):
+    """ONNX ``Clip`` with constant bounds as one ``relax.clip`` (TVM's converter writes two opaque
+    ``call_tir`` kernels, maximum then minimum); a NaN or missing bound is no bound, as in
+    onnxruntime.  None (TVM's own conversion) for computed bounds or integer tensors."""
+    import numpy as np  # noqa: PLC0415
+
+    tvm = _load_tvm()
+    x = inputs[0]
+    if not str(getattr(getattr(x, "ty", None), "dtype", "")).startswith(("float", "bfloat")):
+        return None
+    if opset < 11:
+        bounds = [attrs.get("min"), attrs.get("max")]
+    else:
+        bounds = []
+        for b in (list(inputs) + [None, None])[1:3]:
+            if b is None:
+                bounds.append(None)
+                continue
+            data = getattr(b, "data", None) if isinstance(b, tvm.ir.GenericConst) else None
+            value = data if data is not None and hasattr(data, "numpy") else getattr(b, "value", None)
+            if not isinstance(b, tvm.ir.GenericConst) or not hasattr(value, "numpy"):
+                return None
+            arr = value.numpy()
+            if arr.size != 1:
+                return None
+            bounds.append(float(arr.reshape(())))
+    lo, hi = (-np.inf if bounds[0] is None or np.isnan(bounds[0]) else float(bounds[0]),
+              np.inf if bounds[1] is None or np.isnan(bounds[1]) else float(bounds[1]))  # fmt: skip
+    return relax.op.clip(x, lo, hi)
 
 
 def _internal_names(graph):

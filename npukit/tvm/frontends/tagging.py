@@ -93,6 +93,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     tvm = _load_tvm()
     from tvm import relax  # noqa: PLC0415
 
+    from .canon import canonicalize  # noqa: PLC0415
     from .fold import fold  # noqa: PLC0415
 
     main = _main_of(raw, path)
@@ -103,6 +104,11 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     nbind = sum(len(blk.bindings) for blk in main.body.blocks)
     with Progress(nbind, "npukit: folding constants") as bar:
         folded = _run_quietly(lambda: fold(main, bar), lambda err: ModelError(f"{path}: constant folding failed: {err}"))
+    owners = dict(zip([b.var for blk in folded.func.body.blocks for b in blk.bindings],
+                      _owners_after_fold([b for blk in folded.func.body.blocks for b in blk.bindings], folded.origin,
+                                         marks), strict=True))  # fmt: skip
+    # one form whatever the exporter wrote (folded BatchNorm, one gelu, roll as slices ...)
+    folded, owners = canonicalize(folded, owners, marks)
     f = folded.func
 
     tensors: dict[str, Tensor] = {}
@@ -140,7 +146,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         return []
 
     bindings = [b for blk in f.body.blocks for b in blk.bindings]
-    owner_at = _owners_after_fold(bindings, folded.origin, marks)
+    owner_at = [owners.get(b.var) for b in bindings]
     for k, b in enumerate(bindings):
         v = b.value
         var = b.var

@@ -1,0 +1,175 @@
+"""Canonical-form rules for data movement (see ``canon`` and ``canon_rules``): roll, chunk, identity
+views, chained views, flattened linear layers and batched matmuls.  Each rewrite moves the same
+values: exact."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .canon import Match, Pass, _axes, _operands, _prim
+
+
+def _static_index(p: Pass, x, depth: int = 0) -> np.ndarray | None:
+    """The value of an integer index computed from constants (``arange``, ``add``, ``subtract``,
+    ``multiply``, ``mod``, ``floor_mod``), else None."""
+    c = p.const(x)
+    if c is not None:
+        return c if c.dtype.kind in "iu" else None
+    call = p.call(x)
+    if call is None or depth > 8:
+        return None
+    name = call.op.name.rsplit(".", 1)[-1]
+    if name == "arange":
+        start, end, step = (int(_prim(a)) for a in call.args[:3])
+        return np.arange(start, end, step, dtype=np.int64)
+    ops = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "mod": np.mod, "floor_mod": np.mod}
+    if name not in ops or len(call.args) != 2:
+        return None
+    a, b = (_static_index(p, y, depth + 1) for y in call.args)
+    return None if a is None or b is None else ops[name](a, b)
+
+
+def _slice(p: Pass, x, axis: int, begin: int, end: int, like):
+    return p.emit(p.relax.op.strided_slice(x, [axis], [begin], [end], [1]), like=like)
+
+
+def roll_as_slices(p: Pass, var, v):
+    """``take(x, (arange(n) + k) mod n, axis)`` (torch.export's ``roll``; any index computed from
+    constants that rotates the axis) -> ``concat(x[k:], x[:k], axis)``, what the ONNX exporter
+    writes: two slices and a concat, plain data movement.  An index that is ``arange(n)`` is no op."""
+    x, idx = v.args
+    shape = p.shape(x)
+    index = _static_index(p, idx)
+    if shape is None or index is None or index.ndim != 1:
+        return None
+    axis = int(p.attr(v, "axis", 0)) % len(shape)
+    n = shape[axis]
+    if len(index) != n or n == 0:
+        return None
+    k = int(index[0]) % n
+    if not np.array_equal(index % n, (np.arange(n) + k) % n) or (index < 0).any() or (index >= n).any():
+        return None
+    if k == 0:
+        return Match(p.m(x), (), "an identity gather removed at import")
+    a = _slice(p, p.m(x), axis, k, n, like=var)
+    b = _slice(p, p.m(x), axis, 0, k, like=var)
+    out = p.emit(p.relax.op.concat([a, b], axis), like=var)
+    return Match(out, (), "roll written as slices and a concat at import")
+
+
+def chunk_as_slices(p: Pass, var, v):
+    """The ``split`` of a ``torch.chunk`` -> one ``strided_slice`` per piece, how torch's ONNX
+    exporter writes ``chunk`` (one Slice node per chunk); the pieces' readers take the slices.
+    Other splits stay ``split`` in every format (torch.split and ONNX Split are a split both ways)."""
+    if not p.src_op(var).startswith("aten.chunk"):
+        return None
+    shape = p.shape(v.args[0])
+    fields = getattr(var.ty, "fields", None)
+    if shape is None or fields is None:
+        return None
+    axis = int(p.attr(v, "axis", 0)) % len(shape)
+    begin, parts = 0, []
+    for f in fields:
+        size = int(f.shape[axis])
+        parts.append(_slice(p, p.m(v.args[0]), axis, begin, begin + size, like=var))
+        begin += size
+    return Match(p.relax.Tuple(parts), (), "split written as slices at import")
+
+
+def identity(p: Pass, var, v):
+    """``reshape`` / ``broadcast_to`` to the shape the tensor has, ``permute_dims`` by the identity,
+    ``astype`` to the dtype it has: no op."""
+    x = v.args[0]
+    shape, want = p.shape(x), p.shape(var)
+    if shape is None or shape != want or p.dtype(x) != p.dtype(var):
+        return None
+    name = v.op.name.rsplit(".", 1)[-1]
+    if name == "permute_dims" and _axes(v, len(shape)) != list(range(len(shape))):
+        return None
+    return Match(p.m(x), (), f"no computation of its own: an identity {name} removed at import")
+
+
+def reshape_chain(p: Pass, var, v):
+    """``reshape(reshape(x))`` (the inner read once) -> one ``reshape``."""
+    inner = p.call(v.args[0], "relax.reshape")
+    if inner is None or not p.single(v.args[0]):
+        return None
+    out = p.emit(p.relax.op.reshape(p.m(inner.args[0]), p.shape(var)), like=var)
+    return Match(out, (v.args[0],), "two reshapes merged into one at import")
+
+
+def permute_chain(p: Pass, var, v):
+    """``permute_dims(permute_dims(x, a), b)`` (the inner read once) -> ``permute_dims(x, a[b])``."""
+    inner = p.call(v.args[0], "relax.permute_dims")
+    shape = p.shape(v.args[0])
+    if inner is None or shape is None or not p.single(v.args[0]):
+        return None
+    a, b = _axes(inner, len(shape)), _axes(v, len(shape))
+    out = p.emit(p.relax.op.permute_dims(p.m(inner.args[0]), [a[i] for i in b]), like=var)
+    return Match(out, (v.args[0],), "two transposes merged into one at import")
+
+
+def _flat_matmul(p: Pass, mm):
+    """``matmul(reshape(x, [prod(lead), k]), W)`` with a constant 2-D ``W``: (x, W) else None."""
+    call = p.call(mm, "relax.matmul")
+    if call is None or not p.single(mm):
+        return None
+    r, w = call.args
+    flat = p.call(r, "relax.reshape")
+    weight = p.const(w)
+    if flat is None or weight is None or weight.ndim != 2 or not p.single(r):
+        return None
+    x = flat.args[0]
+    shape = p.shape(x)
+    if shape is None or len(shape) < 2 or p.shape(r) != (math.prod(shape[:-1]), shape[-1]):
+        return None
+    return call, x, r
+
+
+def linear_unflattened(p: Pass, var, v):
+    """``reshape(matmul(reshape(x, [m, k]), W) [+ b], lead + [n])`` (torch.export's ``linear`` on an
+    N-D input) -> ``matmul(x, W) [+ b]`` on the N-D input, as ONNX's MatMul writes it."""
+    y = v.args[0]
+    add, bias = p.call(y, "relax.add"), None
+    mm = y
+    if add is not None and p.single(y):
+        mm, bias = _operands(p, add)
+        if mm is None or p.const(bias).ndim > 1:
+            return None
+    found = _flat_matmul(p, mm)
+    if found is None:
+        return None
+    call, x, r = found
+    shape = p.shape(x)
+    if p.shape(var) != shape[:-1] + (p.shape(mm)[-1],):
+        return None
+    out = p.new_call(call, [p.m(x), call.args[1]], like=mm)
+    if bias is not None:
+        out = p.emit(p.relax.op.add(out, bias), like=y)
+    return Match(out, (mm, r) + ((y,) if bias is not None else ()), "a flattened linear layer written on its "
+                                                                     "N-D input at import")  # fmt: skip
+
+
+def batched_matmul(p: Pass, var, v):
+    """``reshape(matmul(reshape(a, [B, m, k]), reshape(b, [B, k, n])), lead + [m, n])`` with
+    ``prod(lead) = B`` and no broadcasting (torch's bmm decomposition) -> ``matmul(a, b)``."""
+    call = p.call(v.args[0], "relax.matmul")
+    if call is None or not p.single(v.args[0]):
+        return None
+    ins = []
+    for r in call.args:
+        flat = p.call(r, "relax.reshape")
+        if flat is None or not p.single(r):
+            return None
+        ins.append((r, flat.args[0]))
+    (ra, a), (rb, b) = ins
+    sa, sb, out_shape = p.shape(a), p.shape(b), p.shape(var)
+    if None in (sa, sb, out_shape) or len(sa) < 3 or sa[:-2] != sb[:-2] or out_shape != sa[:-1] + sb[-1:]:
+        return None
+    batch = math.prod(sa[:-2])
+    if p.shape(ra) != (batch,) + sa[-2:] or p.shape(rb) != (batch,) + sb[-2:]:
+        return None
+    out = p.new_call(call, [p.m(a), p.m(b)], like=v.args[0])
+    return Match(out, (v.args[0], ra, rb), "a batched matmul written on its N-D inputs at import")

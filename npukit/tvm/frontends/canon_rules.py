@@ -1,0 +1,269 @@
+"""The canonical-form rules (see ``canon``).  Each rule reads one root binding of the old function
+and returns a ``Match`` or None; its docstring says what it matches and what it makes.
+
+Every rule keeps the model's values: data movement is rearranged exactly; arithmetic rules change
+the result by fp32 rounding at most (stated where that is so); the one rule that drops a guard
+(``safe_softmax``) says when the values could differ.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .canon import Match, Pass, _operands, _prim
+from .canon_moves import (
+    batched_matmul,
+    chunk_as_slices,
+    identity,
+    linear_unflattened,
+    permute_chain,
+    reshape_chain,
+    roll_as_slices,
+)
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _close(x: float | None, want: float, rel: float = 1e-6) -> bool:
+    return x is not None and abs(x - want) <= rel * abs(want)
+
+
+def _const(p: Pass, value, dtype: str):
+    return p.relax.const(np.asarray(value, dtype=dtype), dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# BatchNorm in inference form after a convolution or a matmul
+
+
+_BN_PRODUCERS = ("relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv3d", "relax.matmul")
+
+
+def fold_batch_norm(p: Pass, var, v):
+    """``batch_norm(conv(x, W) [+ b])[0]`` (inference form, constant statistics, the conv read only by
+    the BN) -> ``conv(x, W * s) + b'`` with ``s = gamma / sqrt(var + eps)`` per output channel and
+    ``b' = (b - mean) * s + beta``: what torch's ONNX exporter does.  The conv may be a grouped or
+    depthwise conv (NCHW data, OIHW weights, BN on axis 1) or a matmul with a constant 2-D weight
+    (BN on the last axis).  Computed in float64, rounded once to the weights' dtype."""
+    if v.index != 0 or not p.single(v.tuple_value):
+        return None
+    bn = p.call(v.tuple_value, "relax.nn.batch_norm")
+    if bn is None or p.attr(bn, "training", False):
+        return None
+    data, gamma, beta, mean, variance = bn.args
+    stats = [p.const(a) for a in (gamma, beta, mean, variance)]
+    if any(s is None for s in stats) or not p.single(data):
+        return None
+    gamma, beta, mean, variance = (s.astype(np.float64).reshape(-1) for s in stats)
+    eps = float(p.attr(bn, "epsilon", 1e-5))
+    y, bias, bias_var = data, None, None
+    add = p.call(data, "relax.add")
+    if add is not None:
+        y, c = _operands(p, add)
+        if y is None or not p.single(y):
+            return None
+        bias, bias_var = p.const(c), data
+    prod = p.call(y, *_BN_PRODUCERS)
+    if prod is None:
+        return None
+    x, w = prod.args
+    weight = p.const(w)
+    out_shape = p.shape(y)
+    if weight is None or out_shape is None:
+        return None
+    rank, axis = len(out_shape), int(p.attr(bn, "axis", 1)) % len(out_shape)
+    channels = out_shape[axis]
+    if prod.op.name == "relax.matmul":
+        if weight.ndim != 2 or axis != rank - 1:
+            return None
+        w_shape, b_shape = (1, channels), (channels,)
+    else:
+        layout = str(p.attr(prod, "data_layout", ""))
+        if axis != 1 or not layout.startswith("NC") or str(p.attr(prod, "kernel_layout", "")) != "OI" + layout[2:] \
+                or str(p.attr(prod, "out_layout", layout)) != layout:  # fmt: skip
+            return None
+        w_shape, b_shape = (channels,) + (1,) * (weight.ndim - 1), (1, channels) + (1,) * (rank - 2)
+    if weight.shape[0 if prod.op.name != "relax.matmul" else 1] != channels or len(gamma) != channels:
+        return None
+    if bias is not None and bias.size != channels:
+        return None
+    s = (gamma if p.attr(bn, "scale", True) else np.ones(channels)) / np.sqrt(variance + eps)
+    shift = (beta if p.attr(bn, "center", True) else np.zeros(channels)) - mean * s
+    if bias is not None:
+        shift = shift + bias.astype(np.float64).reshape(-1) * s
+    wdt, bdt = str(weight.dtype), p.dtype(var)
+    new_w = (weight.astype(np.float64) * s.reshape(w_shape)).astype(wdt)
+    conv = p.new_call(prod, [p.m(x), _const(p, new_w, wdt)], like=y)
+    out = p.emit(p.relax.op.add(conv, _const(p, shift.reshape(b_shape), bdt)), like=y)
+    consumed = (v.tuple_value, data) + ((bias_var,) if bias_var is not None else ())
+    return Match(out, consumed, f"batch normalization folded into the weights and bias of {p.src_name(y)!r} at "
+                                "import (inference form)")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# clip, hardsigmoid, hardswish
+
+
+def merge_clips(p: Pass, var, v):
+    """``clip(clip(x, a, b), c, d)`` (the inner clip read once) -> ``clip(x, max(a, c), min(b, d))``:
+    torch writes ``hardtanh``-like bounds as two one-sided clips."""
+    x = v.args[0]
+    inner = p.call(x, "relax.clip")
+    if inner is None or not p.single(x):
+        return None
+    lo = max(_prim(inner.args[1]), _prim(v.args[1]))
+    hi = min(_prim(inner.args[2]), _prim(v.args[2]))
+    out = p.emit(p.relax.op.clip(p.m(inner.args[0]), lo, hi), like=var)
+    return Match(out, (x,), "two clips merged into one at import")
+
+
+def _shifted_clip(p: Pass, x, d: float):
+    """``clip(add(y, k), 0, d)`` -> (y, k) (each read once), else None."""
+    clip = p.call(x, "relax.clip")
+    if clip is None or _prim(clip.args[1]) != 0.0 or not _close(_prim(clip.args[2]), d):
+        return None
+    add = p.call(clip.args[0], "relax.add")
+    if add is None or not p.single(clip.args[0]):
+        return None
+    y, k = _operands(p, add)
+    k = None if k is None else p.scalar(k)
+    return None if y is None or k is None else (y, k)
+
+
+def hardsigmoid(p: Pass, var, v):
+    """``clip(x + k, 0, d) / d`` (torch's hardsigmoid, ONNX HardSwish's inner part) ->
+    ``clip(x * (1/d) + k/d, 0, 1)`` (ONNX HardSigmoid's form; equal to within fp32 rounding)."""
+    d = p.scalar(v.args[1])
+    if d is None or d <= 0 or p.const(v.args[0]) is not None or not p.single(v.args[0]):
+        return None
+    found = _shifted_clip(p, v.args[0], d)
+    if found is None:
+        return None
+    y, k = found
+    dt = p.dtype(var)
+    scaled = p.emit(p.relax.op.multiply(p.m(y), _const(p, np.float32(1) / np.float32(d), dt)), like=var)
+    shifted = p.emit(p.relax.op.add(scaled, _const(p, np.float32(k) / np.float32(d), dt)), like=var)
+    out = p.emit(p.relax.op.clip(shifted, 0.0, 1.0), like=var)
+    return Match(out, (v.args[0], p.call(v.args[0]).args[0]), "hardsigmoid written in one canonical form at import")
+
+
+def hardswish_order(p: Pass, var, v):
+    """``(x * clip(x + k, 0, d)) / d`` (torch's hardswish) -> ``x * (clip(x + k, 0, d) / d)`` (ONNX
+    HardSwish's order), whose right side the ``hardsigmoid`` rule then rewrites."""
+    d = p.scalar(v.args[1])
+    mul = p.call(v.args[0], "relax.multiply")
+    if d is None or d <= 0 or mul is None or not p.single(v.args[0]):
+        return None
+    for x, c in (mul.args, mul.args[::-1]):
+        found = _shifted_clip(p, c, d)
+        if found is not None and found[0].same_as(x):
+            gate = p.emit(p.relax.op.divide(p.m(c), _const(p, d, p.dtype(var))), like=var)
+            out = p.emit(p.relax.op.multiply(p.m(x), gate), like=var)
+            return Match(out, (v.args[0],), "hardswish written in one canonical order at import")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# GELU written as erf arithmetic
+
+
+def gelu_erf(p: Pass, var, v):
+    """``x * 0.5 * (1 + erf(x / sqrt(2)))`` with its products in any order and grouping, the division
+    written as ``x * (1/sqrt(2))`` or not, every intermediate read once -> ``gelu(x)``.  The gelu op
+    takes the node that made the output (the last multiply); the other nodes are listed as elided."""
+    leaves, inner = [], []
+
+    def walk(x, top):
+        call = p.call(x, "relax.multiply") if top or p.single(x) else None
+        if call is None:
+            leaves.append(x)
+            return
+        if not top:
+            inner.append(x)
+        for a in call.args:
+            walk(a, False)
+
+    walk(var, True)
+    scale, rest = 1.0, []
+    for leaf in leaves:
+        s = p.scalar(leaf)
+        if s is not None:
+            scale *= s
+        else:
+            rest.append(leaf)
+    if len(rest) != 2 or not _close(scale, 0.5, 1e-6):
+        return None
+    for x, a in (rest, rest[::-1]):
+        add = p.call(a, "relax.add")
+        if add is None or not p.single(a):
+            continue
+        e, one = _operands(p, add)
+        erf = p.call(e, "relax.erf") if e is not None and p.single(e) else None
+        if erf is None or not _close(p.scalar(one), 1.0):
+            continue
+        t = erf.args[0]
+        div = p.call(t, "relax.divide", "relax.multiply") if p.single(t) else None
+        if div is None:
+            continue
+        y, k = _operands(p, div) if div.op.name == "relax.multiply" else div.args
+        if y is None or not y.same_as(x):
+            continue
+        k = p.scalar(k)
+        want = math.sqrt(2.0) if div.op.name == "relax.divide" else 1 / math.sqrt(2.0)
+        if not _close(k, want, 1e-6):
+            continue
+        out = p.emit(p.relax.op.nn.gelu(p.m(x)), like=var)
+        return Match(out, (*inner, a, e, t), f"part of a GELU written as erf arithmetic: imported as one gelu op "
+                                             f"named after the node that makes its output ({p.src_name(var)!r})")  # fmt: skip
+    return None
+
+
+_GUARD_OPS = {"relax.logical_not", "relax.astype", "relax.max", "relax.min", "relax.equal", "relax.not_equal",
+              "relax.isinf", "relax.logical_and", "relax.logical_or"}  # fmt: skip
+
+
+def safe_softmax(p: Pass, var, v):
+    """``where(<every score of the row is -inf>, 0, softmax(s))`` (torch's safe softmax in
+    scaled_dot_product_attention; the condition computed from ``s`` alone) -> ``softmax(s)``, as
+    the ONNX exporter writes it.  The values differ only on a row whose scores are all -inf (a
+    fully masked row), where softmax gives NaN and the guard 0."""
+    cond, zero, sm = v.args
+    soft = p.call(sm, "relax.nn.softmax")
+    z = p.const(zero)
+    if soft is None or z is None or z.any():
+        return None
+    s, seen, work = soft.args[0], [], [cond]
+    while work:
+        x = work.pop()
+        if x.same_as(s) or p.const(x) is not None:
+            continue
+        call = p.call(x)
+        if call is None or call.op.name not in _GUARD_OPS or not p.single(x):
+            return None
+        seen.append(x)
+        work.extend(a for a in call.args if isinstance(a, p.relax.Var) or p.const(a) is not None)
+    if not seen:
+        return None
+    return Match(p.m(sm), tuple(seen), "the guard torch writes around softmax for fully masked rows, dropped at "
+                                       "import (as the ONNX exporter writes softmax)")  # fmt: skip
+
+
+RULES = {
+    "TupleGetItem": (fold_batch_norm,),
+    "relax.clip": (merge_clips,),
+    "relax.divide": (hardswish_order, hardsigmoid),
+    "relax.multiply": (gelu_erf,),
+    "relax.take": (roll_as_slices,),
+    "relax.split": (chunk_as_slices,),
+    "relax.reshape": (identity, batched_matmul, linear_unflattened),
+    "relax.broadcast_to": (identity,),
+    "relax.astype": (identity,),
+    "relax.permute_dims": (identity, permute_chain),
+    "relax.where": (safe_softmax,),
+}
+# run once RULES match nothing more: merging reshapes earlier would hide the flattened-linear and
+# batched-matmul forms their rules look for
+LATE_RULES = {"relax.reshape": (identity, reshape_chain)}

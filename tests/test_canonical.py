@@ -1,0 +1,218 @@
+"""The canonical form at import (npukit/tvm/frontends/canon.py): what each rule matches, what it makes,
+the names it keeps and the values it keeps, on small models exported by torch (ONNX and .pt2) or
+written with onnx.helper.  Every module is run by TVM and compared with torch / onnxruntime."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import initializer, onnx_model, save_onnx, tensor_info
+
+import npukit
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+
+def _vm_run(mod, *xs):
+    import tvm
+    from tvm import relax
+
+    target = tvm.target.Target({"kind": "llvm"})
+    ex = tvm.compile(mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+    out = relax.VirtualMachine(ex, tvm.cpu())["main"](*[tvm.runtime.tensor(x) for x in xs])
+    while not hasattr(out, "numpy"):
+        out = out[0]
+    return out.numpy()
+
+
+def _export(model, x, tmp_path, name):
+    """(onnx path, pt2 path) of ``model`` exported as make_families does (legacy exporter, opset 17)."""
+    torch.manual_seed(0)
+    model = model.eval()
+    onnx_path, pt2_path = tmp_path / f"{name}.onnx", tmp_path / f"{name}.pt2"
+    torch.onnx.export(model, (x,), str(onnx_path), opset_version=17, dynamo=False, input_names=["x"])
+    torch.export.save(torch.export.export(model, (x,)), str(pt2_path))
+    return onnx_path, pt2_path
+
+
+def _close(got, ref, rel=1e-5):
+    assert np.abs(got - ref).max() <= rel * max(np.abs(ref).max(), 1e-6), np.abs(got - ref).max()
+
+
+def _with_stats(model):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    return model.eval()
+
+
+class ConvBN(nn.Module):
+    def __init__(self, bias):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 4, 3, padding=1, bias=bias), nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_batch_norm_after_conv_folds_into_its_weights_and_bias(tmp_path, bias):
+    torch.manual_seed(0)
+    model, x = _with_stats(ConvBN(bias)), torch.randn(1, 3, 8, 8)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    onnx_path, pt2_path = _export(model, x, tmp_path, "convbn")
+    g = npukit.import_model(pt2_path).graph
+    assert [(op.name, op.kind) for op in g.ops] == [("conv2d", "conv2d"), ("conv2d/add", "add"), ("relu", "relu")]
+    assert g.elided["batch_norm"] == ("batch normalization folded into the weights and bias of 'conv2d' at import "
+                                      "(inference form)")  # fmt: skip
+    assert [op.kind for op in npukit.import_model(onnx_path).graph.ops] == ["conv2d", "add", "relu"]
+    for path in (onnx_path, pt2_path):
+        _close(_vm_run(npukit.import_model(path).mod, x.numpy()), ref)
+
+
+class LinearBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.bn = nn.Linear(8, 4), nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        return self.bn(self.fc(x))
+
+
+def test_batch_norm_after_a_linear_layer_folds_into_the_matmul(tmp_path):
+    torch.manual_seed(0)
+    model, x = _with_stats(LinearBN()), torch.randn(2, 8)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    _, pt2_path = _export(model, x, tmp_path, "linbn")
+    imp = npukit.import_model(pt2_path)
+    assert [(op.name, op.kind) for op in imp.graph.ops] == [("linear", "matmul"), ("linear/add", "add")]
+    assert "batch_norm" in imp.graph.elided
+    _close(_vm_run(imp.mod, x.numpy()), ref)
+
+
+class ConvBNReadTwice(ConvBN):
+    def forward(self, x):
+        y = self.conv(x)
+        return self.bn(y) + y
+
+
+def test_batch_norm_stays_when_the_conv_output_is_read_elsewhere(tmp_path):
+    model, x = _with_stats(ConvBNReadTwice(False)), torch.randn(1, 3, 8, 8)
+    _, pt2_path = _export(model, x, tmp_path, "convbn2")
+    assert [op.kind for op in npukit.import_model(pt2_path).graph.ops] == ["conv2d", "batch_norm", "add"]
+
+
+# ---------------------------------------------------------------------------------------------
+# GELU written as erf arithmetic (ONNX before opset 20 has no Gelu)
+
+
+def _gelu_graph(order: str, half: float = 0.5):
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    c = {"sqrt2": math.sqrt(2.0), "inv": 1 / math.sqrt(2.0), "one": 1.0, "half": half}
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in c.items()]
+    if order == "torch":  # what torch's exporter writes: Div, Erf, Add, Mul(x, .), Mul(., 0.5)
+        nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="fc"),
+                 h.make_node("Div", ["m", "sqrt2"], ["d"], name="gelu/Div"),
+                 h.make_node("Erf", ["d"], ["e"], name="gelu/Erf"),
+                 h.make_node("Add", ["e", "one"], ["a"], name="gelu/Add"),
+                 h.make_node("Mul", ["m", "a"], ["p"], name="gelu/Mul"),
+                 h.make_node("Mul", ["p", "half"], ["y"], name="gelu/Mul_1")]  # fmt: skip
+    else:  # constants first, x * 0.5 first, the division written as a product
+        nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="fc"),
+                 h.make_node("Mul", ["inv", "m"], ["d"], name="gelu/scale"),
+                 h.make_node("Erf", ["d"], ["e"], name="gelu/Erf"),
+                 h.make_node("Add", ["one", "e"], ["a"], name="gelu/Add"),
+                 h.make_node("Mul", ["half", "m"], ["p"], name="gelu/half"),
+                 h.make_node("Mul", ["a", "p"], ["y"], name="gelu/out")]  # fmt: skip
+    return onnx_model(nodes, [tensor_info("x", [2, 8])], [tensor_info("y", [2, 4])],
+                      [initializer("w", [8, 4]), *inits])  # fmt: skip
+
+
+@pytest.mark.parametrize(("order", "out"), [("torch", "gelu/Mul_1"), ("other", "gelu/out")])
+def test_erf_gelu_becomes_one_gelu_named_after_its_output_node(tmp_path, order, out):
+    import onnxruntime as ort
+
+    path = save_onnx(_gelu_graph(order), tmp_path / f"gelu_{order}.onnx")
+    imp = npukit.import_model(path)
+    assert [(op.name, op.kind) for op in imp.graph.ops] == [("fc", "matmul"), (out, "gelu")]
+    parts = sorted(k for k, v in imp.graph.elided.items() if v.startswith("part of a GELU"))
+    assert parts == sorted({"gelu/Div", "gelu/scale", "gelu/Erf", "gelu/Add", "gelu/Mul", "gelu/half"} - {out}
+                           & {n.name for n in _gelu_graph(order).graph.node})  # fmt: skip
+    assert imp.graph.elided["gelu/Erf"].endswith(f"named after the node that makes its output ({out!r})")
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    ref = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    _close(_vm_run(imp.mod, x), ref, 1e-4)
+
+
+def test_erf_arithmetic_that_is_not_gelu_stays(tmp_path):
+    path = save_onnx(_gelu_graph("torch", half=0.4), tmp_path / "not_gelu.onnx")
+    kinds = [op.kind for op in npukit.import_model(path).graph.ops]
+    assert kinds == ["matmul", "divide", "erf", "add", "multiply", "multiply"]
+
+
+# ---------------------------------------------------------------------------------------------
+# roll, chunk, split, clip
+
+
+class Roll(nn.Module):
+    def forward(self, x):
+        return torch.relu(torch.roll(x, shifts=(1, -2), dims=(2, 3)))
+
+
+def test_roll_is_slices_and_a_concat_from_both_formats(tmp_path):
+    x = torch.randn(1, 2, 5, 6)
+    onnx_path, pt2_path = _export(Roll(), x, tmp_path, "roll")
+    want = ["strided_slice", "strided_slice", "concat"] * 2 + ["relu"]
+    for path in (onnx_path, pt2_path):
+        imp = npukit.import_model(path)
+        assert [op.kind for op in imp.graph.ops] == want, path.name
+        _close(_vm_run(imp.mod, x.numpy()), torch.relu(torch.roll(x, (1, -2), (2, 3))).numpy(), 0)
+    names = [op.name for op in npukit.import_model(pt2_path).graph.ops]
+    assert names[5] == "roll" and all(n.startswith("roll/") for n in names[:5])
+
+
+class Pieces(nn.Module):
+    def forward(self, x):
+        a, b = x.chunk(2, dim=1)
+        c, d = x.split([1, 3], dim=1)
+        return torch.cat([b, a, torch.relu(c), d], dim=1)
+
+
+def test_chunk_is_slices_and_split_stays_a_split_in_both_formats(tmp_path):
+    x = torch.randn(1, 4, 3, 3)
+    onnx_path, pt2_path = _export(Pieces(), x, tmp_path, "pieces")
+    for path in (onnx_path, pt2_path):
+        imp = npukit.import_model(path)
+        assert sorted(op.kind for op in imp.graph.ops) == ["concat", "relu", "split", "strided_slice",
+                                                           "strided_slice"], path.name  # fmt: skip
+        _close(_vm_run(imp.mod, x.numpy()), Pieces()(x).numpy(), 0)
+
+
+@pytest.mark.parametrize(("hi", "want_hi"), [(6.0, 6.0), (float("nan"), math.inf)])
+def test_onnx_clip_with_constant_bounds_is_one_clip(tmp_path, hi, want_hi):
+    import onnxruntime as ort
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    inits = [numpy_helper.from_array(np.asarray(0.0, np.float32), "lo"),
+             numpy_helper.from_array(np.asarray(hi, np.float32), "hi")]  # fmt: skip
+    m = onnx_model([h.make_node("Clip", ["x", "lo", "hi"], ["y"], name="relu6")], [tensor_info("x", [1, 8])],
+                   [tensor_info("y", [1, 8])], inits)  # fmt: skip
+    path = save_onnx(m, tmp_path / "clip.onnx")
+    imp = npukit.import_model(path)
+    (op,) = imp.graph.ops
+    assert (op.name, op.kind, op.attrs["min"], op.attrs["max"]) == ("relu6", "clip", 0.0, want_hi)
+    x = (np.arange(8, dtype=np.float32) - 2) * 2
+    _close(_vm_run(imp.mod, x[None]), ort.InferenceSession(str(path)).run(None, {"x": x[None]})[0], 0)

@@ -156,3 +156,62 @@ def run_all_cells(page, timeout_ms: int = 180_000) -> None:
         }""",
         timeout=timeout_ms,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# the widget, driven as its front end drives it
+
+WIDGET = '[data-testid="npukit-root"]'  # the widget's root element
+
+
+def recording_widget(study):
+    """A StudyWidget whose comm messages are recorded in ``w.sent`` (no front end needed)."""
+    from npukit.ui import StudyWidget
+
+    w = StudyWidget(study)
+    w.sent = []
+    w.comm.send = lambda data=None, metadata=None, buffers=None: w.sent.append({"data": data, "buffers": buffers})
+    return w
+
+
+def request(w, **msg) -> dict:
+    """Send one request as the front end does; return the one state update it caused."""
+    n = len(w.sent)
+    w._on_msg(w, {"seq": 100 + n, **msg}, [])
+    updates = [m for m in w.sent[n:] if m["data"]["method"] == "update"]
+    assert len(updates) == 1, f"{msg}: {len(updates)} updates"
+    assert w.status["seq"] == 100 + n
+    return updates[0]["data"]["state"]
+
+
+@contextmanager
+def widget_page(browser, lab: Lab, notebook: str, timeout_ms: int = 60_000, *, scroll: bool = False,
+                height: int = 1100, run_timeout_ms: int = 180_000, ready: str = '[data-testid="graph-node"]'):  # fmt: skip
+    """A chromium page with ``notebook`` open in the lab, every cell run and the widget drawn
+    (``ready`` inside it); ``page.page_errors`` collects the page's JavaScript errors."""
+    ctx = browser.new_context(viewport={"width": 1500, "height": height})
+    pg = ctx.new_page()
+    pg.set_default_timeout(timeout_ms)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    open_notebook(pg, lab, notebook)
+    run_all_cells(pg, timeout_ms=run_timeout_ms)
+    pg.wait_for_selector(f"{WIDGET} {ready}", timeout=timeout_ms)
+    if scroll:
+        pg.locator(WIDGET).scroll_into_view_if_needed()
+    pg.page_errors = errors
+    try:
+        yield pg
+    finally:
+        ctx.close()
+
+
+def rev(page) -> int:
+    return int(page.get_attribute(WIDGET, "data-rev") or 0)
+
+
+def edit(page, action, timeout_ms: int = 120_000) -> None:
+    """Do something that sends one request, then wait until the widget applied its answer."""
+    before = rev(page)
+    action()
+    page.wait_for_function(f"() => +document.querySelector('{WIDGET}').dataset.rev > {before}", timeout=timeout_ms)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from .lab import REPO, open_notebook, run_all_cells
+from .lab import REPO, edit, widget_page
 
 pytestmark = pytest.mark.browser
 
@@ -58,28 +58,8 @@ def expected():
 
 @pytest.fixture(scope="module")
 def page(lab, browser, artifacts):
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1100})
-    pg = ctx.new_page()
-    pg.set_default_timeout(TIMEOUT)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    open_notebook(pg, lab, NOTEBOOK)
-    run_all_cells(pg)
-    pg.wait_for_selector(f'{ROOT} [data-testid="graph-node"]', timeout=TIMEOUT)
-    pg.page_errors = errors
-    yield pg
-    ctx.close()
-
-
-def rev(page) -> int:
-    return int(page.get_attribute(ROOT, "data-rev") or 0)
-
-
-def edit(page, action) -> None:
-    """Do something that sends one request, then wait until the widget applied its answer."""
-    before = rev(page)
-    action()
-    page.wait_for_function(f"() => +document.querySelector('{ROOT}').dataset.rev > {before}", timeout=TIMEOUT)
+    with widget_page(browser, lab, NOTEBOOK, TIMEOUT) as pg:
+        yield pg
 
 
 def fills(page) -> dict[str, str]:

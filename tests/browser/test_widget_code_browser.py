@@ -8,7 +8,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from .lab import REPO, open_notebook, run_all_cells
+from .lab import REPO, edit, widget_page
 
 pytestmark = pytest.mark.browser
 
@@ -40,27 +40,8 @@ def page(lab, browser, artifacts):
         "import npukit\nstudy = npukit.Study('sample_models/digits_cnn.onnx', 'arm-dsp-dla', placement='first-fit')\nw = study.show()\nw")]  # fmt: skip
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     nbformat.write(nb, str(lab.root / "code_tab.ipynb"))
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1300})
-    pg = ctx.new_page()
-    pg.set_default_timeout(TIMEOUT)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    open_notebook(pg, lab, "code_tab.ipynb")
-    run_all_cells(pg)
-    pg.wait_for_selector(f'{ROOT} [data-testid="graph-node"]', timeout=TIMEOUT)
-    pg.page_errors = errors
-    yield pg
-    ctx.close()
-
-
-def rev(page) -> int:
-    return int(page.get_attribute(ROOT, "data-rev") or 0)
-
-
-def edit(page, action) -> None:
-    before = rev(page)
-    action()
-    page.wait_for_function(f"() => +document.querySelector('{ROOT}').dataset.rev > {before}", timeout=TIMEOUT)
+    with widget_page(browser, lab, "code_tab.ipynb", TIMEOUT, height=1300) as pg:
+        yield pg
 
 
 def code_attr(page, name: str) -> str:

@@ -10,7 +10,7 @@ import difflib
 
 import pytest
 
-from .lab import REPO
+from .lab import REPO, recording_widget, request
 
 DIGITS = REPO / "sample_models" / "digits_cnn.onnx"
 CONV2 = 3  # op id of /conv2/Conv in the digits CNN
@@ -25,26 +25,11 @@ def study():
 
 @pytest.fixture
 def widget(study):
-    from npukit.ui import StudyWidget
-
-    w = StudyWidget(study)
-    sent: list[dict] = []
-    w.comm.send = lambda data=None, metadata=None, buffers=None: sent.append({"data": data, "buffers": buffers})
-    w.sent = sent
+    w = recording_widget(study)
     yield w
     if w.build_job is not None:
         w.build_job.wait(120)
     w.close()
-
-
-def request(w, **msg) -> dict:
-    """Send one request as the front end does; return the one update it caused."""
-    n = len(w.sent)
-    w._on_msg(w, {"seq": 100 + n, **msg}, [])
-    updates = [m for m in w.sent[n:] if m["data"]["method"] == "update"]
-    assert len(updates) == 1, f"{msg}: {len(updates)} updates"
-    assert w.status["seq"] == 100 + n
-    return updates[0]["data"]["state"]
 
 
 def lines_of(w, path: str, op: int) -> list[int]:

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from .lab import REPO, open_notebook, run_all_cells
+from .lab import REPO, edit, widget_page
 
 pytestmark = pytest.mark.browser
 
@@ -19,7 +19,7 @@ TIMEOUT = 120_000
 
 
 def notebook(lab, name: str, cells: list[str]) -> str:
-    """Write a notebook of code cells into the lab's root; its path for open_notebook."""
+    """Write a notebook of code cells into the lab's root; its path for widget_page."""
     nb = {
         "cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
                   for c in cells],
@@ -28,16 +28,6 @@ def notebook(lab, name: str, cells: list[str]) -> str:
     }  # fmt: skip
     (lab.root / "notebooks" / name).write_text(json.dumps(nb))
     return f"notebooks/{name}"
-
-
-def rev(page) -> int:
-    return int(page.get_attribute(ROOT, "data-rev") or 0)
-
-
-def edit(page, action, timeout=TIMEOUT) -> None:
-    before = rev(page)
-    action()
-    page.wait_for_function(f"() => +document.querySelector('{ROOT}').dataset.rev > {before}", timeout=timeout)
 
 
 def status(page) -> tuple[str, str]:
@@ -66,18 +56,8 @@ def digits_page(lab, browser, artifacts):
     path = notebook(lab, "polish_digits.ipynb", [
         "import npukit\nstudy = npukit.Study('../sample_models/digits_cnn.onnx', 'arm-dsp-dla')\nstudy.show()",
     ])  # fmt: skip
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1100})
-    pg = ctx.new_page()
-    pg.set_default_timeout(TIMEOUT)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    open_notebook(pg, lab, path)
-    run_all_cells(pg)
-    pg.wait_for_selector(f'{ROOT} [data-testid="graph-node"]', timeout=TIMEOUT)
-    pg.locator(ROOT).scroll_into_view_if_needed()
-    pg.page_errors = errors
-    yield pg
-    ctx.close()
+    with widget_page(browser, lab, path, TIMEOUT, scroll=True) as pg:
+        yield pg
 
 
 def test_placement_policy_control(digits_page, artifacts):
@@ -155,21 +135,13 @@ def test_fit_keeps_a_small_graph_whole(digits_page):
 @pytest.fixture(scope="module")
 def tall_page(lab, browser, artifacts):
     path = notebook(lab, "polish_transformer.ipynb", [
-        "import npukit\nstudy = npukit.Study('../sample_models/transformer_encoder.onnx', 'arm-dsp-dla')\n"
-        "study.show()",
+        "import npukit\nimport npukit.progress\n"
+        "npukit.progress.DELAY_S = 0.05  # an edit here takes ~0.2-0.5 s: count it as long, to see the working line\n"
+        "study = npukit.Study('../sample_models/transformer_encoder.onnx', 'arm-dsp-dla')\nstudy.show()",
     ])  # fmt: skip
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1100})
-    pg = ctx.new_page()
-    pg.set_default_timeout(TIMEOUT)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    open_notebook(pg, lab, path)
-    run_all_cells(pg, timeout_ms=300_000)
-    pg.wait_for_selector(f'{ROOT} [data-testid="graph"][data-layout="done"]', timeout=TIMEOUT)
-    pg.locator(ROOT).scroll_into_view_if_needed()
-    pg.page_errors = errors
-    yield pg
-    ctx.close()
+    with widget_page(browser, lab, path, TIMEOUT, scroll=True, run_timeout_ms=300_000,
+                     ready='[data-testid="graph"][data-layout="done"]') as pg:  # fmt: skip
+        yield pg
 
 
 def test_rule_blocked_checkboxes_look_different(tall_page, artifacts):
@@ -238,15 +210,16 @@ def test_fit_scrolls_a_tall_graph_at_a_readable_zoom(tall_page, artifacts):
 
 
 def test_a_long_edit_shows_working_lines(tall_page, artifacts):
-    """An edit of the 1,161-op transformer re-runs the cost placement for more than a second: the
-    status line says so while it runs, then the edit's own status replaces it."""
+    """An edit of the 1,161-op transformer re-runs the cost placement (longer than the notebook's
+    0.05 s progress delay): the status line says so while it runs, then the edit's own status
+    replaces it."""
     page = tall_page
     page.evaluate(f"""() => {{
         const el = document.querySelector('{ROOT} [data-testid="status"]');
         window.__statusTexts = [];
         new MutationObserver(() => window.__statusTexts.push(el.textContent)).observe(el, {{childList: true, characterData: true, subtree: true}});
     }}""")
-    edit(page, lambda: page.click(f'{ROOT} [data-testid="support-dsp-softmax"]'), timeout=300_000)
+    edit(page, lambda: page.click(f'{ROOT} [data-testid="support-dsp-softmax"]'), timeout_ms=300_000)
     texts = page.evaluate("() => window.__statusTexts")
     working = [t for t in texts if t.startswith("working: ")]
     assert working, texts

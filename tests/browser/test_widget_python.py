@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from .lab import REPO
+from .lab import REPO, recording_widget, request
 
 DIGITS = REPO / "sample_models" / "digits_cnn.onnx"
 
@@ -23,24 +23,9 @@ def study():
 
 @pytest.fixture
 def widget(study):
-    from npukit.ui import StudyWidget
-
-    w = StudyWidget(study)
-    sent: list[dict] = []
-    w.comm.send = lambda data=None, metadata=None, buffers=None: sent.append({"data": data, "buffers": buffers})
-    w.sent = sent
+    w = recording_widget(study)
     yield w
     w.close()
-
-
-def request(w, **msg) -> dict:
-    """Send one request as the front end does; return the one update it caused."""
-    n = len(w.sent)
-    w._on_msg(w, {"seq": 100 + n, **msg}, [])
-    updates = [m for m in w.sent[n:] if m["data"]["method"] == "update"]
-    assert len(updates) == 1, f"{msg}: {len(updates)} updates"
-    assert w.status["seq"] == 100 + n
-    return updates[0]["data"]["state"]
 
 
 def test_view_model_is_plain_json(study):
@@ -113,11 +98,7 @@ def test_each_request_is_one_update(widget, study):
 def test_first_fit_bits_edit_is_cost_only():
     """Under first-fit a bit-width never moves an op: the edit sends new values, not a placement."""
     import npukit
-    from npukit.ui import StudyWidget
-
-    w = StudyWidget(npukit.Study(DIGITS, "arm-dsp-dla", placement="first-fit"))
-    w.sent = []
-    w.comm.send = lambda data=None, metadata=None, buffers=None: w.sent.append({"data": data, "buffers": buffers})
+    w = recording_widget(npukit.Study(DIGITS, "arm-dsp-dla", placement="first-fit"))
     try:
         state = request(w, type="bits", processor="dla", bits="fp16")
         assert "values" in state and "placement" not in state

@@ -2,7 +2,8 @@
 chain), npukit's cost model chooses where it runs, and whether an offload pays for its call
 overhead, its boundary transfers and conversions.  The choice becomes verdicts -- every other
 accelerator refuses with a ``cost`` reason carrying the figures -- that the real BYOC partition
-(FuseOpsByPattern + MergeCompositeFunctions) then obeys; the Plan is still TVM's, read back.
+(FuseOpsByPattern + MergeCompositeFunctions) then obeys; the Plan is still TVM's (edits use the
+passes' exact replay, ``npukit.byocsim``, checked against TVM's own run when the module is built).
 
 The unit of choice is a *group*: a fusable chain (``[dequantize] root [add] [activation]
 [quantize] [clip]``, as the pattern tables fuse it) when one accelerator accepts all of it, else

@@ -21,5 +21,6 @@ def test_pages_state_the_models():
     cost = (ROOT / "docs/cost-model.md").read_text()
     assert "cycles = max(compute_cycles, memory_cycles)" in cost and "macs_per_cycle" in cost
     assert "transfer_us = latency_us + k * bytes / (bandwidth_gbps * 1000)" in cost
+    assert "## Placement policy" in cost and "dynamic programming over the groups" in cost
     q = (ROOT / "docs/quantization.md").read_text()
     assert "per output channel, symmetric" in q and "per tensor, affine" in q

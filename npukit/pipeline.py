@@ -82,9 +82,11 @@ HOSTC = LRU(32)  # (model, host kernel groups) -> TVM's C for the host's ops (np
 FITS = LRU(32)  # (model, soc, config, data) -> the measured memory fit of the target build (codegen.fit)
 RANGES = LRU(8)  # (model, data) -> calibrated activation ranges (also kept on disk: calibration())
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
+SCORES = LRU(8)  # (model, soc) -> LRU of the cost placement's evaluated virtual plans
 
 
-ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES)
+ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES,
+              SCORES)
 
 
 def clear_caches() -> None:
@@ -451,7 +453,8 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
 
     g = model.graph
     bits_of, runs = bits_policy(soc, cfg, g)
-    choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs, cost_model(model, soc))
+    choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs, cost_model(model, soc),
+                    _scores(model, soc))
     cost = _byoc(model, soc, constrain(vs, soc, choice))
     host = _byoc(model, soc, {k: (v if v.host or not v.ok else _refused_for_host(v)) for k, v in vs.items()})
     inf = float("inf")
@@ -463,6 +466,16 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
                f"{lats[2]:,.1f} us all on {soc.host}: kept {names[k]}")  # fmt: skip
     notes = {i: (choice.why[i] if k == 0 else summary) for i in range(len(g.ops))}
     return CHOICES.put(key, dataclasses.replace((cost, ff, host)[k], notes=notes))
+
+
+def _scores(model: Model, soc: SocProfile) -> LRU:
+    """The cost placement's evaluated virtual plans of one model on one profile (latency, energy),
+    kept across edits."""
+    key = (model.key, soc.digest)
+    memo = SCORES.get(key)
+    if memo is None:
+        memo = SCORES.put(key, LRU(20_000))
+    return memo
 
 
 def _refused_for_host(v: Verdict) -> Verdict:

@@ -21,16 +21,17 @@ costed by the cost model and the list schedule exactly as a real plan is.  Metho
   overhead of every partition entered), then passes of single-group moves under the additive model
   with every edge counted, then (models of at most ``VIRTUAL_MOVES_MAX_OPS`` ops) single-group moves
   judged by the virtual plan's latency while they improve it (a stated heuristic, deterministic,
-  bounded by ``MOVE_BUDGET`` evaluations);
+  bounded by ``MOVE_BUDGET`` evaluations; above ``EXACT_REASONS_MAX_OPS`` ops only the moves the
+  additive model prices under ``PROMISING`` of the latency);
 * the profile's first-fit choice and the all-host choice are always evaluated too, and the best
   virtual latency wins (ties: lower energy, then the first-fit choice).
 
 Every op's reason compares its processor with each other candidate: the whole model's latency with
 only its group moved, split into the kernel's own time and the rest.  Up to
-``VIRTUAL_MOVES_MAX_OPS`` ops that latency comes from the moved virtual plan itself; above, from the
-chosen plan's latency plus the additive model's change of the terms the group touches, and the
-reason says it is estimated term by term (one virtual plan of the 1,161-op transformer costs
-~20 ms, and it has over a hundred groups with alternatives).
+``EXACT_REASONS_MAX_OPS`` ops that latency comes from the moved virtual plan itself; above, from
+the chosen plan's latency plus the additive model's change of the terms the group touches, and the
+reason says it is estimated term by term (a virtual plan costs ~1 ms at MobileNet size and ~20 ms
+for the 1,161-op transformer, and an edit would need one per group and alternative).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ from .timeline import schedule
 EXHAUSTIVE = 2048
 MOVE_BUDGET = 200
 VIRTUAL_MOVES_MAX_OPS = 400  # larger models stop after the additive moves (each virtual evaluation costs O(ops))
+EXACT_REASONS_MAX_OPS = 64  # up to here every alternative in a reason is its own virtual plan
+PROMISING = 0.02  # a virtual move is tried when the additive model says it costs < 2% of the latency
 
 
 @dataclass(frozen=True)
@@ -268,10 +271,13 @@ class Additive:
 
 
 def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], Verdict], bits_of,
-           first_fit: Sequence[str], runs=lambda i, p: True, cm=None) -> Choice:  # fmt: skip
+           first_fit: Sequence[str], runs=lambda i, p: True, cm=None, memo=None) -> Choice:  # fmt: skip
     """The cost policy's processor for every op (see the module docstring).  ``bits_of(op, proc)``
     is the bit-width an op would run at on a processor; ``first_fit`` the processor per op the
-    profile's preference order gives (the baseline that is always evaluated)."""
+    profile's preference order gives (the baseline that is always evaluated).  ``memo``: a mapping
+    kept across calls for one model and profile (the pipeline's): a virtual plan's latency depends
+    only on the groups, their processors and the ops' bit-widths, so an edit that leaves most of the
+    assignment alone re-uses the evaluations of the previous decision."""
     groups = groups_of(g, soc, vs)
     cands = [candidates(grp, soc, vs, runs) for grp in groups]
     ev = Evaluator(g, soc, t, bits_of, groups, cm)
@@ -285,11 +291,20 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
             break
     scored: dict[tuple[str, ...], tuple[float, float]] = {}
 
+    gkey = tuple(groups)
+
     def score(a) -> tuple[float, float]:
         a = tuple(a)
         s = scored.get(a)
         if s is None:
-            s = scored[a] = ev.latency(a)
+            if memo is None:
+                s = ev.latency(a)
+            else:
+                key = (gkey, a, tuple(bits_of(i, p) for grp, p in zip(groups, a) for i in grp))
+                s = memo.get(key)
+                if s is None:
+                    s = memo.put(key, ev.latency(a))
+            scored[a] = s
         return s
 
     if space <= EXHAUSTIVE:
@@ -301,7 +316,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
         best = _dp(add, cands)
         best = _moves_additive(add, cands, best)
         if len(g.ops) <= VIRTUAL_MOVES_MAX_OPS:
-            best = _moves_virtual(score, cands, best)
+            best = _moves_virtual(score, cands, best, add, exhaustive=len(g.ops) <= EXACT_REASONS_MAX_OPS)
     options = [(score(best), 0, method, tuple(best)), (score(ff), -1, "first-fit", tuple(ff)),
                (score(all_host), 1, "host", tuple(all_host))]  # fmt: skip
     (lat, _e), _, method, chosen = min(options, key=lambda o: (o[0][0], o[0][1], o[1]))
@@ -309,7 +324,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     for grp, p in zip(groups, chosen):
         for i in grp:
             proc[i] = p
-    why = _reasons(ev, groups, cands, chosen, score, exact=len(g.ops) <= VIRTUAL_MOVES_MAX_OPS)
+    why = _reasons(ev, groups, cands, chosen, score, exact=len(g.ops) <= EXACT_REASONS_MAX_OPS)
     return Choice(tuple(proc), why, method, lat)
 
 
@@ -352,7 +367,11 @@ def _moves_additive(add: Additive, cands, a: list[str]) -> list[str]:
     return a
 
 
-def _moves_virtual(score, cands, a: list[str]) -> list[str]:
+def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool = True) -> list[str]:
+    """Single-group moves judged by the virtual plan while they improve it.  Unless ``exhaustive``,
+    only the moves the additive model finds promising (costing less than ``PROMISING`` of the
+    current latency: it cannot see overlap between lanes, so a move it prices slightly positive may
+    still pay) are evaluated."""
     a = tuple(a)
     cur = score(a)
     budget = MOVE_BUDGET
@@ -362,6 +381,8 @@ def _moves_virtual(score, cands, a: list[str]) -> list[str]:
         for k, c in enumerate(cands):
             for p in c:
                 if p == a[k] or budget <= 0:
+                    continue
+                if not exhaustive and add.delta(list(a), k, p) >= PROMISING * cur[0]:
                     continue
                 b = a[:k] + (p,) + a[k + 1 :]
                 budget -= 1

@@ -211,7 +211,10 @@ def rev(page) -> int:
 
 
 def edit(page, action, timeout_ms: int = 120_000) -> None:
-    """Do something that sends one request, then wait until the widget applied its answer."""
+    """Do something that sends one request, then wait until the widget applied its answer and
+    repainted the open tab (the widget draws the tab one animation frame plus one task after it
+    applies an update; a frame plus a task queued after that runs after it)."""
     before = rev(page)
     action()
     page.wait_for_function(f"() => +document.querySelector('{WIDGET}').dataset.rev > {before}", timeout=timeout_ms)
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)))")

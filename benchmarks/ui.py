@@ -1,6 +1,6 @@
 """Widget speed in a real JupyterLab + chromium; prints JSON.
 
-    python benchmarks/ui.py [--clicks 30] [--ops 10000] [--skip-10k] [--out FILE]
+    python benchmarks/ui.py [--clicks 30] [--ops 10000] [--skip-10k] [--out FILE] [--placement cost|first-fit]
 
 (a) click -> repaint on the 1,161-op sample (transformer_encoder.onnx, collapsed by partition):
     selecting partition nodes (front end only), changing a processor's bit-width (a cost-only edit:
@@ -253,11 +253,12 @@ def main(argv=None) -> int:
     ap.add_argument("--ops", type=int, default=10_000)
     ap.add_argument("--skip-10k", action="store_true")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--placement", choices=("cost", "first-fit"), default="cost")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     (REPO / "test-artifacts").mkdir(exist_ok=True)
-    result: dict = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+    result: dict = {"placement": args.placement, "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                                 "load_avg_1min_at_start": round(os.getloadavg()[0], 2)}}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="npukit-bench-") as d:
         root = Path(d)
@@ -266,11 +267,11 @@ def main(argv=None) -> int:
         )
         n_ops = 0 if args.skip_10k else chain_model(args.ops, root / "chain.onnx")
         write_notebook(root / "bench_1k.ipynb", [
-            "import npukit, time\nst = npukit.Study('transformer_encoder.onnx', 'arm-dsp-dla')\nst.totals; st.placement;",
+            f"import npukit, time\nst = npukit.Study('transformer_encoder.onnx', 'arm-dsp-dla', placement={args.placement!r})\nst.totals; st.placement;",
             "t0 = time.time(); w = st.show(); print('NPUKIT_T0', repr(t0), w.build_ms, len(st.graph.ops), st.totals['partitions']); w",
         ])  # fmt: skip
         write_notebook(root / "bench_10k.ipynb", [
-            "import npukit, time\nst = npukit.Study('chain.onnx', 'arm-dsp-dla')\nst.totals; st.placement;",
+            f"import npukit, time\nst = npukit.Study('chain.onnx', 'arm-dsp-dla', placement={args.placement!r})\nst.totals; st.placement;",
             "t0 = time.time(); w = st.show(); print('NPUKIT_T0', repr(t0), w.build_ms, len(st.graph.ops), st.totals['partitions']); w",
         ])  # fmt: skip
         t = time.monotonic()

@@ -48,6 +48,7 @@ def bench(model, soc: str, n: int, placement: str) -> dict:
     for proc, kind, on in toggles(study, n):
         pipeline.PARTS.clear()  # every edit is a real BYOC partition, never a cache hit
         pipeline.CHOICES.clear()
+        pipeline.VERDICTS.clear()
         times.append(timed(lambda proc=proc, kind=kind, on=on: (study.set_support(proc, kind, on), study.plan)))
     study.reset()
     study.set_placement(placement)

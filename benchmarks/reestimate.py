@@ -87,6 +87,7 @@ def bench_edits(study, n: int) -> dict:
         k += 1
         pipeline.PARTS.clear()  # every edit is a real partition, never a cache hit
         pipeline.CHOICES.clear()
+        pipeline.VERDICTS.clear()
         t0 = time.perf_counter()
         if pin:
             study.pin(node, "m55")

@@ -73,7 +73,7 @@ TABLES = LRU(8)  # model key -> cost Tables
 CAPS = LRU(16)  # (model, soc) -> capability verdicts
 PREP = LRU(8)  # model key -> (chain shapes, op arities): partition work that no edit changes
 PARTS = LRU(64)  # (model, soc, what the verdicts accept) -> Partitioned
-CHOICES = LRU(64)  # (model, soc, config's partition key) -> the cost policy's Partitioned
+CHOICES = LRU(64)  # (model, soc, config's partition key) -> the policy's Partitioned
 COSTS = LRU(8)  # (model, soc) -> CostModel (it memoizes kernels and boundaries itself)
 RESULTS = LRU(64)  # (model, soc, config) -> Result
 SIMS = LRU(4)  # model key -> compiled Simulator
@@ -83,10 +83,11 @@ FITS = LRU(32)  # (model, soc, config, data) -> the measured memory fit of the t
 RANGES = LRU(8)  # (model, data) -> calibrated activation ranges (also kept on disk: calibration())
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
 SCORES = LRU(8)  # (model, soc) -> LRU of the cost placement's evaluated virtual plans
+VERDICTS = LRU(16)  # (model, soc, support edits, pins) -> every processor's verdict on every op
 
 
 ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES,
-              SCORES)
+              SCORES, VERDICTS)
 
 
 def clear_caches() -> None:
@@ -282,8 +283,14 @@ def capabilities_of(model: Model, soc: SocProfile) -> Mapping[tuple[int, str], V
 
 
 def verdicts(model: Model, soc: SocProfile, cfg: Config) -> dict[tuple[int, str], Verdict]:
-    """Every processor's verdict on every op under the config's support edits and pins."""
-    return _verdicts(model.graph, soc, cfg.disabled, cfg.enabled, pins_of(model.graph, cfg), capabilities_of(model, soc))
+    """Every processor's verdict on every op under the config's support edits and pins (cached: a
+    bit-width edit reuses them; callers must not modify the dict)."""
+    key = (model.key, soc.digest, cfg.disabled, cfg.enabled, cfg.pins)
+    hit = VERDICTS.get(key)
+    if hit is None:
+        caps = capabilities_of(model, soc)
+        hit = VERDICTS.put(key, _verdicts(model.graph, soc, cfg.disabled, cfg.enabled, pins_of(model.graph, cfg), caps))
+    return hit
 
 
 def check(model: Model, soc: SocProfile, cfg: Config) -> None:
@@ -441,14 +448,14 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
     cost model chooses among the accepting processors first (``npukit.placement``), and its choice
     becomes verdicts the same passes obey; of the cost plan, the first-fit plan and the all-host plan
     the one with the lowest estimated latency is kept, so the policy is never worse than either."""
-    vs = verdicts(model, soc, cfg)
-    ff = _byoc(model, soc, vs)
-    if cfg.placement == "first-fit":
-        return ff
     key = (model.key, soc.digest, cfg.partition_key)
     hit = CHOICES.get(key)
     if hit is not None:
         return hit
+    vs = verdicts(model, soc, cfg)
+    ff = _byoc(model, soc, vs)
+    if cfg.placement == "first-fit":
+        return CHOICES.put(key, ff)
     from .placement import constrain, decide  # noqa: PLC0415
 
     g = model.graph

@@ -83,7 +83,12 @@ class Simulator:
                 s, z, lo, hi, a, b = (p[k] for k in range(6))
                 q = (te.max(te.min(te.round(v / s) + z, hi), lo) - z) * s
                 h = v.astype("float16").astype("float32")
-                return (v + a * (q - v) + b * (h - v)).astype(x.dtype)
+                # only the terms whose weight is not zero are computed (the same value as the whole
+                # formula; most of a run's time saved): a = b = 0 (fp32, and every input that crosses
+                # no boundary) passes the value through; b = 0 skips the fp16 cast
+                qv = v + a * (q - v)
+                y = te.if_then_else(b == 0.0, te.if_then_else(a == 0.0, v, qv), qv + b * (h - v))
+                return y.astype(x.dtype)
 
             return te.compute(x.shape, body, name="fake_quant")
 

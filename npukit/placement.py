@@ -36,6 +36,7 @@ for the 1,161-op transformer, and an edit would need one per group and alternati
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -291,7 +292,17 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
             break
     scored: dict[tuple[str, ...], tuple[float, float]] = {}
 
-    gkey = tuple(groups)
+    # the memo's key is a 16-byte digest of (groups, processors, bit-widths): the tuples themselves
+    # would hold a few KB per entry at transformer size, hundreds of MB for a full memo
+    gkey = hashlib.blake2b(repr([tuple(grp) for grp in groups]).encode(), digest_size=16).digest()
+    code = {p: k for k, p in enumerate(soc.names)}  # the same on every call (the memo outlives it)
+
+    def memo_key(a) -> bytes:
+        h = hashlib.blake2b(gkey, digest_size=16)
+        h.update(bytes(code[p] for p in a))
+        h.update(b"|")
+        h.update("\0".join(bits_of(i, p) for grp, p in zip(groups, a) for i in grp).encode())
+        return h.digest()
 
     def score(a) -> tuple[float, float]:
         a = tuple(a)
@@ -300,7 +311,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
             if memo is None:
                 s = ev.latency(a)
             else:
-                key = (gkey, a, tuple(bits_of(i, p) for grp, p in zip(groups, a) for i in grp))
+                key = memo_key(a)
                 s = memo.get(key)
                 if s is None:
                     s = memo.put(key, ev.latency(a))

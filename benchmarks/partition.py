@@ -46,9 +46,7 @@ def bench(model, soc: str, n: int, placement: str) -> dict:
     _ = study.plan  # warm: import, capability verdicts, pattern objects
     times = []
     for proc, kind, on in toggles(study, n):
-        pipeline.PARTS.clear()  # every edit is a real BYOC partition, never a cache hit
-        pipeline.CHOICES.clear()
-        pipeline.VERDICTS.clear()
+        pipeline.clear_partition_caches()  # every edit is a real BYOC partition, never a cache hit
         times.append(timed(lambda proc=proc, kind=kind, on=on: (study.set_support(proc, kind, on), study.plan)))
     study.reset()
     study.set_placement(placement)

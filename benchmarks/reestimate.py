@@ -85,9 +85,7 @@ def bench_edits(study, n: int) -> dict:
         node = nodes[(k // 2) % len(nodes)]
         pin = k % 2 == 0
         k += 1
-        pipeline.PARTS.clear()  # every edit is a real partition, never a cache hit
-        pipeline.CHOICES.clear()
-        pipeline.VERDICTS.clear()
+        pipeline.clear_partition_caches()  # every edit is a real partition, never a cache hit
         t0 = time.perf_counter()
         if pin:
             study.pin(node, "m55")

@@ -89,10 +89,17 @@ VERDICTS = LRU(16)  # (model, soc, support edits, pins) -> every processor's ver
 
 ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES,
               SCORES, VERDICTS)
+PARTITION_CACHES = (VERDICTS, PARTS, CHOICES)  # what a support toggle or a pin computes anew
 
 
 def clear_caches() -> None:
     for c in ALL_CACHES:
+        c.clear()
+
+
+def clear_partition_caches() -> None:
+    """Forget every verdict set and partition, so the next edit partitions for real (benchmarks)."""
+    for c in PARTITION_CACHES:
         c.clear()
 
 
@@ -485,8 +492,8 @@ def _settle(model: Model) -> None:
     """Once per model of SETTLE_MIN_OPS ops or more, after its first partition: collect garbage,
     then move every object alive (the imported model, its module, tables and first verdicts: most
     of a session's long-lived objects) out of the collector's view (``gc.freeze``), so the full
-    collections that edits trigger no longer walk them.  On the 1,161-op transformer this took a support toggle's p95
-    from ~130 ms to ~20 ms.  Objects frozen are still freed when no longer referenced; only
+    collections that edits trigger no longer walk them.  On the 1,161-op transformer this took a
+    support toggle's p95 from ~130 ms to ~24 ms.  Objects frozen are still freed when no longer referenced; only
     reference cycles among them would stay.  ``NPUKIT_GC_FREEZE=0`` turns it off."""
     if model.key in _SETTLED or len(model.graph.ops) < SETTLE_MIN_OPS or os.environ.get("NPUKIT_GC_FREEZE") == "0":
         return

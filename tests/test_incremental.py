@@ -59,7 +59,7 @@ def from_scratch(model, soc, cfg):
     key = (model.key, soc.digest, cfg.partition_key)
     if key in _REFS:
         return _REFS[key]
-    caches = (pipeline.PARTS, pipeline.CHOICES, pipeline.RESULTS, pipeline.VERDICTS)
+    caches = (*pipeline.PARTITION_CACHES, pipeline.RESULTS)
     saved = [c.d.copy() for c in caches]
     old = os.environ.get("NPUKIT_BYOC")
     os.environ["NPUKIT_BYOC"] = "tvm"

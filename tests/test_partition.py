@@ -490,8 +490,7 @@ def test_bits_edit_does_not_repartition_but_a_toggle_does(digits, monkeypatch):
 
     monkeypatch.setattr(bs, "partition", counting)
     monkeypatch.setattr(tp, "run_once", counting_tvm)
-    pipeline.PARTS.clear()
-    pipeline.CHOICES.clear()
+    pipeline.clear_partition_caches()
     pipeline.RESULTS.clear()
     plan = digits.plan
     assert len(runs) == 1 and not tvm_runs  # the module is built when first asked for

@@ -310,17 +310,12 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
     if default_bits not in macs:
         v.fail(f"{path}.default_bits", f"{default_bits} is not in macs_per_cycle ({', '.join(bits)})")
     vec = r["vector_ops_per_cycle"] or dict(macs)
-    for b in bits:
-        if b not in vec:
-            v.fail(f"{path}.vector_ops_per_cycle.{b}", f"missing: macs_per_cycle has {b}, so vector_ops_per_cycle needs it too")
     epm = r["energy_pj_per_mac"]
-    for b in bits:
-        if b not in epm:
-            v.fail(f"{path}.energy_pj_per_mac.{b}", f"missing: macs_per_cycle has {b}, so energy_pj_per_mac needs it too")
     epo = r["energy_pj_per_op"] or dict(epm)
-    for b in bits:
-        if b not in epo:
-            v.fail(f"{path}.energy_pj_per_op.{b}", f"missing for supported bit-width {b}")
+    for field, table in (("vector_ops_per_cycle", vec), ("energy_pj_per_mac", epm), ("energy_pj_per_op", epo)):
+        for b in bits:  # every bit-width the processor runs needs a figure in each per-width table
+            if b not in table:
+                v.fail(f"{path}.{field}.{b}", f"missing: macs_per_cycle has {b}, so {field} needs it too")
     arr = {"channels_in": 1, "channels_out": 1, "pixels": 1, "kernel_taps": 1}
     for k, x in (r["mac_array"] or {}).items():
         if k not in MAC_ARRAY_KEYS:

@@ -109,19 +109,33 @@ def _alive(pid: int) -> bool:
 
 def _sweep_stale(parent: Path, name: str) -> None:
     """Remove the temporary siblings that exports of ``name`` killed mid-way left behind (their
-    names carry the writing process's id; a live writer's are left alone)."""
+    names carry the writing process's id; a live writer's are left alone).  Where the filesystem has
+    no atomic exchange, an export killed between its two renames leaves ``name`` missing and the
+    old tree in a ``.old`` sibling: that tree is put back first, so the directory is as it was."""
     prefix = f".{name}."
     try:
-        entries = list(parent.iterdir())
+        entries = sorted(parent.iterdir())
     except OSError:
         return
     import shutil  # noqa: PLC0415
 
+    stale = []
     for e in entries:
         rest = e.name[len(prefix):] if e.name.startswith(prefix) else ""
         pid, _, tail = rest.partition(".")
         if pid.isdigit() and tail.endswith((".tmp", ".old")) and int(pid) != os.getpid() and not _alive(int(pid)):
-            shutil.rmtree(e, ignore_errors=True)
+            stale.append(e)
+    target = parent / name
+    olds = [e for e in stale if e.name.endswith(".old")]
+    if olds and not os.path.lexists(target):
+        newest = max(olds, key=lambda e: (e.lstat().st_mtime_ns, e.name))
+        try:
+            os.rename(newest, target)
+            stale.remove(newest)
+        except OSError:
+            pass
+    for e in stale:
+        shutil.rmtree(e, ignore_errors=True)
 
 
 def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | str]) -> Path:

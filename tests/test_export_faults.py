@@ -1,36 +1,56 @@
-"""Issue 14, exports under faults: an export killed at a random point (SIGKILL) leaves the target
-directory either as it was or complete, never a mix; two exports into one directory at once leave one
-complete result; the temporary siblings a killed export leaves are cleared by the next export.
+"""Issue 14, exports under faults: an export killed (SIGKILL) at any step leaves the target directory
+either as it was or complete, never a mix; two exports into one directory at once leave one complete
+result; the temporary siblings a killed export leaves are cleared by the next export.
 
-The files are a real generated project (the MobileNet sample's, a few MB of weights, so a write takes
-long enough to be killed in the middle); each writer is a separate process running the same
-``atomic_write_tree`` that ``Study.export`` and ``npukit study --export`` use."""
+The files are a real generated project (the MobileNet sample's); each writer is a separate process
+running the same ``atomic_write_tree`` that ``Study.export`` and ``npukit study --export`` use.  The
+kill is placed by step, not by a timer: the writer counts its own filesystem operations (an audit hook
+sees every directory made, file opened for writing, mode change, rename and removal) and kills itself
+with SIGKILL just before the k-th, for every k, so every point of the write is tried on every machine,
+however fast its disk."""
 
 from __future__ import annotations
 
 import pickle
-import random
+import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, SAMPLES
 
 import npukit
+import npukit.io
 
 pytestmark = pytest.mark.slow
 
 WRITER = """
-import pickle, sys
-from npukit.io import atomic_write_tree
+import os, pickle, signal, sys
+import npukit.io as io
 files = pickle.load(open(sys.argv[1], "rb"))
+kill_at, no_exchange = int(sys.argv[3]), sys.argv[4] == "1"
+steps = 0
+def step():
+    global steps
+    steps += 1
+    if steps == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+OPS = {"os.mkdir", "os.chmod", "os.rename", "os.replace", "os.remove", "os.rmdir", "shutil.rmtree"}
+def audit(event, args):
+    if event in OPS or (event == "open" and isinstance(args[1], str) and "w" in args[1]):
+        step()
+exchange = io._exchange
+def counted_exchange(a, b):
+    step()
+    return False if no_exchange else exchange(a, b)
+io._exchange = counted_exchange
 print("ready", flush=True)
 sys.stdin.readline()
-atomic_write_tree(sys.argv[2], files)
-print("done", flush=True)
+sys.addaudithook(audit)
+io.atomic_write_tree(sys.argv[2], files)
+print("done", steps, flush=True)
 """
 
 
@@ -54,48 +74,69 @@ def projects(tmp_path_factory):
     return out
 
 
-def writer(files: Path, target: Path) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", WRITER, str(files), str(target)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+def writer(files: Path, target: Path, kill_at: int = 0, no_exchange: bool = False) -> subprocess.Popen:
+    """A writer process, started and waiting for a line on stdin; it kills itself just before its
+    ``kill_at``-th filesystem step (0: never), and with ``no_exchange`` it takes the path for
+    filesystems without an atomic directory exchange (two renames)."""
+    p = subprocess.Popen([sys.executable, "-c", WRITER, str(files), str(target), str(kill_at), "1" if no_exchange else "0"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
     assert p.stdout.readline() == "ready\n"
     return p
 
 
-def test_a_killed_export_leaves_the_old_or_the_new_tree(projects, tmp_path):
+def run(p: subprocess.Popen) -> tuple[int, str]:
+    p.stdin.write("\n")
+    p.stdin.flush()
+    return p.wait(60), p.stdout.read()
+
+
+def leftovers(d: Path) -> list[str]:
+    return sorted(x.name for x in d.iterdir() if x.name.startswith("."))
+
+
+@pytest.mark.parametrize("no_exchange", [False, True], ids=["exchange", "two-renames"])
+def test_an_export_killed_at_any_step_leaves_the_old_or_the_new_tree(projects, tmp_path, no_exchange):
     (old_p, old), (new_p, new) = projects
     target = tmp_path / "export"
-    p = writer(old_p, target)
-    p.stdin.write("\n")
-    p.stdin.flush()
-    assert p.wait(60) == 0 and tree(target) == old
-    # how long one uncontended write takes: the kills land anywhere in it (and a bit after)
-    t0 = time.perf_counter()
-    p = writer(new_p, tmp_path / "timing")
-    p.stdin.write("\n")
-    p.stdin.flush()
-    p.wait(60)
-    span = time.perf_counter() - t0
-    rng = random.Random(14)
-    outcomes = {"old": 0, "new": 0}
-    for _trial in range(50):
+    assert run(writer(old_p, target))[0] == 0 and tree(target) == old  # into a new directory
+    # how many steps replacing one existing tree by the other takes: every one of them is a kill point
+    steps = {}
+    for first_p, second_p in ((old_p, new_p), (new_p, old_p)):
+        probe = tmp_path / "probe"
+        assert run(writer(first_p, probe))[0] == 0
+        code, out = run(writer(second_p, probe, no_exchange=no_exchange))
+        assert code == 0 and out.startswith("done ")
+        steps[second_p] = int(out.split()[1])
+        shutil.rmtree(probe)
+        # a make-dir or open and a mode change per file, then the swap and the clean-up of the other
+        assert steps[second_p] > 2 * len(pickle.loads(second_p.read_bytes()))
+    outcomes = {"old": 0, "new": 0, "moved aside": 0}
+    for k in range(1, max(steps.values()) + 1):
+        npukit.io._sweep_stale(tmp_path, target.name)  # what every export does first: clear the last one's
+        assert leftovers(tmp_path) == []
         before = tree(target)
-        p = writer(new_p if before == old else old_p, target)
-        p.stdin.write("\n")
-        p.stdin.flush()
-        time.sleep(rng.uniform(0, span * 1.2))
-        p.send_signal(signal.SIGKILL)
-        p.wait(60)
+        other, other_p = (new, new_p) if before == old else (old, old_p)
+        code, _ = run(writer(other_p, target, kill_at=k, no_exchange=no_exchange))
+        assert code == (-signal.SIGKILL if k <= steps[other_p] else 0), (k, code)
+        if not target.exists():
+            # only possible between the two renames, and the old tree is whole in its ".old" sibling
+            assert no_exchange, k
+            aside = [x for x in tmp_path.iterdir() if x.name.endswith(".old")]
+            assert len(aside) == 1 and tree(aside[0]) == before, k
+            outcomes["moved aside"] += 1
+            npukit.io._sweep_stale(tmp_path, target.name)  # what the next export does first
+            assert tree(target) == before and leftovers(tmp_path) == [], k
+            continue
         after = tree(target)
-        assert after in (old, new), "a killed export left a mix of two trees"
+        assert after in (before, other), f"an export killed at step {k} of {steps[other_p]} left a mix of two trees"
         outcomes["old" if after == before else "new"] += 1
-    # the kills did land mid-write (kept the old tree) and some writes finished first
+    # the kills before the swap kept the old tree and the ones after it (clean-up) the new one
     assert outcomes["old"] > 0 and outcomes["new"] > 0, outcomes
+    assert outcomes["moved aside"] == (1 if no_exchange else 0), outcomes
     # the next export clears what the killed ones left behind
-    p = writer(new_p, target)
-    p.stdin.write("\n")
-    p.stdin.flush()
-    assert p.wait(60) == 0 and tree(target) == new
-    assert sorted(x.name for x in tmp_path.iterdir() if x.name.startswith(".export.")) == []
+    assert run(writer(new_p, target, no_exchange=no_exchange))[0] == 0 and tree(target) == new
+    assert leftovers(tmp_path) == []
 
 
 def test_two_exports_at_once_leave_one_complete_result(projects, tmp_path):
@@ -108,6 +149,6 @@ def test_two_exports_at_once_leave_one_complete_result(projects, tmp_path):
         for p in ps:
             p.stdin.write("\n")
             p.stdin.flush()
-        assert [p.wait(60) for p in ps] == [0, 0]
+        assert [p.wait(60) for p in ps] == [0, 0], [p.stdout.read() for p in ps]
         assert tree(target) in (a, b)
     assert sorted(x.name for x in tmp_path.iterdir() if x.name.startswith(".")) == []

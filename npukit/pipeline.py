@@ -84,11 +84,15 @@ FITS = LRU(32)  # (model, soc, config, data) -> the measured memory fit of the t
 RANGES = LRU(8)  # (model, data) -> calibrated activation ranges (also kept on disk: calibration())
 ERRORS = LRU(4)  # (model, data) -> ErrorModel (it memoizes per bit-width assignment itself)
 SCORES = LRU(8)  # (model, soc) -> LRU of the cost placement's evaluated virtual plans
+ADDITIVE = LRU(8)  # (model, soc) -> the cost placement's additive kernel and boundary figures
+ADDITIVE_MAX = 200_000
+HOSTONLY = LRU(16)  # (model, soc, ops pinned away from the host) -> the all-host baseline's partition
+COSTED = LRU(16)  # (model, soc, plan, bit-widths) -> (op costs, boundary costs, schedule)
 VERDICTS = LRU(16)  # (model, soc, support edits, pins) -> every processor's verdict on every op
 
 
 ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES,
-              SCORES, VERDICTS)
+              SCORES, ADDITIVE, HOSTONLY, COSTED, VERDICTS)
 PARTITION_CACHES = (VERDICTS, PARTS, CHOICES)  # what a support toggle or a pin computes anew
 
 
@@ -470,13 +474,15 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
     g = model.graph
     bits_of, runs = bits_policy(soc, cfg, g)
     choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs, cost_model(model, soc),
-                    _scores(model, soc))
+                    _scores(model, soc), _additive(model, soc))
     cost = _byoc(model, soc, constrain(vs, soc, choice))
-    host = _byoc(model, soc, {k: (v if v.host or not v.ok else _refused_for_host(v)) for k, v in vs.items()})
+    host = _host_only(model, soc, vs)
     inf = float("inf")
     lats = [_latency(model, soc, cfg, p) if all(runs(i, q) for i, q in enumerate(p.plan.processor)) else inf
             for p in (cost, ff, host)]  # a plan that puts a layer where its bit-width cannot run is out  # fmt: skip
     k = min(range(3), key=lambda n: (lats[n], n))
+    if k == 2:  # kept: with the refusals in this config's words
+        host = _byoc(model, soc, _host_verdicts(vs))
     names = ("the cost model's choice", "the profile's first-fit placement", "every op on the host")
     summary = (f"estimated {lats[0]:,.1f} us with the cost model's choice, {lats[1]:,.1f} us first-fit, "
                f"{lats[2]:,.1f} us all on {soc.host}: kept {names[k]}")  # fmt: skip
@@ -512,6 +518,32 @@ def _scores(model: Model, soc: SocProfile) -> LRU:
     return memo
 
 
+def _additive(model: Model, soc: SocProfile) -> dict:
+    """The cost placement's additive figures of one model on one profile (each group's kernel time
+    per processor and bit-widths, each tensor's boundary cost per pair of processors and bit-widths),
+    kept across edits; emptied when it grows past ADDITIVE_MAX entries."""
+    key = (model.key, soc.digest)
+    memo = ADDITIVE.get(key)
+    if memo is None or len(memo) > ADDITIVE_MAX:
+        memo = ADDITIVE.put(key, {})
+    return memo
+
+
+def _host_verdicts(vs):
+    return {k: (v if v.host or not v.ok else _refused_for_host(v)) for k, v in vs.items()}
+
+
+def _host_only(model: Model, soc: SocProfile, vs):
+    """The all-host baseline's partition.  Every accelerator refuses every op, so it depends only on
+    the ops pinned away from the host: cached by those (the same plan for every other edit)."""
+    away = tuple(sorted(i for (i, p), v in vs.items() if p == soc.host and v.failed("pinned")))
+    key = (model.key, soc.digest, away)
+    hit = HOSTONLY.get(key)
+    if hit is None:
+        hit = HOSTONLY.put(key, _byoc(model, soc, _host_verdicts(vs)))
+    return hit
+
+
 def _refused_for_host(v: Verdict) -> Verdict:
     from .rules import fail  # noqa: PLC0415
 
@@ -519,9 +551,19 @@ def _refused_for_host(v: Verdict) -> Verdict:
 
 
 def _latency(model: Model, soc: SocProfile, cfg: Config, part) -> float:
-    bits = op_bits(model, soc, cfg, part.plan)
-    ops, bounds = cost_model(model, soc).evaluate(part.plan, bits)
-    return schedule(tables(model), part.plan, soc, ops, bounds).makespan_us
+    return _costed(model, soc, part.plan, op_bits(model, soc, cfg, part.plan))[2].makespan_us
+
+
+def _costed(model: Model, soc: SocProfile, plan: Plan, bits: tuple[str, ...]):
+    """Per-op and boundary costs and the schedule of a plan at given bit-widths (cached: the cost
+    policy compares three plans per edit, often equal to each other or to an earlier edit's, and
+    the chosen one is then estimated in full)."""
+    key = (model.key, soc.digest, plan, bits)
+    hit = COSTED.get(key)
+    if hit is None:
+        ops, bounds = cost_model(model, soc).evaluate(plan, bits)
+        hit = COSTED.put(key, (tuple(ops), tuple(bounds), schedule(tables(model), plan, soc, ops, bounds)))
+    return hit
 
 
 def byoc_steps(model: Model, soc: SocProfile, cfg: Config) -> dict:
@@ -587,10 +629,8 @@ def estimate(model: Model, soc: SocProfile, cfg: Config, part) -> Result:
     partition ``part`` (sweeps reuse one partition for every configuration that cannot move an op)."""
     plan = part.plan
     bits = op_bits(model, soc, cfg, plan)
-    t = tables(model)
-    ops, bounds = cost_model(model, soc).evaluate(plan, bits)
-    sched = schedule(t, plan, soc, ops, bounds)
-    return Result(model, soc, cfg, part, pins_of(model.graph, cfg), bits, tuple(ops), tuple(bounds), sched,
+    ops, bounds, sched = _costed(model, soc, plan, bits)
+    return Result(model, soc, cfg, part, pins_of(model.graph, cfg), bits, ops, bounds, sched,
                   totals(soc, plan, ops, bounds, sched))  # fmt: skip
 
 

@@ -139,12 +139,17 @@ class Evaluator:
 class Additive:
     """The additive estimate DP and the move passes use (see the module docstring)."""
 
-    def __init__(self, ev: Evaluator):
+    def __init__(self, ev: Evaluator, shared: dict | None = None):
+        """``shared``: a mapping kept across decisions for one model and profile (the pipeline's):
+        a group's kernel time depends only on its ops, processor and bit-widths, a tensor's boundary
+        cost only on the tensor, the two processors and their bit-widths, so an edit re-uses every
+        figure the previous decisions computed."""
         self.ev = ev
         g, t = ev.g, ev.t
         self.group_of = {i: k for k, grp in enumerate(ev.groups) for i in grp}
         self._kc: dict[tuple[int, str], float] = {}
         self._bc: dict[tuple[str, str, str], float] = {}
+        self._shared: dict = {} if shared is None else shared
         # the tensors entering each group from outside, with their producer group (-1: model input)
         self.ins: list[list[tuple[str, int]]] = []
         for grp in ev.groups:
@@ -164,17 +169,21 @@ class Additive:
         if v is None:
             ev = self.ev
             grp = ev.groups[k]
-            proc = ev.procs[p]
-            bits = [""] * len(ev.g.ops)
-            ctxs: list = [None] * len(ev.g.ops)
-            inside = set(grp)
-            for i in grp:
-                bits[i] = ev.bits_of(i, p)
-                op = ev.g.ops[i]
-                fin = tuple(ev.g.tensors[x].producer in inside for x in op.inputs)
-                fout = all(c in inside for c in ev.t.consumers[i]) and bool(ev.t.consumers[i]) and not ev.t.graph_out[i]
-                ctxs[i] = OpContext(fin, (False,) * len(fin), fout, False, i == grp[0], False)
-            v = self._kc[key] = kernel_cost(grp, ev.t, proc, bits, ctxs).latency_us
+            gbits = tuple(ev.bits_of(i, p) for i in grp)
+            skey = ("kernel", grp, p, gbits)
+            v = self._shared.get(skey)
+            if v is None:
+                bits = [""] * len(ev.g.ops)
+                ctxs: list = [None] * len(ev.g.ops)
+                inside = set(grp)
+                for i, b in zip(grp, gbits):
+                    bits[i] = b
+                    op = ev.g.ops[i]
+                    fin = tuple(ev.g.tensors[x].producer in inside for x in op.inputs)
+                    fout = all(c in inside for c in ev.t.consumers[i]) and bool(ev.t.consumers[i]) and not ev.t.graph_out[i]
+                    ctxs[i] = OpContext(fin, (False,) * len(fin), fout, False, i == grp[0], False)
+                v = self._shared[skey] = kernel_cost(grp, ev.t, ev.procs[p], bits, ctxs).latency_us
+            self._kc[key] = v
         return v
 
     def boundary_us(self, tid: str, src: str, dst: str, src_op: int | None, dst_op: int) -> float:
@@ -184,9 +193,13 @@ class Additive:
             ev = self.ev
             sb = ev.bits_of(src_op, src) if src_op is not None else "fp32"
             db = ev.bits_of(dst_op, dst)
-            b = Boundary(tid, src, dst, -1, -1, ())
-            c = boundary_cost(b, ev.t, ev.soc, sb, db, ev.procs, ev.soc.link(src, dst))
-            v = self._bc[key] = c.transfer_us + c.layout_us + c.quantize_us
+            skey = ("boundary", tid, src, dst, sb, db)
+            v = self._shared.get(skey)
+            if v is None:
+                b = Boundary(tid, src, dst, -1, -1, ())
+                c = boundary_cost(b, ev.t, ev.soc, sb, db, ev.procs, ev.soc.link(src, dst))
+                v = self._shared[skey] = c.transfer_us + c.layout_us + c.quantize_us
+            self._bc[key] = v
         return v
 
     def call_us(self, p: str) -> float:
@@ -272,15 +285,21 @@ class Additive:
 
 
 def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], Verdict], bits_of,
-           first_fit: Sequence[str], runs=lambda i, p: True, cm=None, memo=None) -> Choice:  # fmt: skip
+           first_fit: Sequence[str], runs=lambda i, p: True, cm=None, memo=None, shared=None) -> Choice:  # fmt: skip
     """The cost policy's processor for every op (see the module docstring).  ``bits_of(op, proc)``
     is the bit-width an op would run at on a processor; ``first_fit`` the processor per op the
     profile's preference order gives (the baseline that is always evaluated).  ``memo``: a mapping
     kept across calls for one model and profile (the pipeline's): a virtual plan's latency depends
     only on the groups, their processors and the ops' bit-widths, so an edit that leaves most of the
-    assignment alone re-uses the evaluations of the previous decision."""
+    assignment alone re-uses the evaluations of the previous decision; ``shared`` (also kept per model
+    and profile) the additive model's kernel and boundary figures (see ``Additive``)."""
     groups = groups_of(g, soc, vs)
     cands = [candidates(grp, soc, vs, runs) for grp in groups]
+    table = {p: [bits_of(i, p) for i in range(len(g.ops))] for p in soc.names}  # looked up, not recomputed
+
+    def bits_of(i, p, slow=bits_of):
+        return table[p][i] if i is not None else slow(i, p)
+
     ev = Evaluator(g, soc, t, bits_of, groups, cm)
     host = soc.host
     ff = [first_fit[grp[0]] if first_fit[grp[0]] in c else c[0] for grp, c in zip(groups, cands)]
@@ -297,11 +316,19 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     gkey = hashlib.blake2b(repr([tuple(grp) for grp in groups]).encode(), digest_size=16).digest()
     code = {p: k for k, p in enumerate(soc.names)}  # the same on every call (the memo outlives it)
 
+    joined: dict[tuple[int, str], str] = {}
+
+    def group_bits(k: int, p: str) -> str:
+        v = joined.get((k, p))
+        if v is None:
+            v = joined[(k, p)] = "\0".join(table[p][i] for i in groups[k])
+        return v
+
     def memo_key(a) -> bytes:
         h = hashlib.blake2b(gkey, digest_size=16)
         h.update(bytes(code[p] for p in a))
         h.update(b"|")
-        h.update("\0".join(bits_of(i, p) for grp, p in zip(groups, a) for i in grp).encode())
+        h.update("\0".join(group_bits(k, p) for k, p in enumerate(a)).encode())
         return h.digest()
 
     def score(a) -> tuple[float, float]:
@@ -323,7 +350,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
         best = min(itertools.product(*cands), key=lambda a: (*score(a), a != tuple(ff)))
     else:
         method = "dp+local"
-        add = Additive(ev)
+        add = Additive(ev, shared)
         best = _dp(add, cands)
         best = _moves_additive(add, cands, best)
         if len(g.ops) <= VIRTUAL_MOVES_MAX_OPS:
@@ -335,7 +362,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     for grp, p in zip(groups, chosen):
         for i in grp:
             proc[i] = p
-    why = _reasons(ev, groups, cands, chosen, score, exact=len(g.ops) <= EXACT_REASONS_MAX_OPS)
+    why = _reasons(ev, groups, cands, chosen, score, exact=len(g.ops) <= EXACT_REASONS_MAX_OPS, shared=shared)
     return Choice(tuple(proc), why, method, lat)
 
 
@@ -403,7 +430,7 @@ def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool =
     return list(a)
 
 
-def _reasons(ev: Evaluator, groups, cands, chosen, score, exact: bool = True) -> tuple[str, ...]:
+def _reasons(ev: Evaluator, groups, cands, chosen, score, exact: bool = True, shared=None) -> tuple[str, ...]:
     """Per op: the chosen processor against every other candidate, the whole model re-estimated with
     only this group moved, split into the kernel's own time and the rest (call overheads, transfers,
     conversions, lost overlap).  ``exact``: each alternative's latency from its own virtual plan
@@ -411,7 +438,7 @@ def _reasons(ev: Evaluator, groups, cands, chosen, score, exact: bool = True) ->
     costs tens of ms) the chosen plan's latency plus the additive model's change of the terms the
     group touches (its kernel, call overheads, the transfers and conversions of its edges), said so."""
     base = score(chosen)[0]
-    add = Additive(ev)
+    add = Additive(ev, shared)
     cur = list(chosen)
     host = ev.soc.host
     why = [""] * len(ev.g.ops)

@@ -3,6 +3,10 @@
 Each edit switches one (processor, op) support bit; every edit is a distinct configuration and the
 pipeline's partition caches are cleared before it, so each figure is a real BYOC partition (and,
 for the cost policy, a real placement search plus the first-fit baseline it is held against).
+Kept across edits, as in a user's session, is what no support toggle or pin changes the content of:
+the cost model's kernels, the placement search's evaluated virtual plans and additive figures, the
+all-host baseline's partition (it depends only on the ops pinned away from the host) and the costs
+of a plan already costed at the same bit-widths.
 Also printed: partitions and estimated latency of the 1,161-op transformer on arm-dsp-dla under
 first-fit and cost.
 

@@ -18,7 +18,10 @@ Measured, medians over the edits / repetitions (p95, min, max beside them):
     alternate pin / unpin over distinct model nodes (each moves a node between the NPU and the
     Cortex-M55, both accept every op), and the pipeline's partition cache (``pipeline.PARTS``) is
     cleared before every edit, so each is a real partition run, never a cache hit.  The split into
-    ``edit`` (pin/unpin: partition) and ``recost`` (totals) is reported too.
+    ``edit`` (pin/unpin: partition) and ``recost`` (totals) is reported too.  Kept across edits,
+    as in a user's session: the cost model's kernels, the cost placement's evaluated virtual plans
+    and additive figures, the all-host baseline's partition and the costs of a plan already costed
+    at the same bit-widths (``pipeline.PARTITION_CACHES`` lists what is cleared).
 (b) ``cost_model``: on the fixed Plan of the default config, ``CostModel(tables, soc).evaluate`` +
     ``timeline.schedule`` + ``pipeline.totals``: every per-op figure (with its trace, built on first read),
     boundary figure, the timeline and the totals.

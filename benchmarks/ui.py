@@ -95,7 +95,8 @@ def measure(page, action, attr, timeout_ms=120_000):
 
 def phases(page) -> dict:
     """Where the time of the measured requests went, from the widget's own timestamps:
-    round trip (send -> the answer arrives: kernel, Study, transport) and apply (decode + DOM)."""
+    round trip (send -> the answer arrives: kernel, Study, transport) and apply (decode + DOM),
+    medians and the first two requests (the cold ones) apart."""
     tr = page.evaluate("() => { const t = window.__npukitTrace || []; window.__npukitTrace = []; return t; }")
     rt, ap, cur = [], [], {}
     for name, t in tr:
@@ -106,7 +107,8 @@ def phases(page) -> dict:
             cur = {}
     if not rt:
         return {}
-    return {"round_trip_p50_ms": round(statistics.median(rt), 1), "apply_p50_ms": round(statistics.median(ap), 1)}
+    return {"round_trip_p50_ms": round(statistics.median(rt), 1), "apply_p50_ms": round(statistics.median(ap), 1),
+            "first_two": [{"round_trip_ms": round(r, 1), "apply_ms": round(a, 1)} for r, a in zip(rt[:2], ap[:2])]}  # fmt: skip
 
 
 def write_notebook(path: Path, cells: list[str]) -> None:

@@ -13,8 +13,9 @@ Objective: the estimated latency of the whole model, in a *virtual plan* built f
 (partitions = the runs of one processor along the topological order, composites = the groups) and
 costed by the cost model and the list schedule exactly as a real plan is.  Method:
 
-* exhaustive over every assignment when the rules allow at most ``EXHAUSTIVE`` of them (small
-  models: the optimum under the virtual plan);
+* exhaustive over every assignment when the rules allow at most ``EXHAUSTIVE`` of them and
+  their number times the model's ops is at most ``EXHAUSTIVE_WORK`` (small models: the optimum
+  under the virtual plan, in tens of milliseconds; a larger space took up to a second per edit);
 * otherwise: dynamic programming over the groups in topological order with the processor of the
   previous group as the state (exact for a chain under an additive model: each group's kernel cost,
   the boundary transfer + conversion of every tensor crossing from the previous group, the call
@@ -50,6 +51,7 @@ from .soc import SocProfile
 from .timeline import schedule
 
 EXHAUSTIVE = 2048
+EXHAUSTIVE_WORK = 8192  # assignments x ops: a virtual plan costs ~4 us per op, so an exhaustive search stays < ~40 ms
 MOVE_BUDGET = 200
 VIRTUAL_MOVES_MAX_OPS = 400  # larger models stop after the additive moves (each virtual evaluation costs O(ops))
 EXACT_REASONS_MAX_OPS = 64  # up to here every alternative in a reason is its own virtual plan
@@ -345,7 +347,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
             scored[a] = s
         return s
 
-    if space <= EXHAUSTIVE:
+    if space <= EXHAUSTIVE and space * len(g.ops) <= EXHAUSTIVE_WORK:
         method = "exhaustive"
         best = min(itertools.product(*cands), key=lambda a: (*score(a), a != tuple(ff)))
     else:

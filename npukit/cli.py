@@ -260,6 +260,11 @@ def _records(df) -> list[dict]:
 
 def cmd_study(args) -> int:
     s = _build_study(args)
+    for node in args.explain:  # a bad name fails before anything is printed or written
+        if not s.graph.resolve(node) and str(node) not in s.graph.elided:
+            from .pipeline import resolve  # noqa: PLC0415
+
+            resolve(s.graph, node)
     want_error = args.error or args.data is not None
     doc = {
         "model": str(args.model), "soc": s.soc.name, "config": s.config.to_dict(),

@@ -278,9 +278,24 @@ def resolve(g: OpGraph, node) -> tuple[int, ...]:
     return ids
 
 
+def by_specificity(g: OpGraph, entries) -> list:
+    """Per-node edits (pins, layer bit-widths) in the order they apply: a reference to more ops first,
+    so an edit of one op inside a model node beats the node's own (an edit of a whole node removes
+    the finer ones it covers when it is made: ``Study.pin``, ``Study.set_bits``)."""
+    return sorted(entries, key=lambda e: -len(g.resolve(e[0])))
+
+
+def layer_bits_of(g: OpGraph, cfg: Config) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for node, b in by_specificity(g, cfg.layer_bits):
+        for i in resolve(g, node):
+            out[i] = b
+    return out
+
+
 def pins_of(g: OpGraph, cfg: Config) -> dict[int, str]:
     out: dict[int, str] = {}
-    for node, proc in cfg.pins:
+    for node, proc in by_specificity(g, cfg.pins):
         for i in resolve(g, node):
             out[i] = proc
     return out
@@ -346,10 +361,11 @@ def check_bits(soc: SocProfile, proc: str, b: str) -> None:
 def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None:
     """After partitioning: every pin holds, and every layer bit-width runs where its layer landed."""
     g = model.graph
-    for node, b in cfg.layer_bits:
+    lb = layer_bits_of(g, cfg)
+    for node, b in by_specificity(g, cfg.layer_bits):
         for i in resolve(g, node):
             p = soc.processor(plan.processor[i])
-            if b not in p.macs_per_cycle:
+            if lb[i] == b and b not in p.macs_per_cycle:  # (an op a finer edit overrides is checked there)
                 raise ConfigError(f"layer {node!r} would run on {p.name}, which cannot run its bit-width {b} "
                                   f"(processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}); "
                                   f"change it first with set_bits(..., layer={node!r})")  # fmt: skip
@@ -366,10 +382,7 @@ def op_bits(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> tuple[str
     """Effective bit-width of every op: layer override, else its processor's setting, else the
     processor's default."""
     pb = dict(cfg.bits)
-    lb: dict[int, str] = {}
-    for node, b in cfg.layer_bits:
-        for i in resolve(model.graph, node):
-            lb[i] = b
+    lb = layer_bits_of(model.graph, cfg)
     procs = {p.name: p for p in soc.processors}
     return tuple(lb.get(i) or pb.get(p) or procs[p].default_bits for i, p in enumerate(plan.processor))
 
@@ -436,10 +449,7 @@ def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
     """``bits_of(op, processor)``: the bit-width an op runs at on a processor (layer override, else the
     processor's setting, else its default), and ``runs(op, processor)``: can it run there at all."""
     pb = dict(cfg.bits)
-    lb: dict[int, str] = {}
-    for node, b in cfg.layer_bits:
-        for i in resolve(g, node):
-            lb[i] = b
+    lb = layer_bits_of(g, cfg)
     procs = {p.name: p for p in soc.processors}
 
     def bits_of(i, p):
@@ -482,10 +492,11 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
             for p in (cost, ff, host)]  # a plan that puts a layer where its bit-width cannot run is out  # fmt: skip
     k = min(range(3), key=lambda n: (lats[n], n))
     if k == 2:  # kept: with the refusals in this config's words
-        host = _byoc(model, soc, _host_verdicts(vs))
-    names = ("the cost model's choice", "the profile's first-fit placement", "every op on the host")
+        host = _byoc(model, soc, _host_verdicts(vs, soc.host))
+    held = " but the pinned ones" if _pinned_away(vs, soc.host) else ""
+    names = ("the cost model's choice", "the profile's first-fit placement", f"every op on the host{held}")
     summary = (f"estimated {lats[0]:,.1f} us with the cost model's choice, {lats[1]:,.1f} us first-fit, "
-               f"{lats[2]:,.1f} us all on {soc.host}: kept {names[k]}")  # fmt: skip
+               f"{lats[2]:,.1f} us all on {soc.host}{held}: kept {names[k]}")  # fmt: skip
     notes = {i: (choice.why[i] if k == 0 else summary) for i in range(len(g.ops))}
     return CHOICES.put(key, dataclasses.replace((cost, ff, host)[k], notes=notes))
 
@@ -529,18 +540,28 @@ def _additive(model: Model, soc: SocProfile) -> dict:
     return memo
 
 
-def _host_verdicts(vs):
-    return {k: (v if v.host or not v.ok else _refused_for_host(v)) for k, v in vs.items()}
+def _pinned_away(vs, host: str) -> set[int]:
+    """Ops the user pinned to an accelerator (their host verdict is a pin refusal)."""
+    return {i for (i, p), v in vs.items() if p == host and v.failed("pinned")}
+
+
+def _host_verdicts(vs, host: str):
+    """The all-host baseline's verdicts: every accelerator refuses every op, except the ops the user
+    pinned to one (a pin always holds)."""
+    away = _pinned_away(vs, host)
+    return {k: (v if v.host or not v.ok or k[0] in away else _refused_for_host(v)) for k, v in vs.items()}
 
 
 def _host_only(model: Model, soc: SocProfile, vs):
-    """The all-host baseline's partition.  Every accelerator refuses every op, so it depends only on
-    the ops pinned away from the host: cached by those (the same plan for every other edit)."""
-    away = tuple(sorted(i for (i, p), v in vs.items() if p == soc.host and v.failed("pinned")))
-    key = (model.key, soc.digest, away)
+    """The all-host baseline's partition.  Every accelerator refuses every op but the pinned ones,
+    so it depends only on the pins to accelerators: cached by those (the same plan for every
+    other edit)."""
+    away = _pinned_away(vs, soc.host)
+    pins = tuple(sorted((i, p, v.fused_only) for (i, p), v in vs.items() if i in away and v.ok and not v.host))
+    key = (model.key, soc.digest, tuple(sorted(away)), pins)
     hit = HOSTONLY.get(key)
     if hit is None:
-        hit = HOSTONLY.put(key, _byoc(model, soc, _host_verdicts(vs)))
+        hit = HOSTONLY.put(key, _byoc(model, soc, _host_verdicts(vs, soc.host)))
     return hit
 
 

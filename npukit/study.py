@@ -10,6 +10,8 @@ A bit-width edit therefore never re-partitions, and toggling back to an earlier 
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,13 +69,23 @@ class Study:
         return name
 
     def _node_key(self, node) -> str:
-        """A node reference as stored in the config: names as given, an op id as ``"#<id>"`` (that
-        one op; a model node name means every op the node became)."""
-        if isinstance(node, (int, np.integer)) and not isinstance(node, bool):
-            pl.resolve(self.graph, int(node))
-            return f"#{int(node)}"
-        pl.resolve(self.graph, node)
+        """A node reference as stored in the config, one spelling per set of ops: the model node's
+        own name when the reference covers exactly that node's ops (an op id, ``"12"``, ``"#12"`` or
+        an op name of a node that became one op, or the node name itself), else ``"#<id>"`` for one
+        op of a node that became several (a model node name means every op the node became)."""
+        ids = pl.resolve(self.graph, int(node) if isinstance(node, (int, np.integer)) and not isinstance(node, bool)
+                         else node)  # fmt: skip
+        src = self.graph.ops[ids[0]].source
+        if self.graph.ops_of_source(src) == ids and self.graph.resolve(src) == ids:
+            return src
+        if len(ids) == 1:
+            return f"#{ids[0]}"
         return str(node)
+
+    def _without_covered(self, entries, key: str) -> dict:
+        """The per-node edits left when ``key`` is set: those it covers whole are replaced by it."""
+        mine = set(pl.resolve(self.graph, key))
+        return {n: v for n, v in entries if n != key and not set(self.graph.resolve(n)) <= mine}
 
     def _apply(self, cfg: Config) -> None:
         """Switch to ``cfg`` atomically: on any error the Study keeps its old config."""
@@ -100,15 +112,22 @@ class Study:
         return self
 
     def pin(self, node, processor: str) -> Study:
-        """Pin a node (model name, op name or op id) to a processor."""
-        self._apply(self._config.with_pin(self._node_key(node), self._proc(processor)))
+        """Pin a node (model name, op name or op id) to a processor.  The last edit of an op wins:
+        pinning a node replaces the pins of the ops inside it; a pin of one op inside a pinned node
+        beats the node's."""
+        key, proc = self._node_key(node), self._proc(processor)
+        pins = self._without_covered(self._config.pins, key)
+        pins[key] = proc
+        self._apply(dataclasses.replace(self._config, pins=tuple(sorted(pins.items()))))
         return self
 
     def unpin(self, node) -> Study:
+        """Remove the pin of a node (and the pins of the ops inside it)."""
         key = self._node_key(node)
-        if key not in dict(self._config.pins):
+        pins = self._without_covered(self._config.pins, key)
+        if len(pins) == len(self._config.pins):
             raise ConfigError(f"{node!r} is not pinned; pinned: {', '.join(n for n, _ in self._config.pins) or 'none'}")
-        self._apply(self._config.with_pin(key, None))
+        self._apply(dataclasses.replace(self._config, pins=tuple(sorted(pins.items()))))
         return self
 
     def set_bits(self, bits: str | None, processor: str | None = None, layer=None) -> Study:
@@ -130,7 +149,10 @@ class Study:
                     if bits not in p.macs_per_cycle:
                         raise ConfigError(f"layer {key!r} runs on {p.name}, which cannot run {bits}: "
                                           f"processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}")  # fmt: skip
-            cfg = cfg.with_bits(bits, layer=key)
+            lb = self._without_covered(cfg.layer_bits, key)
+            if bits is not None:
+                lb[key] = bits
+            cfg = dataclasses.replace(cfg, layer_bits=tuple(sorted(lb.items())))
         else:
             targets = [self._proc(processor)] if processor is not None else list(self.soc.names)
             if bits is not None:

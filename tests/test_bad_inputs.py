@@ -313,6 +313,10 @@ PROFILE_CASES = [
      r"soc\.toml: processors\.dsp\.clock_mhz: must be a number, got 'fast'"),
     ("order-names-host", _edit('order = ["dla", "dsp"]', 'order = ["dla", "arm"]'),
      r"soc\.toml: placement\.order\[1\]: 'arm' is not an accelerator"),
+    ("kernel-library-not-c", _edit('kernel_library = "nvdla"', 'kernel_library = "nv dla; rm -rf"'),
+     r"soc\.toml: processors\.dla\.kernel_library: kernel library prefix 'nv dla; rm -rf' is not a C identifier"),
+    ("kernel-library-reserved", _edit('kernel_library = "nvdla"', 'kernel_library = "npk_dla"'),
+     r"soc\.toml: processors\.dla\.kernel_library: kernel library prefix 'npk_dla' is reserved"),
 ]  # fmt: skip
 
 

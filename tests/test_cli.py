@@ -180,3 +180,13 @@ def test_study_config_file_round_trip(tmp_path):
     d = json.loads(r.stdout)
     assert d["placement"][-1]["processor"] == "arm"
     assert d["placement"][-1]["dsp"] == "user disabled softmax on dsp"
+
+
+def test_explain_of_an_unknown_node_fails_before_anything_is_printed_or_written(tmp_path):
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--explain", "/conv1/Conv", "--explain", "conv9",
+                "--report", "r.html", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("npukit: error: unknown node 'conv9'; closest valid names: ")
+    assert not (tmp_path / "r.html").exists()
+    ok = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--explain", "/conv1/Conv", cwd=tmp_path)
+    assert ok.returncode == 0 and "/conv1/Conv" in ok.stdout.split("totals:")[1]

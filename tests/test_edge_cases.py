@@ -153,9 +153,11 @@ def test_op_ids_and_names_that_look_like_op_ids(tmp_path):
     p = _save(tmp_path, "hashnames", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])  # fmt: skip
     s = npukit.Study(p, "arm-dsp-dla")
-    s.pin(2, "arm")  # op id 2 is "abs"
-    assert dict(s.config.pins) == {"#2": "arm"}
+    s.pin(2, "arm")  # op id 2 is "abs": stored under the model's own name, not the look-alike "#2" node
+    assert dict(s.config.pins) == {"abs": "arm"}
     assert s.graph.resolve("#2") == (2,)
+    s.unpin("#2")  # the same op, spelt as stored in configs
+    assert s.config.pins == ()
 
 
 def test_an_edit_that_would_drop_a_layer_bit_width_is_refused():

@@ -185,9 +185,41 @@ def test_pin_by_op_id_pins_that_op_only(digits):
 def test_pin_by_op_id(digits):
     digits.pin(13, "arm")
     assert digits.plan.processor[13] == "arm"
-    assert dict(digits.config.pins) == {"#13": "arm"}  # an op id is stored as "#<id>": that op only
+    # an op id is stored under its model node's name when the node became that one op
+    assert dict(digits.config.pins) == {digits.graph.ops[13].source: "arm"}
     digits.unpin(13)
     assert digits.config.pins == ()
+
+
+def test_one_op_named_three_ways_is_one_edit_and_the_last_one_wins(digits):
+    g = digits.graph
+    node = g.ops[13].source
+    assert g.ops_of_source(node) == (13,)
+    for first, second in ((13, node), (node, 13), ("13", 13), ("#13", node)):
+        digits.pin(first, "dsp" if digits.soc.processor("dsp").ops.get(g.ops[13].kind) else "arm")
+        digits.pin(second, "arm")
+        assert digits.config.pins == ((node, "arm"),)
+        assert digits.plan.processor[13] == "arm"
+        digits.unpin(node if second == 13 else 13)
+        assert digits.config.pins == ()
+    # layer bit-widths alike
+    digits.set_bits("int8", layer=node)
+    digits.set_bits("fp16", layer=13)
+    assert digits.config.layer_bits == ((node, "fp16"),) and digits.op_bits()[13] == "fp16"
+    digits.set_bits(None, layer="13")
+    assert digits.config.layer_bits == ()
+
+
+def test_an_edit_of_one_op_inside_a_node_beats_the_node_and_a_node_edit_replaces_it(digits):
+    g = digits.graph
+    node = next(op.source for op in g.ops if len(g.ops_of_source(op.source)) > 1)
+    first, second = g.ops_of_source(node)[:2]
+    digits.set_bits("int8", layer=node)
+    digits.set_bits("fp16", layer=second)  # one op inside: it wins, whatever the spelling's sort order
+    assert digits.op_bits()[first] == "int8" and digits.op_bits()[second] == "fp16"
+    digits.set_bits("fp16", layer=node)  # the whole node again: replaces the finer edit
+    assert digits.config.layer_bits == ((node, "fp16"),)
+    assert digits.op_bits()[first] == digits.op_bits()[second] == "fp16"
 
 
 def _limits_model(tmp_path):

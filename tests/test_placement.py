@@ -119,3 +119,32 @@ def test_placement_policy_is_a_config_value_everywhere():
         s.set_placement("fastest")
     with pytest.raises(npukit.ConfigError, match="placement: must be one of 'cost', 'first-fit', got 'x'"):
         npukit.Config.from_dict({"placement": "x"})
+
+
+def test_a_pin_to_an_accelerator_holds_when_the_host_alone_would_be_faster(tmp_path):
+    """Under the cost policy a small model stays on the host; pinning its conv to the DLA must still
+    put it there (the all-host baseline keeps the user's pins), with the others costed around it."""
+    import numpy as np
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes = [
+        h.make_node("Conv", ["x", "w1"], ["c1"], name="conv_a", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c1"], ["r1"], name="relu_a"),
+        h.make_node("Sigmoid", ["r1"], ["y"], name="sig"),
+    ]
+    w1 = numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w1")
+    path = save_onnx(onnx_model(nodes, [tensor_info("x", [1, 4, 6, 6])], [tensor_info("y", [1, 4, 6, 6])], [w1]),
+                     tmp_path / "small_host.onnx")  # fmt: skip
+    s = npukit.Study(path, "arm-dsp-dla")
+    assert list(s.placement["processor"]) == ["arm", "arm", "arm"]
+    s.pin("conv_a", "dla")
+    where = dict(zip(s.placement["name"], s.placement["processor"]))
+    assert where["conv_a"] == "dla"
+    assert dict(zip(s.placement["name"], s.placement["reason"]))["conv_a"] == "pinned to dla by the user"
+    # and the pin survives every other edit that re-places the rest
+    s.set_bits("int8", processor="dla")
+    s.set_support("dla", "sigmoid", False)
+    assert dict(zip(s.placement["name"], s.placement["processor"]))["conv_a"] == "dla"
+    assert s.placement["processor"].tolist()[2] in ("arm", "dsp")

@@ -365,6 +365,13 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
         v.check_keys(odoc, OP_FIELDS, opath)
         o = v.read(odoc, OP_FIELDS, opath)
         ops[key] = OpRule(op=key, **o)
+    if r["kernel_library"] is not None:  # the C prefix of its generated calls: checked now, not at export
+        from ..codegen.kernels.library import KernelLibraryError, check_prefix  # noqa: PLC0415
+
+        try:
+            check_prefix(r["kernel_library"])
+        except KernelLibraryError as e:
+            v.fail(f"{path}.kernel_library", str(e))
     dram = float(r["dram_bytes_per_cycle"])
     e_byte = float(r["energy_pj_per_byte"])
     return Processor(

@@ -11,7 +11,6 @@ A bit-width edit therefore never re-partitions, and toggling back to an earlier 
 from __future__ import annotations
 
 import dataclasses
-
 import os
 from collections.abc import Mapping
 from pathlib import Path

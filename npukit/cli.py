@@ -178,7 +178,10 @@ def cmd_inspect(args) -> int:
     totals = {"ops": len(rows), "macs": sum(r["macs"] for r in rows), "vector_ops": sum(r["vector_ops"] for r in rows),
               "params": int(sum(g.tensors[t].size for t in g.tensors if g.tensors[t].kind == "const"))}  # fmt: skip
     ins = [{"name": g.tensors[t].name, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.inputs]
-    outs = [{"name": g.tensors[t].name or t, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.outputs]
+    outs = [
+        {"name": g.output_name(k), "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype}
+        for k, t in enumerate(g.outputs)
+    ]
     if args.json:
         print(json.dumps({"model": str(args.model), "format": g.source_format, "inputs": ins, "outputs": outs,
                           "ops": rows, "elided": dict(g.elided), "totals": totals}, indent=2, ensure_ascii=False))  # fmt: skip

@@ -81,6 +81,9 @@ class OpGraph:
     elided: Mapping[str, str] = field(default_factory=dict)  # model node -> what became of it
     source_format: str = ""  # "onnx" | "tflite" | "torch" | "relax"
     path: str = ""
+    # the model's own name of each output, in the order of ``outputs``: two outputs can be one tensor
+    # (an Identity of another output), or an input or a constant, so a tensor's name is not enough
+    output_names: tuple[str, ...] = ()
 
     # lookups (built once, cached on the instance)
     def __post_init__(self) -> None:
@@ -101,7 +104,7 @@ class OpGraph:
 
     def __reduce__(self):  # read-only mappings do not pickle: rebuild from plain dicts
         return (_graph, (self.ops, dict(self.tensors), self.inputs, self.outputs, dict(self.consts), dict(self.elided),
-                         self.source_format, self.path))  # fmt: skip
+                         self.source_format, self.path, self.output_names))  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -144,6 +147,14 @@ class OpGraph:
     def names(self) -> list[str]:
         return [op.name for op in self.ops]
 
+    def output_name(self, k: int) -> str:
+        """The model's name of output ``k`` (its tensor's name, else its tensor id, where the model
+        gives none)."""
+        if k < len(self.output_names) and self.output_names[k]:
+            return self.output_names[k]
+        tid = self.outputs[k]
+        return self.tensors[tid].name or tid
+
 
 def freeze(d: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(sorted(d.items())))
@@ -153,9 +164,9 @@ def _op(op_id, name, source, source_op, op, attrs, inputs, outputs, var) -> Op:
     return Op(op_id, name, source, source_op, op, freeze(attrs), inputs, outputs, var)
 
 
-def _graph(ops, tensors, inputs, outputs, consts, elided, source_format, path) -> OpGraph:
+def _graph(ops, tensors, inputs, outputs, consts, elided, source_format, path, output_names=()) -> OpGraph:
     return OpGraph(ops, MappingProxyType(tensors), inputs, outputs, MappingProxyType(consts), MappingProxyType(elided),
-                   source_format, path)  # fmt: skip
+                   source_format, path, output_names)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

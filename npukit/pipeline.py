@@ -223,7 +223,7 @@ def _graph_digest(g: OpGraph) -> str:
         a = np.ascontiguousarray(g.consts[tid])
         h.update(f"{tid}{a.dtype}{a.shape}".encode())
         h.update(a.tobytes())
-    h.update(repr((g.inputs, g.outputs, g.source_format)).encode())
+    h.update(repr((g.inputs, g.outputs, g.output_names, g.source_format)).encode())
     return h.hexdigest()[:24]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import (
     DIGITS_ONNX,
@@ -123,6 +124,16 @@ def _only_identity(tmp: Path) -> Path:
     return save_onnx(m, tmp / "identity.onnx")
 
 
+def _only_constants(tmp: Path) -> Path:
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    k = h.make_node("Constant", [], ["k"], name="k", value=numpy_helper.from_array(np.ones((1, 4), np.float32)))
+    m = onnx_model([k, h.make_node("Exp", ["k"], ["e"], name="exp")], [tensor_info("x", [1, 4])],
+                   [tensor_info("e", [1, 4]), tensor_info("x", [1, 4])])  # fmt: skip
+    return save_onnx(m, tmp / "constants.onnx")
+
+
 def _symbolic_batch(tmp: Path) -> Path:
     from onnx import helper as h
 
@@ -158,7 +169,10 @@ MODEL_CASES = [
      ["unsupported.tflite", "2 op(s)", "'digits_cnn_1/pool_1/MaxPool2d' (SKIP_GRAM)",
       "'StatefulPartitionedCall_1:0' (LSH_PROJECTION)"]),
     ("no-ops", _no_ops, npukit.ModelError, ["noops.onnx", "no ops"]),
-    ("only-identity", _only_identity, npukit.ModelError, ["identity.onnx", "no ops"]),
+    ("only-identity", _only_identity, npukit.ModelError,
+     ["identity.onnx", "computes nothing", "no ops", "'y' is the input 'x'"]),
+    ("only-constants", _only_constants, npukit.ModelError,
+     ["constants.onnx", "computes nothing", "'e' is a constant", "'x' is an input"]),
     ("symbolic-batch", _symbolic_batch, npukit.ShapeError,
      ["symbolic.onnx", "input 'image'", "dim 0", "'N'", "input_shapes={'image': (1, 3, 8, 8)}",
       "--input-shape image=1,3,8,8"]),

@@ -125,7 +125,7 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
         idx = list(range(n))
         ref = pipeline.simulate(study.result, data, idx)
         shapes = [g.tensors[t].shape for t in g.inputs]
-        names = [g.tensors[t].name or t for t in g.outputs]
+        names = [g.output_name(k) for k in range(len(g.outputs))]
         work = directory / ".runs"
         work.mkdir(exist_ok=True)
         runs = {"host": ["./model"]}

@@ -166,7 +166,7 @@ def model_header(prog: Program, model_name: str) -> str:
         t = g.tensors[tid]
         f = prog.copies[(tid, prog.soc.host, "")].fmt
         q = f", scale {f.scale:g}, zero point {f.zero}" if f.dtype in GRID or f.dtype == "U8" else ""
-        out.append(f"    {CTYPE[f.dtype]} *out{k};  /* {comment(t.name or tid)}: {list(t.shape)} {t.dtype}{q} */")
+        out.append(f"    {CTYPE[f.dtype]} *out{k};  /* {comment(g.output_name(k))}: {list(t.shape)} {t.dtype}{q} */")
     out += ["} npukit_model_outputs;", "",
             "int32_t npukit_model_run(const npukit_model_inputs *inputs, npukit_model_outputs *outputs);", "",
             "#endif", ""]  # fmt: skip

@@ -104,7 +104,7 @@ def generate(result, ranges_of, *, target: str | None = None, host_c=None) -> Pr
         for rel, text in hc.files.items():
             files[f"host/{rel}"] = text
     ins = [TensorSpec(g.tensors[t].name or t, f"in{k}", _np_dtype(prog, t), g.tensors[t].shape) for k, t in enumerate(g.inputs)]
-    outs = [TensorSpec(g.tensors[t].name or t, f"out{k}", _np_dtype(prog, t), g.tensors[t].shape) for k, t in enumerate(g.outputs)]
+    outs = [TensorSpec(g.output_name(k), f"out{k}", _np_dtype(prog, t), g.tensors[t].shape) for k, t in enumerate(g.outputs)]
     files["src/main.c"] = runner_c(ins, outs, program=PROGRAM)
     tname = target or _target_name(soc)
     tgt = get_target(tname)

@@ -153,7 +153,7 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
         classes = out.shape[-1] if out.shape else 1
         if labels.min() < 0 or labels.max() >= classes:
             raise DataError(f"y: labels span {int(labels.min())}..{int(labels.max())} but output "
-                            f"{out.name or out.tid!r} has {classes} classes (shape {list(out.shape)})")  # fmt: skip
+                            f"{g.output_name(0)!r} has {classes} classes (shape {list(out.shape)})")  # fmt: skip
     samples = tuple(tuple(r[i] for r in rows) for i in range(n))
     if calib is not None:
         crow = [_fit(g, ins[0], calib, "calib")] if len(ins) == 1 else [_fit(g, t, c, f"calib[{t.name!r}]") for t, c in zip(ins, calib)]

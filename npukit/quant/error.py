@@ -194,7 +194,8 @@ class ErrorModel:
             else:  # a data-dependent output shape (e.g. the boxes NMS keeps): compare where the shapes agree
                 r = np.concatenate([a.ravel() for a, _ in same]) if same else np.zeros(0)
                 q = np.concatenate([b.ravel() for _, b in same]) if same else np.zeros(0)
-            d = {"name": t.name or tid, "snr_db": snr_db(r, q), "max_abs": max_abs(r, q), "top1_agreement": None}
+            name = self.g.output_name(j)
+            d = {"name": name, "snr_db": snr_db(r, q), "max_abs": max_abs(r, q), "top1_agreement": None}
             if len(same) != len(pairs):
                 d["shape_mismatches"] = len(pairs) - len(same)
             if is_class_output(t.shape) and r.ndim > 1:

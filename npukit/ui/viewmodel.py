@@ -115,9 +115,9 @@ def graph_model(study, pack: bool = False) -> dict[str, Any]:
         inputs.append({"tid": tid, "name": t.name or tid, "shape": list(t.shape), "dtype": t.dtype,
                        "consumers": sorted(g.consumers(tid))})  # fmt: skip
     outputs = []
-    for tid in g.outputs:
+    for k, tid in enumerate(g.outputs):
         t = g.tensors[tid]
-        outputs.append({"tid": tid, "name": t.name or tid, "shape": list(t.shape), "dtype": t.dtype,
+        outputs.append({"tid": tid, "name": g.output_name(k), "shape": list(t.shape), "dtype": t.dtype,
                         "producer": t.producer if t.producer is not None else -1})  # fmt: skip
     kinds = sorted({op.kind for op in g.ops})
     procs = []

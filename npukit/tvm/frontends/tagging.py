@@ -190,9 +190,9 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
             raise UnsupportedOpError(f"{path}: control flow ({_where(marks, owner_at[k])}) is not supported")
         else:
             raise ModelError(f"{path}: {_where(marks, owner_at[k])} makes {_kind_of(v)}, which npukit cannot read")
-    if not ops:
-        raise ModelError(f"{path}: the model has no ops left after constant folding")
     out_tids = _as_list(_env_of(f.body.body, env, const_tid))
+    if not ops:
+        raise ModelError(_computes_nothing(path, out_tids, output_names, tensors))
 
     names, sources = _name_ops(ops, marks)
     # a node's declared outputs name the tensors of its last op
@@ -205,9 +205,18 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         if len(src.outputs) == len(last["outputs"]):
             for tid, nm in zip(last["outputs"], src.outputs, strict=True):
                 tensors[tid] = _with_name(tensors[tid], nm)
+    # each output keeps the model's own name, also where two outputs are one tensor (an Identity of
+    # another output), or an output is an input or a constant: the names are the graph's, per output.
+    # An op's output tensor takes the name of the first model output it is (inputs and constants keep
+    # their own names).
+    out_names = []
+    named: set[str] = set()
     for i, tid in enumerate(out_tids):
-        if i < len(output_names) and output_names[i] and tensors[tid].kind == "act":
-            tensors[tid] = _with_name(tensors[tid], output_names[i])
+        nm = output_names[i] if i < len(output_names) and output_names[i] else ""
+        if nm and tensors[tid].kind == "act" and tid not in named:
+            tensors[tid] = _with_name(tensors[tid], nm)
+            named.add(tid)
+        out_names.append(nm or tensors[tid].name or tid)
 
     tagged, var_names = _emit_tagged(relax, tvm, f, ops, names, labels)
 
@@ -225,8 +234,27 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     graph = OpGraph(
         ops=op_objs, tensors=freeze(tensors), inputs=tuple(t for t, v in tensors.items() if v.kind == "input"),
         outputs=tuple(out_tids), consts=freeze(consts), elided=freeze(elided), source_format=fmt, path=path,
+        output_names=tuple(out_names),
     )  # fmt: skip
     return Imported(graph, tagged)
+
+
+def _computes_nothing(path: str, out_tids, output_names, tensors) -> str:
+    """Why a model without a single op is refused, naming what each of its outputs is."""
+    what = []
+    for i, tid in enumerate(out_tids[:8]):
+        t = tensors[tid]
+        name = output_names[i] if i < len(output_names) and output_names[i] else t.name or f"output {i}"
+        if t.kind != "input":
+            what.append(f"{name!r} is a constant")
+        else:
+            what.append(f"{name!r} is an input" if name == t.name else f"{name!r} is the input {t.name!r}")
+    more = f" and {len(out_tids) - 8} more" if len(out_tids) > 8 else ""
+    detail = f" ({', '.join(what)}{more})" if what else ""
+    return (
+        f"{path}: the model computes nothing: it has no ops left after constant folding, every output is "
+        f"one of its inputs or a constant{detail}; npukit has nothing to place, estimate or generate"
+    )
 
 
 def _where(marks: _Marks, src: int | None) -> str:

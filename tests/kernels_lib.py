@@ -78,9 +78,11 @@ I32 = c_int32
 Conv2dParams = _struct("Conv2dParams", [(n, I32) for n in (
     "stride_h", "stride_w", "dilation_h", "dilation_w", "pad_top", "pad_left", "pad_bottom", "pad_right",
     "groups", "kernel_h", "kernel_w", "weight_dtype")] + [("weights", c_void_p), ("bias", c_void_p),
-    ("multiplier", c_void_p), ("shift", c_void_p), ("act_min", c_float), ("act_max", c_float)])  # fmt: skip
+    ("multiplier", c_void_p), ("shift", c_void_p), ("act_min", c_float), ("act_max", c_float),
+    ("bias_shift", I32)])  # fmt: skip
 MatmulParams = _struct("MatmulParams", [("b_const", I32), ("transpose_b", I32), ("bias", c_void_p),
-    ("multiplier", c_void_p), ("shift", c_void_p), ("act_min", c_float), ("act_max", c_float)])  # fmt: skip
+    ("multiplier", c_void_p), ("shift", c_void_p), ("act_min", c_float), ("act_max", c_float),
+    ("bias_shift", I32)])  # fmt: skip
 BinaryParams = _struct("BinaryParams", [("op", I32), ("act_min", c_float), ("act_max", c_float)])
 UnaryParams = _struct("UnaryParams", [("op", I32), ("alpha", c_float), ("lo", c_float), ("hi", c_float)])
 Pool2dParams = _struct("Pool2dParams", [(n, I32) for n in (

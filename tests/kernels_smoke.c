@@ -67,7 +67,7 @@ int main(void)
     }
     nvdla_tensor tx = {x, NVDLA_S8, 4, {1, 3, 5, 5}, NVDLA_NHWC, 0, 0.05f, -3};
     nvdla_tensor ty = {y, NVDLA_S8, 4, {1, 6, 5, 5}, NVDLA_TILED, 4, 0.1f, 2};
-    nvdla_conv2d_params cp = {1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, NVDLA_S8, w8, bias, mult, shift, 0.0f, 6.0f};
+    nvdla_conv2d_params cp = {1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, NVDLA_S8, w8, bias, mult, shift, 0.0f, 6.0f, 0};
     check("conv s8", nvdla_conv2d(&tx, &ty, &cp));
     print_i("conv_s8", y, (int)sizeof(y));
 
@@ -80,7 +80,7 @@ int main(void)
     xi_dsp_tensor ty4 = {y4, XI_DSP_S4, 4, {1, 4, 3, 3}, XI_DSP_NCHW, 0, 0.5f, -2};
     static int32_t shift4[4];
     for (int i = 0; i < 4; ++i) shift4[i] = -lcg(2, 4);
-    xi_dsp_conv2d_params cp4 = {2, 2, 1, 1, 1, 1, 0, 0, 4, 3, 3, XI_DSP_S4, w4, NULL, mult, shift4, 0.0f, 0.0f};
+    xi_dsp_conv2d_params cp4 = {2, 2, 1, 1, 1, 1, 0, 0, 4, 3, 3, XI_DSP_S4, w4, NULL, mult, shift4, 0.0f, 0.0f, 0};
     check("conv s4", xi_dsp_conv2d(&tx4, &ty4, &cp4));
     print_i("conv_s4", y4, (int)sizeof(y4));
 
@@ -92,7 +92,7 @@ int main(void)
     npk_tensor txf = {xf, NPK_F32, 4, {1, 3, 6, 6}, NPK_NCHW, 0, 1.0f, 0};
     npk_tensor tyf = {yf, NPK_F32, 4, {1, 4, 6, 6}, NPK_NHWC, 0, 1.0f, 0};
     npk_tensor tsf = {sf, NPK_F32, 4, {1, 4, 6, 6}, NPK_NCHW, 0, 1.0f, 0};
-    npk_conv2d_params cpf = {1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, NPK_F32, wf, bf, NULL, NULL, 0.0f, 0.0f};
+    npk_conv2d_params cpf = {1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, NPK_F32, wf, bf, NULL, NULL, 0.0f, 0.0f, 0};
     check("conv f32", npk_conv2d(&txf, &tyf, &cpf));
     print_f("conv_f32", yf, 20);
     check("softmax", npk_softmax(&tyf, &tsf, 1));
@@ -112,7 +112,7 @@ int main(void)
     npk_tensor ta = {a16, NPK_S16, 2, {3, 8}, NPK_ROW_MAJOR, 0, 1e-3f, 5};
     npk_tensor tb = {b16, NPK_S16, 2, {8, 5}, NPK_ROW_MAJOR, 0, 1.0f, 0};
     npk_tensor to = {o16, NPK_S16, 2, {3, 5}, NPK_ROW_MAJOR, 0, 0.5f, -7};
-    npk_matmul_params mp = {1, 0, bias64, mult, shift, 0.0f, 0.0f};
+    npk_matmul_params mp = {1, 0, bias64, mult, shift, 0.0f, 0.0f, 0};
     int32_t m16[5], s16[5];
     for (int i = 0; i < 5; ++i) {
         m16[i] = mult[i];

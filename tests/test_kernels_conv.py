@@ -60,7 +60,7 @@ CONFIGS = {
 }
 
 
-def run_conv(rng, dtype, cfg, in_layout="nchw", out_layout="nchw", act=None, bias=True, block=4):
+def run_conv(rng, dtype, cfg, in_layout="nchw", out_layout="nchw", act=None, bias=True, block=4, bias_shift=0):
     c, oc, (kh, kw), stride, dil, pads, groups = cfg
     shape = (2, c, 7, 6)
     x = rand_tensor(rng, shape, dtype, in_layout, block)
@@ -97,8 +97,10 @@ def run_conv(rng, dtype, cfg, in_layout="nchw", out_layout="nchw", act=None, bia
     wide = dtype == "s16"
     xr = x.real().astype(np.float64)
     wr = wq * wscale[:, None, None, None]
-    bq = rng.integers(-300, 300, oc) if bias else None
-    breal = None if bq is None else bq * x.scale * wscale
+    # with bias_shift k the bias has 2^k steps per product step: its fraction of a step is random
+    lim = min(300 << bias_shift, 2**31 - 1)  # an int32 bias
+    bq = rng.integers(-lim, lim, oc) if bias else None
+    breal = None if bq is None else bq * x.scale * wscale / 2.0**bias_shift
     ref = conv_ref(xr, wr, breal, stride, dil, pads, groups)
     lo, hi = min(ref.min(), 0.0), max(ref.max(), 0.0)
     if act is not None:
@@ -111,14 +113,18 @@ def run_conv(rng, dtype, cfg, in_layout="nchw", out_layout="nchw", act=None, bia
     bbuf = None if bq is None else bq.astype(np.int64 if wide else np.int32)
     keep += [wbuf, bbuf, mult, shift]
     p.weights, p.bias, p.multiplier, p.shift = ptr(wbuf), ptr(bbuf), ptr(mult), ptr(shift)
+    p.bias_shift = bias_shift
     if act is not None:
         p.act_min, p.act_max = act
     ok("conv2d", x.p, out.p, ctypes_byref(p))
     assert_close(out, ref, lsb=1)
     # bit-exact against the documented integer arithmetic
-    acc = conv_ref(x.raw().astype(np.int64) - x.zero, wq.astype(np.int64), None if bq is None else bq.astype(np.int64),
-                   stride, dil, pads, groups)  # fmt: skip
-    r = apply_multiplier(acc, mult[None, :, None, None], shift[None, :, None, None])
+    acc = (
+        conv_ref(x.raw().astype(np.int64) - x.zero, wq.astype(np.int64), None, stride, dil, pads, groups) << bias_shift
+    )
+    if bq is not None:
+        acc = acc + bq.astype(np.int64)[None, :, None, None]
+    r = apply_multiplier(acc, mult[None, :, None, None], shift[None, :, None, None] - bias_shift)
     qa, qb = qlo, qhi
     if act is not None:
         qa = (
@@ -164,6 +170,16 @@ def test_conv2d_fused_clamp(dtype):
     run_conv(rng, dtype, CONFIGS["strided_asym"], act=(-0.25, 0.5), bias=False, out_layout="tiled")
 
 
+@pytest.mark.parametrize("bias_shift", [1, 12, 24])
+@pytest.mark.parametrize("dtype", ("s8", "s4", "s2"))
+def test_conv2d_bias_shift(dtype, bias_shift):
+    """A bias on a grid 2^bias_shift times finer than the products': bit-exact against
+    (acc * 2^k + bias) requantized with shift - k, and within 1 LSB of the float conv."""
+    rng = np.random.default_rng(zlib.crc32(f"{dtype}/{bias_shift}".encode()))
+    run_conv(rng, dtype, CONFIGS["regular_pad1"], act=(0.0, math.inf), bias_shift=bias_shift)
+    run_conv(rng, dtype, CONFIGS["depthwise_mult2"], out_layout="tiled", bias_shift=bias_shift)
+
+
 def test_conv2d_bad_arguments():
     rng = np.random.default_rng(0)
     x = rand_tensor(rng, (1, 4, 5, 5), "s8")
@@ -182,6 +198,10 @@ def test_conv2d_bad_arguments():
     p.weight_dtype, p.multiplier = DT["s8"], None
     assert call("conv2d", x.p, out.p, ctypes_byref(p)) == 1
     p.multiplier = ptr(m)
+    for k in (-1, 25):
+        p.bias_shift = k
+        assert call("conv2d", x.p, out.p, ctypes_byref(p)) == 6  # bias_shift outside 0 .. 24
+    p.bias_shift = 0
     out.desc.scale = 0.0
     assert call("conv2d", x.p, out.p, ctypes_byref(p)) == 5  # integer tensor without a scale
     out.desc.scale, out.desc.layout = 0.1, 2

@@ -54,8 +54,10 @@ CASES = {
 }
 
 
-def run(dtype, case, b_const):
-    rng = np.random.default_rng(zlib.crc32(f"{dtype}/{case}/{b_const}".encode()))
+def run(dtype, case, b_const, bias_shift=0):
+    rng = np.random.default_rng(
+        zlib.crc32(f"{dtype}/{case}/{b_const}{f'/{bias_shift}' if bias_shift else ''}".encode())
+    )
     ashape, bshape, tb, alay = CASES[case]
     a = rand_tensor(rng, ashape, dtype, alay)
     p = MatmulParams()
@@ -88,9 +90,10 @@ def run(dtype, case, b_const):
         cols = wscale
     else:
         cols = np.full(n_cols, np.float64(np.float32(b.scale)))
-    bias_q = rng.integers(-200, 200, n_cols) if bl.ndim >= 2 else None
+    lim = min(200 << bias_shift, 2**31 - 1)  # with bias_shift k: 2^k bias steps per product step
+    bias_q = rng.integers(-lim, lim, n_cols) if bl.ndim >= 2 else None
     if bias_q is not None:
-        ref = ref + bias_q * np.float64(np.float32(a.scale)) * cols
+        ref = ref + bias_q * np.float64(np.float32(a.scale)) * cols / 2.0**bias_shift
     oscale, ozero = out_grid(ref, dtype)
     out = T(ref.shape, dtype, olay, scale=oscale, zero=ozero)
     reals = np.float64(np.float32(a.scale)) * cols / np.float64(np.float32(oscale))
@@ -99,18 +102,19 @@ def run(dtype, case, b_const):
     bbuf = None if bias_q is None else bias_q.astype(np.int64 if wide else np.int32)
     keep += [mult, shift, bbuf]
     p.multiplier, p.shift, p.bias = ptr(mult), ptr(shift), ptr(bbuf)
+    p.bias_shift = bias_shift
     ok("matmul", a.p, b.p, out.p, ctypes.byref(p))
     assert_close(out, ref, lsb=1)
     # bit-exact integer arithmetic
     aq = a.raw().astype(np.int64) - a.zero
     bq = (wq if b_const else b.raw().astype(np.int64) - b.zero).astype(np.int64)
     bq = np.swapaxes(bq, -1, -2) if tb and bq.ndim >= 2 else bq
-    acc = np.matmul(aq, bq)
+    acc = np.matmul(aq, bq) << bias_shift
     if bias_q is not None:
         acc = acc + bias_q
     m = mult if b_const else mult[0]
     s = shift if b_const else shift[0]
-    r = apply_multiplier(acc, m, s)
+    r = apply_multiplier(acc, m, s - bias_shift)
     lo, hi = QRANGE[dtype]
     np.testing.assert_array_equal(out.raw().astype(np.int64), np.clip(r + ozero, lo, hi))
 
@@ -125,6 +129,28 @@ def test_matmul_const_weights(dtype, case):
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_matmul_activations(dtype, case):
     run(dtype, case, 0)
+
+
+@pytest.mark.parametrize("b_const", [1, 0])
+@pytest.mark.parametrize("bias_shift", [1, 12, 24])
+@pytest.mark.parametrize("dtype", ("s8", "s4", "s2"))
+def test_matmul_bias_shift(dtype, bias_shift, b_const):
+    """The bias on a grid 2^bias_shift times finer than the products' (conv2d's rule)."""
+    run(dtype, "dense_transposed" if b_const else "dense", b_const, bias_shift)
+
+
+def test_matmul_bias_shift_range():
+    rng = np.random.default_rng(5)
+    a, b = rand_tensor(rng, (2, 3), "s8"), rand_tensor(rng, (3, 4), "s8")
+    out = T((2, 4), "s8", scale=0.1)
+    m, s = np.full(1, 1 << 30, np.int32), np.zeros(1, np.int32)
+    p = MatmulParams(0, 0, None, ptr(m), ptr(s))
+    for k, status in ((0, 0), (24, 0), (-1, 6), (25, 6)):
+        p.bias_shift = k
+        assert call("matmul", a.p, b.p, out.p, ctypes.byref(p)) == status
+    a16, b16 = rand_tensor(rng, (2, 3), "s16"), rand_tensor(rng, (3, 4), "s16")
+    p.bias_shift = 1
+    assert call("matmul", a16.p, b16.p, T((2, 4), "s16", scale=0.1).p, ctypes.byref(p)) == 6  # not with S16
 
 
 def test_matmul_fused_relu_and_shape_errors():

@@ -13,6 +13,7 @@ from kernels_lib import lib
 
 from npukit.codegen.kernels import (
     apply_multiplier,
+    bias_shift,
     c_array,
     pack_weights,
     quantize_bias,
@@ -190,6 +191,14 @@ def test_quantize_bias_rounding_and_saturation():
     )
     b = quantize_bias([1e30, 3.0], 1.0, [1.0, 0.25], wide=True)
     assert b.dtype == np.int64 and b[1] == 12 and b[0] > 2**62
+    np.testing.assert_array_equal(quantize_bias([1.5, -0.3], 0.5, 1.0, shift=3), [24, -5])  # -4.8 -> -5
+
+
+def test_bias_shift_is_the_finest_grid_that_fits_int32():
+    assert bias_shift([0.3, -0.2], 0.05, [0.1, 0.2]) == 24  # 60 * 2^24 < 2^31
+    k = bias_shift([-1000.0, 1.0], 0.01, [0.01, 1.0])  # 1e7 steps: 2^7 more fit, not 2^8
+    assert k == 7 and quantize_bias([-1000.0], 0.01, [0.01], shift=k)[0] == -1_280_000_000
+    assert bias_shift([1e12], 1.0, [1.0]) == 0 and bias_shift([0.0], 1.0, [1.0]) == 24
 
 
 def test_integer_conv_from_the_helpers_matches_the_fake_quantized_float_conv():
@@ -219,11 +228,13 @@ def test_integer_conv_from_the_helpers_matches_the_fake_quantized_float_conv():
         s_out, z_out = act_params(float(ref.min()), float(ref.max()), bits)[:2]
         q, ws = quantize_weights(np.transpose(w, (0, 2, 3, 1)), bits, 0)  # OHWI
         packed = np.frombuffer(pack_weights(q, n), np.uint8).copy()
-        bq = quantize_bias(bias, float(np.float32(s_in)), ws)
+        k = bias_shift(bias, float(np.float32(s_in)), ws) if n < 8 else 0  # the exporter's rule
+        bq = quantize_bias(bias, float(np.float32(s_in)), ws, shift=k)
         m, s = quantize_multipliers(np.float64(np.float32(s_in)) * ws / np.float64(np.float32(s_out)))
         tin = T(x.shape, dt, "nhwc", scale=s_in, zero=int(z_in) - 2 ** (n - 1)).set_raw(q_in)
         out = T(ref.shape, dt, "tiled", scale=s_out, zero=int(z_out) - 2 ** (n - 1))
         p = Conv2dParams(1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, DT[dt], ptr(packed), ptr(bq), ptr(m), ptr(s))
+        p.bias_shift = k
         ok("conv2d", tin.p, out.p, ctypes.byref(p))
         want = quantize(ref, out.scale, out.zero, dt)
         assert np.abs(out.raw().astype(np.int64) - want).max() <= 1, bits

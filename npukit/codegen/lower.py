@@ -18,7 +18,7 @@ from ..errors import NpukitError
 from ..graph import Op
 from ..opset import KINDS
 from ..quant.scheme import integer_weight, quantize_weight
-from .kernels import pack_weights, quantize_multipliers
+from .kernels import bias_shift, pack_weights, quantize_bias, quantize_multipliers
 from .storage import GRID, INTEGER, NPK
 
 BINARY = {"add": "ADD", "subtract": "SUBTRACT", "multiply": "MULTIPLY", "maximum": "MAXIMUM", "minimum": "MINIMUM",
@@ -190,9 +190,10 @@ class KernelLowering:
                 wsym = p.weights.add("w", label, {"S8": "int8_t", "S16": "int16_t"}[wdt], qo, f"{label}: {wdt} weights")
             msym = p.weights.add("mult", label, "int32_t", ip["mult"], f"{label}: requantization multipliers")
             ssym = p.weights.add("shift", label, "int32_t", ip["shift"], f"{label}: requantization shifts")
-            bsym = "NULL"
+            bsym, bsh = "NULL", ip["bias_shift"]
             if ip["bias"] is not None:
-                bsym = p.weights.add("bias", label, str(ip["bias"].dtype) + "_t", ip["bias"], f"{label}: bias at in_scale*w_scale")
+                note = f"{label}: bias at in_scale*w_scale" + (f"/2^{bsh}" if bsh else "")
+                bsym = p.weights.add("bias", label, str(ip["bias"].dtype) + "_t", ip["bias"], note)
         else:  # the simulation's weights: a model's float weights rounded at the kernel's bit-width
             wr = quantize_weight(real, bits if model_q is None else "fp32", axis_o)
             if fin.dtype == "F16":
@@ -203,6 +204,7 @@ class KernelLowering:
             else:
                 wsym = p.weights.add("w", label, "float", np.asarray(qo, np.float32), f"{label}: {wdt} weights")
             msym = ssym = "NULL"
+            bsh = 0
             bsym = "NULL" if bias is None else p.weights.add("bias", label, "float", np.asarray(g.consts[bias], np.float32).ravel())
         lo, hi = act
         L = fn.lib
@@ -216,12 +218,12 @@ class KernelLowering:
             v = fn.var("conv")
             fn.line(f"{L}_conv2d_params {v} = {{{st[0]}, {st[1]}, {dl[0]}, {dl[1]}, {pad[0]}, {pad[1]}, {pad[2]}, {pad[3]}, "
                     f"{int(a.get('groups', 1))}, {kh}, {kw}, {L.upper()}_{wdt}, {wsym}, {bsym}, {msym}, {ssym}, "
-                    f"{_f(lo)}, {_f(hi)}}};")  # fmt: skip
+                    f"{_f(lo)}, {_f(hi)}, {bsh}}};")  # fmt: skip
             fn.call(f"{L}_conv2d", xin, yout, f"&{v}", note=f"{label} (conv2d{', fused ' + ', '.join(self._fusion_desc(root, bias, act)) if bias or act != (-math.inf, math.inf) else ''})")
         else:
             bt = fn.const_desc(wsym, wdt if integer else ("F16" if wdt == "F16" else "F32"), g.tensors[root.inputs[1]].shape)
             v = fn.var("mm")
-            fn.line(f"{L}_matmul_params {v} = {{1, 0, {bsym}, {msym}, {ssym}, {_f(lo)}, {_f(hi)}}};")
+            fn.line(f"{L}_matmul_params {v} = {{1, 0, {bsym}, {msym}, {ssym}, {_f(lo)}, {_f(hi)}, {bsh}}};")
             fn.call(f"{L}_matmul", xin, bt, yout, f"&{v}", note=f"{label} (matmul, constant weights)")
 
     def integer_params(self, root: Op, real, model_q, wdt: str, axis_o: int, in_scale: float, out_scale: float,
@@ -241,12 +243,17 @@ class KernelLowering:
             q, scales = qf.astype(np.int64), sc.astype(np.float64).ravel()
         eff = in_scale * scales
         mult, shift = quantize_multipliers(eff / out_scale)
-        bq = None
+        bq, bsh = None, 0
         if bias is not None:
             b = np.asarray(self.g.consts[bias], np.float64).ravel()
             wide = wide or wdt == "S16"
-            bq = np.round(b / eff).astype(np.int64 if wide else np.int32)
-        return {"q": q, "wdt": wdt, "scales": scales, "mult": mult, "shift": shift, "bias": bq}
+            # at 4 / 2 bits a step of in_scale * w_scale is a large part of an output step (up to
+            # about one at int2): the bias gets a finer grid (the kernel's bias_shift), so that it
+            # stays the fp32 bias the simulation adds; 8-bit kernels keep TFLite's grid (CMSIS-NN's)
+            if wdt in ("S4", "S2") and not wide:
+                bsh = bias_shift(b, in_scale, scales)
+            bq = quantize_bias(b, in_scale, scales, wide=wide, shift=bsh)
+        return {"q": q, "wdt": wdt, "scales": scales, "mult": mult, "shift": shift, "bias": bq, "bias_shift": bsh}
 
     def _dequantized(self, tid: str, view: str, label: str) -> str:
         """A float copy of an integer tensor (kernel scratch, the model's axis order), made by an
@@ -300,7 +307,7 @@ class KernelLowering:
                 ssym = self.p.weights.add("shift", name, "int32_t", s)
             else:
                 msym = ssym = "NULL"
-            fn.line(f"{L}_matmul_params {v} = {{0, 0, NULL, {msym}, {ssym}, -INFINITY, INFINITY}};")
+            fn.line(f"{L}_matmul_params {v} = {{0, 0, NULL, {msym}, {ssym}, -INFINITY, INFINITY, 0}};")
             fn.call(f"{L}_matmul", x, y, fn.desc(op.outputs[0], "model"), f"&{v}", note=f"{name} (matmul)")
         elif k in ("max_pool2d", "avg_pool2d"):
             st, dl, pad, ps = a.get("strides", (1, 1)), a.get("dilation", (1, 1)), a.get("padding", (0, 0, 0, 0)), a["pool_size"]

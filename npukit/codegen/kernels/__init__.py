@@ -5,7 +5,8 @@
 * :func:`cmsis_nn_files` -- the public CMSIS-NN API (``arm_nnfunctions.h``, ``arm_nn_types.h``)
   with npukit's implementation, for profiles whose library is CMSIS-NN.
 * :func:`quantize_weights` / :func:`quantize_bias` -- integer weights (npukit's per-channel
-  symmetric scheme, identical to the simulation's) and biases;
+  symmetric scheme, identical to the simulation's) and biases (:func:`bias_shift`: the finest
+  grid an int32 bias can take);
 * :func:`quantize_multiplier` / :func:`apply_multiplier` -- the (multiplier, shift) of a real
   requantization scale and the exact integer arithmetic npk_ref applies with it;
   :func:`cmsis_requantize`, :func:`cmsis_softmax_params`, :func:`cmsis_add_params`,
@@ -19,6 +20,7 @@ docs/kernel-library.md documents the C API and every convention.  Numpy only; no
 from .arrays import c_array, pack_weights, unpack_weights
 from .fixedpoint import (
     apply_multiplier,
+    bias_shift,
     cmsis_add_params,
     cmsis_mul_params,
     cmsis_quantize_multiplier,
@@ -34,6 +36,7 @@ from .library import KernelLibraryError, check_prefix, cmsis_nn_files, core_file
 __all__ = [
     "KernelLibraryError",
     "apply_multiplier",
+    "bias_shift",
     "c_array",
     "check_prefix",
     "cmsis_add_params",

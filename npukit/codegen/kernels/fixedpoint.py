@@ -185,12 +185,30 @@ def quantize_weights(w, bits, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return q, scale.reshape(-1) if w.ndim else scale
 
 
-def quantize_bias(bias, in_scale: float, w_scale, wide: bool = False) -> np.ndarray:
-    """Integer bias of an integer conv / matmul: ``round(bias / (in_scale * w_scale[c]))`` in
-    float64, half away from zero, saturated to int32 (int64 with ``wide``, the S16 paths).
-    For activation x activation matmul pass ``w_scale = b.scale``."""
+BIAS_SHIFT_MAX = 24  # npk_ref_internal.h's NPK__BIAS_SHIFT_MAX
+
+
+def bias_shift(bias, in_scale: float, w_scale) -> int:
+    """The largest ``bias_shift`` (at most ``BIAS_SHIFT_MAX``) whose ``quantize_bias`` fits int32
+    without saturating: the finest grid an int32 bias can have (0 when none can)."""
+    b = np.abs(np.asarray(bias, dtype=np.float64)).ravel()
+    y = b / (np.float64(in_scale) * np.asarray(w_scale, dtype=np.float64)).ravel()
+    top = float(np.max(y)) if y.size else 0.0
+    if not np.isfinite(top):
+        return 0
+    k = BIAS_SHIFT_MAX
+    while k > 0 and np.floor(top * 2.0**k + 0.5) > 2.0**31 - 1:
+        k -= 1
+    return k
+
+
+def quantize_bias(bias, in_scale: float, w_scale, wide: bool = False, shift: int = 0) -> np.ndarray:
+    """Integer bias of an integer conv / matmul: ``round(bias * 2^shift / (in_scale * w_scale[c]))``
+    in float64, half away from zero, saturated to int32 (int64 with ``wide``, the S16 paths);
+    ``shift`` is the kernel's ``bias_shift``.  For activation x activation matmul pass
+    ``w_scale = b.scale``."""
     b = np.asarray(bias, dtype=np.float64)
-    y = b / (np.float64(in_scale) * np.asarray(w_scale, dtype=np.float64))
+    y = b * np.float64(2.0**shift) / (np.float64(in_scale) * np.asarray(w_scale, dtype=np.float64))
     r = np.where(np.abs(y - np.trunc(y)) == 0.5, np.trunc(y) + np.sign(y), np.round(y))
     lo, hi = (-(2.0**63), 2.0**63 - 1024) if wide else (-(2.0**31), 2.0**31 - 1)  # hi: largest double below int64 max
     return np.clip(r, lo, hi).astype(np.int64 if wide else np.int32)

@@ -106,11 +106,15 @@ int64_t npk_apply_multiplier(int64_t acc, int32_t multiplier, int32_t shift);
  * Float path (in F32/F16, out F32/F16, weights F32/F16): double accumulation; bias float[C_out]
  *   (or NULL); multiplier / shift unused.
  * Integer path (in S16/S8/S4/S2, out S16/S8/S4/S2, weights S16/S8/S4/S2, symmetric per output
- *   channel): acc = sum (q_in - in.zero) * w_q + bias[oc], bias int32_t[C_out] (int64_t[C_out]
- *   when the input or the weights are S16) at scale in.scale * w_scale[oc], or NULL;
- *   q_out = npk_apply_multiplier(acc, multiplier[oc], shift[oc]) + out.zero, then clamped.
- *   multiplier / shift come from npukit.codegen.kernels.quantize_multiplier(
- *   in.scale * w_scale[oc] / out.scale).
+ *   channel): acc = (sum (q_in - in.zero) * w_q) * 2^bias_shift + bias[oc], bias int32_t[C_out]
+ *   (int64_t[C_out] when the input or the weights are S16) at scale
+ *   in.scale * w_scale[oc] / 2^bias_shift, or NULL;
+ *   q_out = npk_apply_multiplier(acc, multiplier[oc], shift[oc] - bias_shift) + out.zero, then
+ *   clamped.  multiplier / shift come from npukit.codegen.kernels.quantize_multiplier(
+ *   in.scale * w_scale[oc] / out.scale) whatever bias_shift is.  bias_shift is in 0 .. 24, 0
+ *   when an operand is S16, and above 0 allows at most 2^22 - 1 products per output (int64 stays
+ *   exact), else NPK_ERR_PARAM.  It is the bias's finer grid: at 4 or 2 bits in.scale * w_scale
+ *   is a large fraction of out.scale, and a bias rounded to it moves outputs by up to half that.
  * act_min / act_max: fused activation clamp in the OUTPUT's real domain (-INFINITY / INFINITY
  *   or 0 / 0 for none; relu = [0, INFINITY], relu6 = [0, 6]).  Integer outputs clamp q to
  *   [round(act_min / out.scale) + out.zero, round(act_max / out.scale) + out.zero]. */
@@ -126,6 +130,7 @@ typedef struct {
     const int32_t *multiplier;     /* [C_out], integer path */
     const int32_t *shift;          /* [C_out], integer path */
     float act_min, act_max;        /* fused clamp, output real domain */
+    int32_t bias_shift;            /* integer path: the bias has 2^bias_shift steps per product step */
 } npk_conv2d_params;
 
 int32_t npk_conv2d(const npk_tensor *in, const npk_tensor *out, const npk_conv2d_params *p);
@@ -139,8 +144,10 @@ int32_t npk_conv2d(const npk_tensor *in, const npk_tensor *out, const npk_conv2d
  *   multiplier / shift / bias are [N].  b_const = 0: b is an activation (affine, S4/S2 one per
  *   byte), multiplier / shift are a single value from quantize_multiplier(a.scale * b.scale /
  *   out.scale), bias (if any) is [N] at scale a.scale * b.scale.
- * Integer accumulation: sum (q_a - a.zero) * (q_b - b.zero); bias int32_t, or int64_t when a or b
- * is S16.  Float path: double accumulation, bias float[N].  act_min / act_max as in conv2d. */
+ * Integer accumulation: sum (q_a - a.zero) * (q_b - b.zero), times 2^bias_shift, plus the bias
+ * (int32_t, or int64_t when a or b is S16) at that scale / 2^bias_shift, requantized with
+ * shift - bias_shift (bias_shift as in conv2d).  Float path: double accumulation, bias float[N].
+ * act_min / act_max as in conv2d. */
 typedef struct {
     int32_t b_const;               /* 1: b is constant weights (per-column quantized), 0: activation */
     int32_t transpose_b;           /* 1: b stored [..., N, K] */
@@ -148,6 +155,7 @@ typedef struct {
     const int32_t *multiplier;     /* integer path: [N] (b_const) or [1] */
     const int32_t *shift;
     float act_min, act_max;
+    int32_t bias_shift;            /* integer path: the bias has 2^bias_shift steps per product step */
 } npk_matmul_params;
 
 int32_t npk_matmul(const npk_tensor *a, const npk_tensor *b, const npk_tensor *out, const npk_matmul_params *p);

@@ -49,6 +49,11 @@ int32_t npk_conv2d(const npk_tensor *in, const npk_tensor *out, const npk_conv2d
         if (p->multiplier == NULL || p->shift == NULL) {
             return NPK_ERR_NULL;
         }
+        const int64_t taps = (int64_t)(vi.shape[1] / p->groups) * p->kernel_h * p->kernel_w;
+        if (p->bias_shift < 0 || p->bias_shift > NPK__BIAS_SHIFT_MAX ||
+            (p->bias_shift > 0 && (vi.dtype == NPK_S16 || p->weight_dtype == NPK_S16 || taps >= NPK__BIAS_SHIFT_TAPS))) {
+            return NPK_ERR_PARAM;
+        }
         for (int32_t oc = 0; oc < vo.shape[1]; ++oc) {
             if (p->multiplier[oc] < 0) {
                 return NPK_ERR_QUANT;
@@ -105,10 +110,11 @@ int32_t npk_conv2d(const npk_tensor *in, const npk_tensor *out, const npk_conv2d
                         }
                         npk__store(&vo, ooff, y);
                     } else {
+                        iacc *= (int64_t)1 << p->bias_shift; /* exact: checked above */
                         if (p->bias) {
                             iacc += wide ? ((const int64_t *)p->bias)[oc] : (int64_t)((const int32_t *)p->bias)[oc];
                         }
-                        int64_t r = npk_apply_multiplier(iacc, p->multiplier[oc], p->shift[oc]);
+                        int64_t r = npk_apply_multiplier(iacc, p->multiplier[oc], p->shift[oc] - p->bias_shift);
                         npk__store_int(&vo, ooff, npk__clamp_out(r, vo.zero, qlo, qhi));
                     }
                 }

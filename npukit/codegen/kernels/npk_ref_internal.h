@@ -15,6 +15,12 @@
 #include <stddef.h>
 #include <string.h>
 
+/* Integer conv / matmul: the largest bias_shift, and the bound on the products per output that
+ * keeps (sum of S8/S4/S2 products) * 2^bias_shift + bias exact in int64: one product is below
+ * 2^16 (255 * 255), so the sum stays below 2^38 and the shifted sum below 2^62. */
+#define NPK__BIAS_SHIFT_MAX 24
+#define NPK__BIAS_SHIFT_TAPS ((int64_t)1 << 22)
+
 typedef struct {
     void *data;
     int32_t dtype;

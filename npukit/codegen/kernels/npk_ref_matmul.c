@@ -118,6 +118,10 @@ int32_t npk_matmul(const npk_tensor *a, const npk_tensor *b, const npk_tensor *o
         if (p->multiplier == NULL || p->shift == NULL) {
             return NPK_ERR_NULL;
         }
+        if (p->bias_shift < 0 || p->bias_shift > NPK__BIAS_SHIFT_MAX ||
+            (p->bias_shift > 0 && (va.dtype == NPK_S16 || vb.dtype == NPK_S16 || K >= NPK__BIAS_SHIFT_TAPS))) {
+            return NPK_ERR_PARAM;
+        }
         for (int32_t n = 0; n < (p->b_const ? N : 1); ++n) {
             if (p->multiplier[n] < 0) {
                 return NPK_ERR_QUANT;
@@ -163,11 +167,12 @@ int32_t npk_matmul(const npk_tensor *a, const npk_tensor *b, const npk_tensor *o
                     }
                     npk__store(&vo, ooff, y);
                 } else {
+                    iacc *= (int64_t)1 << p->bias_shift; /* exact: checked above */
                     if (p->bias) {
                         iacc += wide ? ((const int64_t *)p->bias)[n] : (int64_t)((const int32_t *)p->bias)[n];
                     }
                     const int32_t qi = p->b_const ? n : 0;
-                    int64_t r = npk_apply_multiplier(iacc, p->multiplier[qi], p->shift[qi]);
+                    int64_t r = npk_apply_multiplier(iacc, p->multiplier[qi], p->shift[qi] - p->bias_shift);
                     npk__store_int(&vo, ooff, npk__clamp_out(r, vo.zero, qlo, qhi));
                 }
             }

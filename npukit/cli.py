@@ -1,7 +1,8 @@
 """The console script: ``npukit socs | inspect | study | sweep | build | calibrate``.
 
 Bad input prints ``npukit: error: <message>`` and exits 2; nothing from inside TVM reaches the user
-unexplained.
+unexplained.  ``npukit build`` exits 1 when an output of the built program is beyond its tolerance
+of the simulation (``codegen.build``), naming it on stderr.
 """
 
 from __future__ import annotations
@@ -340,7 +341,7 @@ def cmd_build(args) -> int:
     r = build_and_compare(s, directory, samples=args.samples, target=args.target, regenerate=False)
     if args.json:
         print(json.dumps(_finite(r), indent=2, allow_nan=False))
-        return 0
+        return 0 if r["outputs_agree"] else _disagree(r)
     print(f"{args.dir}: built and ran {r['samples']} inputs of {s.data.source}")
     for run, res in r["runs"].items():
         if "skipped" in res:
@@ -348,7 +349,8 @@ def cmd_build(args) -> int:
             continue
         for name, o in res["outputs"].items():
             print(f"  {run}: output {name!r}: max abs {o['max_abs']:.3g}, max rel {o['max_rel']:.3g} vs the simulation, "
-                  f"argmax agreement {100 * o['argmax_agreement']:.0f}%")  # fmt: skip
+                  f"argmax agreement {100 * o['argmax_agreement']:.0f}%, relative RMS {o['rel_rms']:.3g} "
+                  f"(tolerance {o['tolerance']:.3g}){'' if o['within_tolerance'] else ' MISMATCH'}")  # fmt: skip
         if "bit_exact_with_host" in res:
             print(f"  {run}: {'bit-exact with' if res['bit_exact_with_host'] else 'DIFFERS from'} the host build")
     mem = r["memory"]
@@ -356,7 +358,14 @@ def cmd_build(args) -> int:
     if "fit" in r:
         print(f"  fit of the {r['fit']['target']} build ({r['fit']['program']}, from size):")
         print("\n".join("    " + ln for ln in r["fit"]["text"].splitlines()))
-    return 0
+    return 0 if r["outputs_agree"] else _disagree(r)
+
+
+def _disagree(r: dict) -> int:
+    """One line on stderr naming the outputs beyond their tolerance of the simulation; exit status 1."""
+    print(f"npukit: build: the program's outputs disagree with the simulation: {'; '.join(r['mismatches'])}",
+          file=sys.stderr)  # fmt: skip
+    return 1
 
 
 def _finite(o):

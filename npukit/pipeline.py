@@ -736,6 +736,12 @@ def simulate(result: Result, data, samples) -> list:
     return error_model(result.model, data).simulate(result.bits, rounded, eb, samples)
 
 
+def simulate_float(result: Result, data, samples) -> list:
+    """The model's outputs of ``samples`` in fp32 throughout (the float model ``simulate`` is
+    measured against)."""
+    return error_model(result.model, data).simulate(("fp32",) * len(result.bits), None, None, samples)
+
+
 def error(result: Result, data=None):
     """The numeric error of ``result``'s bit-widths on ``data`` (default: the model's own data)."""
     model = result.model

@@ -354,7 +354,8 @@ class Study:
     def build(self, directory=None, *, samples: int = 16, target: bool = False) -> dict:
         """Export, compile and run the generated program on the study's data; its outputs against the
         simulation of the same config, its memory, and (``target=True``) the profile's target build
-        under its emulator."""
+        under its emulator.  ``outputs_agree`` is False, and ``mismatches`` names them, when an output
+        is beyond its tolerance of the simulation (``npukit.codegen.build``; docs/targets.md)."""
         from .codegen.build import build_and_compare  # noqa: PLC0415
 
         return build_and_compare(self, directory, samples=samples, target=target)

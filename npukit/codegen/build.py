@@ -1,10 +1,23 @@
 """Build an exported project and run it on the study's data: its outputs against npukit's own
 simulation of the same config, and its memory against the profile (``study.build()``,
-``npukit build DIR``)."""
+``npukit build DIR``).
+
+The verdict on each output is its relative RMS difference from the simulation over the samples run,
+``||program - simulation|| / ||simulation||``, held against a tolerance: ``REL_RMS_FLOOR``, or
+``NOISE_FACTOR`` times the simulation's own distance from the float model (the same norm over the
+same samples) when that is larger.  The program applies the same quantization grids as the
+simulation, but a value on a rounding boundary may round the other way in integer arithmetic, and
+such a step travels through the layers after it like quantization noise; so a program can be as far
+from the simulation as the quantization moves the simulation from the float model, and not much
+further.  An output that is not written, or holds another tensor, is off by about its own size
+(a relative RMS of 1 when it is all zeros).  ``outputs_agree`` is False, and ``mismatches`` says
+which, when any output of any run is beyond its tolerance or has another shape.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -64,26 +77,104 @@ def run_program(directory: Path, argv0, inputs: list[np.ndarray], shapes, workdi
     return got
 
 
+REL_RMS_FLOOR = 0.02  # the least tolerance of an output's relative RMS difference from the simulation
+NOISE_FACTOR = 2.0  # ... or this many times the simulation's own relative RMS distance from the float model
+
+
+def _aligned(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``a`` and ``b`` as arrays of one shape (an output whose rows depend on the data, NMS's, on
+    the rows both have), or None."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape and a.ndim == b.ndim and a.shape[1:] == b.shape[1:]:
+        n = min(a.shape[0], b.shape[0])
+        a, b = a[:n], b[:n]
+    elif a.size == b.size:
+        b = b.reshape(a.shape)
+    return (a, b) if a.shape == b.shape else None
+
+
+def _diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - b| in float64, 0 where both are the same infinity or both NaN."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        d = np.abs(a - b)
+    return np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, d)
+
+
+def _sq(x: np.ndarray) -> float:
+    x = x.astype(np.float64)
+    return float(np.sum(np.square(x[np.isfinite(x)])))
+
+
 def compare(got: list[np.ndarray], ref: list[np.ndarray], names: list[str]) -> list[dict]:
-    """Per output: max abs error and max relative error (to the reference's largest magnitude);
-    an output whose rows depend on the data (NMS) is compared on the rows both have."""
+    """Per output: max abs error and max relative error (to the reference's largest magnitude),
+    and the sums of squares of the error and of the reference (``err_sq``, ``ref_sq``: the
+    relative RMS over samples); an output whose rows depend on the data (NMS) is compared on the
+    rows both have."""
     rows = []
     for k, (a, b) in enumerate(zip(got, ref)):
-        b = np.asarray(b)
-        if a.shape != b.shape and a.ndim == b.ndim and a.shape[1:] == b.shape[1:]:
-            n = min(a.shape[0], b.shape[0])
-            a, b = a[:n], b[:n]
-        elif a.size == b.size:
-            b = b.reshape(a.shape)
-        if a.shape != b.shape:
-            rows.append({"output": names[k], "shape_mismatch": [list(a.shape), list(b.shape)]})
+        pair = _aligned(a, b)
+        if pair is None:
+            rows.append({"output": names[k], "shape_mismatch": [list(np.shape(a)), list(np.shape(b))]})
             continue
-        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        a, b = pair
+        diff = _diff(a, b)
         scale = float(np.max(np.abs(b))) if b.size else 0.0
         rows.append({"output": names[k], "max_abs": float(diff.max()) if diff.size else 0.0,
                      "max_rel": float(diff.max() / scale) if diff.size and scale else 0.0,
-                     "argmax_equal": bool(a.size and np.argmax(a) == np.argmax(b))})  # fmt: skip
+                     "argmax_equal": bool(a.size and np.argmax(a) == np.argmax(b)),
+                     "err_sq": float(np.sum(np.square(diff))), "ref_sq": _sq(b)})  # fmt: skip
     return rows
+
+
+def _rel_rms(err_sq: float, ref_sq: float) -> float:
+    if not err_sq:
+        return 0.0
+    return math.sqrt(err_sq / ref_sq) if ref_sq else math.inf
+
+
+def output_names(g) -> list[str]:
+    """The names the report gives the model's outputs: the model's own output names, made unique
+    with ``#k``, its index, where a model repeats one (an output listed twice)."""
+    names, seen = [], set()
+    for k in range(len(g.outputs)):
+        name = g.output_name(k)
+        names.append(f"{name}#{k}" if name in seen else name)
+        seen.add(name)
+    return names
+
+
+def float_noise(ref: list[list[np.ndarray]], fp32: list[list[np.ndarray]], names: list[str]) -> dict[str, float]:
+    """Per output: the simulation's relative RMS distance from the float model over the samples."""
+    out = {}
+    for k, name in enumerate(names):
+        err = tot = 0.0
+        for r, f in zip(ref, fp32):
+            pair = _aligned(f[k], r[k])
+            if pair is not None:
+                err += float(np.sum(np.square(_diff(*pair))))
+                tot += _sq(pair[1])
+        rel = _rel_rms(err, tot)
+        out[name] = rel if math.isfinite(rel) else 0.0  # a simulation of zeros: the floor alone
+    return out
+
+
+def verdict(outputs: dict[str, dict], noise: dict[str, float]) -> list[str]:
+    """Fill each output's ``rel_rms`` / ``tolerance`` / ``within_tolerance`` (see the module
+    docstring); the words for those beyond it."""
+    bad = []
+    for name, o in outputs.items():
+        tol = max(REL_RMS_FLOOR, NOISE_FACTOR * noise.get(name, 0.0))
+        o["tolerance"] = tol
+        if o.get("shape_mismatches"):
+            o["within_tolerance"] = False
+            bad.append(f"output {name!r}: another shape than the simulation's on {o['shape_mismatches']} samples")
+            continue
+        o["within_tolerance"] = bool(o["rel_rms"] <= tol)
+        if not o["within_tolerance"]:
+            bad.append(f"output {name!r}: relative RMS difference {o['rel_rms']:.3g} from the simulation "
+                       f"(max abs {o['max_abs']:.3g}), tolerance {tol:.3g}")  # fmt: skip
+    return bad
 
 
 def study_of_export(directory):
@@ -125,7 +216,8 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
         idx = list(range(n))
         ref = pipeline.simulate(study.result, data, idx)
         shapes = [g.tensors[t].shape for t in g.inputs]
-        names = [g.output_name(k) for k in range(len(g.outputs))]
+        names = output_names(g)
+        noise = float_noise(ref, pipeline.simulate_float(study.result, data, idx), names)
         work = directory / ".runs"
         work.mkdir(exist_ok=True)
         runs = {"host": ["./model"]}
@@ -139,6 +231,7 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
                 runs[tgt.name] = None
         report: dict = {"directory": str(directory), "samples": n, "runs": {}, "memory": dict(proj.manifest["memory"])}
         outputs_by_run = {}
+        mismatches: list[str] = []
         for name, argv in runs.items():
             if argv is None:
                 report["runs"][name] = {"skipped": why}
@@ -149,17 +242,27 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
                 outs.append(got)
                 rows.append(compare(got, ref[i], names))
             outputs_by_run[name] = outs
-            worst = {}
+            worst, sums = {}, {}
             for per in rows:
                 for r in per:
                     w = worst.setdefault(r["output"], {"max_abs": 0.0, "max_rel": 0.0, "argmax_agreement": 0})
                     w["max_abs"] = max(w["max_abs"], r.get("max_abs", float("inf")))
                     w["max_rel"] = max(w["max_rel"], r.get("max_rel", float("inf")))
                     w["argmax_agreement"] += int(r.get("argmax_equal", False))
-            for w in worst.values():
+                    e = sums.setdefault(r["output"], [0.0, 0.0])
+                    e[0] += r.get("err_sq", 0.0)
+                    e[1] += r.get("ref_sq", 0.0)
+                    if "shape_mismatch" in r:
+                        w["shape_mismatches"] = w.get("shape_mismatches", 0) + 1
+            for out_name, w in worst.items():
                 w["argmax_agreement"] /= max(n, 1)
-            report["runs"][name] = {"outputs": worst}
+                w["rel_rms"] = _rel_rms(*sums[out_name])
+            mismatches += [f"{name}: {m}" for m in verdict(worst, noise)]
+            within = all(w["within_tolerance"] for w in worst.values())
+            report["runs"][name] = {"outputs": worst, "within_tolerance": within}
             _ = agree
+        report["outputs_agree"] = not mismatches
+        report["mismatches"] = mismatches
         if "host" in outputs_by_run and len(outputs_by_run) > 1:
             for name, outs in outputs_by_run.items():
                 if name != "host":

@@ -34,6 +34,15 @@ def _conversion_name(src: Copy, dst: Copy) -> str:
     return "convert"
 
 
+def _arena_note(prog: Program) -> list[str]:
+    if not prog.uses_arena:
+        return [" * No arena: every buffer is a model input, a model output or a constant. */"]
+    return [
+        f" * One static arena of {prog.arena_bytes} bytes holds every intermediate tensor (lower bound:",
+        f" * {prog.lower_bound} bytes of live tensors at the peak). */",
+    ]
+
+
 def entry_source(prog: Program, libs: list[str], model_name: str, config_text: str) -> str:
     g = prog.g
     out = [
@@ -44,11 +53,11 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
         " * npukit_model_run runs the partitions in the order the partitioned module calls them: host",
         " * kernels (TVM's C), accelerator partitions (one wrapper each, calling the processor's kernel",
         " * library) and, where a tensor crosses processors, explicit layout / (re)quantize calls.",
-        f" * One static arena of {prog.arena_bytes} bytes holds every intermediate tensor (lower bound:",
-        f" * {prog.lower_bound} bytes of live tensors at the peak). */",
+        *_arena_note(prog),
         "#include <math.h>",
         "#include <stddef.h>",
         "#include <stdint.h>",
+        *(["#include <string.h>"] if prog.fills else []),
         "",
         '#include "npukit_model.h"',
         '#include "npukit_weights.h"',
@@ -57,10 +66,13 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
     out += [f'#include "{lib}.h"' for lib in libs]
     if prog.host_c.kernels and any(k is not None for k in prog.host_c.kernels):
         out.append(f'#include "{prog.host_c.prefix}.h"')
-    out += ['#include "npukit_partitions.h"', "",
-            f"static uint8_t npukit_arena[{max(prog.arena_bytes, 16)}] __attribute__((aligned(16), section(\".bss.npk_arena\")));",
-            "", "int32_t npukit_model_run(const npukit_model_inputs *inputs, npukit_model_outputs *outputs) {",
+    out += ['#include "npukit_partitions.h"', ""]
+    if prog.uses_arena:  # without a buffer in it, an arena would be an unused variable (-Werror)
+        out += [f"static uint8_t npukit_arena[{max(prog.arena_bytes, 16)}] __attribute__((aligned(16), "
+                'section(".bss.npk_arena")));', ""]  # fmt: skip
+    out += ["int32_t npukit_model_run(const npukit_model_inputs *inputs, npukit_model_outputs *outputs) {",
             "    int32_t st = 0;", "    (void)inputs;", "    (void)outputs;"]  # fmt: skip
+    out += _fills(prog, late=False)
     for step in prog.steps:
         kind = step[0]
         if kind == "host":
@@ -113,8 +125,22 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
             else:
                 bits = {"int16": 16, "int8": 8, "int4": 4, "int2": 2}[f.grid_bits]
                 out.append(f"    if ((st = npk_round_to_bits({ptr}, {n}, {bits}, {_float(f.scale)}, {f.zero})) != 0) return st;")
+    out += _fills(prog, late=True)
     out += ["    return st;", "}", ""]
     return "\n".join(out)
+
+
+def _fills(prog: Program, late: bool) -> list[str]:
+    """The copies that fill the outputs no op writes (``Program.fills``): inputs and constants
+    first, repeats of another output once it is final."""
+    out = []
+    for f in prog.fills:
+        if f.late != late:
+            continue
+        name = prog.g.tensors[f.tid].name or prog.label(f.tid)
+        out.append(f"    /* output {f.index} ({comment(name)}): {f.what}, copied */")
+        out.append(f"    memcpy(outputs->{prog.io_field('out', f.index)}, {f.src}, {f.nbytes});")
+    return out
 
 
 def partition_source(prog: Program, part, fn: Fn, symbol: str, tvm_name: str) -> str:

@@ -13,11 +13,17 @@
   layout / quantize items, in the same places.
 
 Every buffer but the model's inputs and outputs lives in one static arena; ``memplan`` places them
-by lifetime (events: one per kernel, conversion or partition call).
+by lifetime (events: one per kernel, conversion or partition call).  A model without such a buffer
+(every op on the host, reading inputs and writing outputs) has no arena.
+
+An output that no op writes is filled by a copy (``fills``): a model input returned as an output, a
+constant output (its values in the constant workspace), and an output that repeats an earlier one
+(an Identity folded away, the same tensor listed twice).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..cost import kernels as cost_kernels
@@ -27,7 +33,7 @@ from . import memplan
 from .lower import KernelLowering, Unsupported
 from .lower_cmsis import CmsisLowering
 from .names import Names, comment
-from .storage import CTYPE, Format, Storage
+from .storage import CTYPE, ITEMSIZE, Format, Storage
 from .weights import Weights
 
 HOST_FALLBACK = frozenset({"topk", "sort", "argsort", "all_class_non_max_suppression", "non_max_suppression"})
@@ -39,6 +45,19 @@ class Copy:
     fmt: Format
     bound: str = ""  # a C pointer expression when not in the arena (inputs->x, outputs->y)
     uses: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Fill:
+    """A model output no op writes, filled by copying ``nbytes`` from ``src`` (a C expression: an
+    input, an earlier output, a constant's symbol); ``late`` once every step has run."""
+
+    index: int
+    tid: str
+    src: str
+    nbytes: int
+    what: str
+    late: bool
 
 
 class Fn:
@@ -264,6 +283,44 @@ class Program:
                     self._host_group(grp, hk.get(grp))
             else:
                 self._partition(part)
+        self.fills = self._output_fills()
+
+    def _output_fills(self) -> list[Fill]:
+        """The outputs no step writes, each with the copy that fills it (see the module docstring)."""
+        g = self.g
+        fills = []
+        for k, tid in enumerate(g.outputs):
+            t = g.tensors[tid]
+            c = self.copies[(tid, self.host, "")]
+            field_expr = f"outputs->{self.io_field('out', k)}"
+            f = c.fmt
+            nbytes = math.prod(f.model_shape) * ITEMSIZE[f.dtype]
+            if t.kind == "const":
+                fills.append(Fill(k, tid, self._const_output(tid, f), nbytes, "a constant of the model", False))
+            elif t.kind == "input":
+                j = g.inputs.index(tid)
+                fills.append(Fill(k, tid, c.bound, nbytes, f"model input {j}", False))
+            elif c.bound != field_expr:  # the same tensor as an earlier output: copied once it is final
+                j = g.outputs.index(tid)
+                fills.append(Fill(k, tid, c.bound, nbytes, f"the same tensor as output {j}", True))
+        return fills
+
+    def _const_output(self, tid: str, f: Format) -> str:
+        """The constant workspace's symbol holding a constant output's values in its host format."""
+        import numpy as np  # noqa: PLC0415
+
+        arr = np.asarray(self.g.consts[tid])
+        npdt = {"F32": np.float32, "F16": np.float16, "S8": np.int8, "U8": np.uint8, "S16": np.int16,
+                "S32": np.int32, "S64": np.int64, "BOOL": np.uint8}[f.dtype]  # fmt: skip
+        vals = arr.astype(npdt)
+        if f.dtype == "F16":
+            vals = vals.view(np.uint16)
+        return self.weights.add("c", self.label(tid), CTYPE[f.dtype], vals, f"{self.label(tid)} {list(arr.shape)}")
+
+    @property
+    def uses_arena(self) -> bool:
+        """Does the program need the static arena (a buffer in it, or a partition wrapper's argument)?"""
+        return self.arena_bytes > 0 or any(s[0] == "part" for s in self.steps)
 
     def _output_bits(self, tid: str) -> str:
         t = self.g.tensors[tid]

@@ -261,8 +261,12 @@ def _verdict(outputs: Mapping[str, Mapping]) -> tuple[str, str]:
         return "exact", "bit-exact with the simulation"
     agree = min(o.get("argmax_agreement", 0.0) for o in outputs.values())
     rel = max(o.get("max_rel", math.inf) for o in outputs.values())
-    if agree == 1.0 and rel <= 0.01:
+    within = [o["within_tolerance"] for o in outputs.values() if "within_tolerance" in o]  # study.build()'s verdict
+    if agree == 1.0 and rel <= 0.01 and all(within):
         return "close", f"matches the simulation (same top-1, max error {rel:.2%} of the largest value)"
+    if within and len(within) == len(outputs) and all(within):
+        return "close", (f"within its tolerance of the simulation (top-1 agreement {agree:.0%}, max error {rel:.2%} "
+                         "of the largest value)")  # fmt: skip
     return (
         "differs",
         f"differs from the simulation (top-1 agreement {agree:.0%}, max error {rel:.2%} of the largest value)",
@@ -304,7 +308,7 @@ def build_view(report: Mapping[str, Any]) -> dict[str, Any]:
     fit = fit_rows("", report.get("fit"))
     for name, r in report.get("runs", {}).items():
         fit += fit_rows(name, r.get("fit") if isinstance(r, Mapping) else None)
-    skip = ("runs", "memory", "sections", "directory", "samples", "fit")
+    skip = ("runs", "memory", "sections", "directory", "samples", "fit", "outputs_agree", "mismatches")
     extra = {k: v for k, v in report.items() if k not in skip}
     return {
         "state": "differs" if not ok else "over_budget" if any(row["over"] for row in fit) else "ok",

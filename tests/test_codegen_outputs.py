@@ -1,0 +1,253 @@
+"""Generated code for outputs that no op writes and for programs without an arena: a model input
+returned as an output, an output an Identity folded into another tensor, the same tensor listed
+twice, constant outputs (float and int64), and a single op on the host with no intermediate tensor.
+Each model is made here with onnx.helper, exported, built with the host compiler (-Werror) and run;
+its outputs are held against onnxruntime, and a program whose output is wrong makes `npukit build`
+exit 1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import ROOT, missing_tool, onnx_model, run_cli, save_onnx, tensor_info
+
+import npukit
+from npukit import pipeline
+from npukit.codegen.build import build_and_compare, make, run_program
+from npukit.codegen.targets import available
+
+
+def _ort(path, study, i: int) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(path))
+    g = study.graph
+    feeds = {g.tensors[t].name: np.asarray(x).reshape(g.tensors[t].shape)
+             for t, x in zip(g.inputs, study.data.samples[i])}  # fmt: skip
+    return sess.run(None, feeds)
+
+
+def _build_and_run(study, d, samples=4, argv=("./model",)) -> list[list[np.ndarray]]:
+    study.export(d)
+    make(d)  # -std=c11 -Wall -Wextra -Werror
+    g = study.graph
+    shapes = [g.tensors[t].shape for t in g.inputs]
+    work = d / ".w"
+    work.mkdir(exist_ok=True)
+    return [run_program(d, list(argv), list(study.data.samples[i]), shapes, work) for i in range(samples)]
+
+
+def _assert_same(got: np.ndarray, want: np.ndarray):
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    assert np.array_equal(got, want), np.max(np.abs(got.astype(np.float64) - want))
+
+
+def _passthrough_model(tmp_path):
+    """(a) ``x`` -> Relu -> ``y``; outputs ``y``, the input ``x``, and ``u``: an input no op reads."""
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["y"], name="relu")],
+                   [tensor_info("x", [2, 3, 4, 4]), tensor_info("u", [5])],
+                   [tensor_info("y", [2, 3, 4, 4]), tensor_info("x", [2, 3, 4, 4]), tensor_info("u", [5])])  # fmt: skip
+    return save_onnx(m, tmp_path / "passthrough.onnx")
+
+
+def test_an_input_returned_as_an_output_is_copied(tmp_path):
+    path = _passthrough_model(tmp_path)
+    s = npukit.Study(path, "arm-dsp-dla")
+    assert set(s.result.bits) == {"fp32"}
+    got = _build_and_run(s, tmp_path / "e")
+    entry = (tmp_path / "e/src/model.c").read_text()
+    assert "memcpy(outputs->out1, inputs->in0, 384);" in entry and "memcpy(outputs->out2, inputs->in1, 20);" in entry
+    for i, outs in enumerate(got):
+        want = _ort(path, s, i)
+        assert len(outs) == 3
+        for a, b in zip(outs, want, strict=True):
+            _assert_same(a, b)
+
+
+def test_an_input_returned_beside_an_int8_accelerator_output(tmp_path):
+    """First fit puts the Relu on the DLA at int8: ``y`` comes back through a dequantize, the
+    returned input still bit for bit."""
+    path = _passthrough_model(tmp_path)
+    s = npukit.Study(path, "arm-dsp-dla", placement="first-fit")
+    assert s.result.plan.processor == ("dla",) and s.result.bits == ("int8",)
+    got = _build_and_run(s, tmp_path / "e")
+    sim = pipeline.simulate(s.result, s.data, range(len(got)))
+    for i, outs in enumerate(got):
+        want = _ort(path, s, i)
+        _assert_same(outs[1], want[1])
+        _assert_same(outs[2], want[2])
+        # the int8 output: within one step of its grid of the simulation (as tests/test_codegen.py holds)
+        step = (want[0].max() - want[0].min()) / 255
+        assert np.max(np.abs(outs[0] - sim[i][0].reshape(outs[0].shape))) <= step + 1e-6
+        assert np.max(np.abs(outs[0] - want[0])) <= 2 * step
+
+
+def test_identity_outputs_and_a_tensor_listed_twice(tmp_path):
+    """(b) ``s = Sigmoid(x)``, ``s2 = Identity(s)``, ``xi = Identity(x)``: the outputs ``s2``, ``s``
+    and ``xi`` are one op output, listed twice, and an input; every one is written."""
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Sigmoid", ["x"], ["s"], name="sig"),
+                    h.make_node("Identity", ["s"], ["s2"], name="id_s"),
+                    h.make_node("Identity", ["x"], ["xi"], name="id_x")],
+                   [tensor_info("x", [1, 16])],
+                   [tensor_info("s2", [1, 16]), tensor_info("s", [1, 16]), tensor_info("xi", [1, 16])])  # fmt: skip
+    path = save_onnx(m, tmp_path / "identity.onnx")
+    s = npukit.Study(path, "arm-dsp-dla")
+    g = s.graph
+    assert len(g.ops) == 1 and g.outputs[0] == g.outputs[1] and g.outputs[2] == g.inputs[0]
+    got = _build_and_run(s, tmp_path / "e")
+    entry = (tmp_path / "e/src/model.c").read_text()
+    assert entry.index("memcpy(outputs->out1, outputs->out0, 64);") > entry.index("[ops 0]")  # once it is final
+    for i, outs in enumerate(got):
+        want = _ort(path, s, i)
+        assert len(outs) == 3
+        np.testing.assert_allclose(outs[0], want[0], rtol=1e-6, atol=1e-7)  # expf of libm vs onnxruntime's
+        _assert_same(outs[1], outs[0])  # the copy, bit for bit
+        _assert_same(outs[2], want[2])
+    r = s.build(tmp_path / "b", samples=2)
+    assert list(r["runs"]["host"]["outputs"]) == ["s", "s#1", "x"]  # one name per output
+    assert r["outputs_agree"] is True and r["mismatches"] == []
+
+
+def test_constant_outputs_are_const_data(tmp_path):
+    """(c) a float and an int64 Constant returned as outputs beside an op's output: their values are
+    const arrays in the constant workspace, copied with their own dtype and size."""
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as h
+
+    fk = np.linspace(-1.5, 2.5, 6, dtype=np.float32).reshape(3, 2)
+    ik = (np.arange(6, dtype=np.int64) - 3).reshape(2, 3) * (1 << 40)
+    m = onnx_model([h.make_node("Constant", [], ["f"], name="fconst", value=numpy_helper.from_array(fk)),
+                    h.make_node("Constant", [], ["k"], name="kconst", value=numpy_helper.from_array(ik)),
+                    h.make_node("Tanh", ["x"], ["y"], name="tanh")],
+                   [tensor_info("x", [2, 8])],
+                   [tensor_info("f", [3, 2]), tensor_info("y", [2, 8]), tensor_info("k", [2, 3], TensorProto.INT64)])  # fmt: skip
+    path = save_onnx(m, tmp_path / "consts.onnx")
+    s = npukit.Study(path, "arm-dsp-dla")
+    assert [s.graph.tensors[t].kind for t in s.graph.outputs] == ["const", "act", "const"]
+    got = _build_and_run(s, tmp_path / "e")
+    weights = (tmp_path / "e/src/weights.c").read_text()
+    assert '__attribute__((section(".rodata.npk_weights"), aligned(16))) const int64_t' in weights
+    assert "memcpy(outputs->out2, " in (tmp_path / "e/src/model.c").read_text()
+    for i, outs in enumerate(got):
+        want = _ort(path, s, i)
+        _assert_same(outs[0], fk)
+        _assert_same(outs[2], ik)
+        np.testing.assert_allclose(outs[1], want[1], rtol=1e-6, atol=1e-6)  # tanhf of libm vs onnxruntime's
+
+
+def test_single_op_on_the_host_has_no_arena(tmp_path):
+    """(d) one Conv, on riscv-accel's host at fp32: no intermediate tensor, so no arena (it was an
+    unused static array, an error under -Werror); the host build and the riscv64 build run."""
+    from conftest import initializer
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])],
+                   [tensor_info("x", [1, 4, 10, 10])], [tensor_info("y", [1, 4, 10, 10])],
+                   [initializer("w", [4, 4, 3, 3], seed=1)])  # fmt: skip
+    path = save_onnx(m, tmp_path / "conv.onnx")
+    s = npukit.Study(path, "riscv-accel")
+    s.pin("conv", "riscv").set_bits("fp32", processor="riscv")
+    assert s.result.plan.processor == ("riscv",) and s.result.bits == ("fp32",)
+    assert s.project.arena_bytes == 0
+    got = _build_and_run(s, tmp_path / "e")
+    entry = (tmp_path / "e/src/model.c").read_text()
+    assert "npukit_arena" not in entry and "No arena" in entry
+    for i, outs in enumerate(got):
+        (want,) = _ort(path, s, i)
+        np.testing.assert_allclose(outs[0], want, rtol=1e-5, atol=1e-5)
+    ok, why = available(s.soc.target)
+    if not ok:
+        missing_tool(why)
+    r = build_and_compare(s, tmp_path / "e", samples=2, target=True, regenerate=False)
+    assert r["runs"]["riscv64-linux"]["bit_exact_with_host"] is True and r["outputs_agree"] is True
+
+
+def test_npukit_build_fails_when_an_output_disagrees(tmp_path):
+    """An export whose returned input is no longer copied (the old defect: zeros) makes `npukit
+    build` exit 1 naming that output; the intact export agrees."""
+    path = _passthrough_model(tmp_path)
+    s = npukit.Study(path, "arm-dsp-dla")
+    d = tmp_path / "e"
+    s.export(d)
+    r = build_and_compare(s, d, samples=4, regenerate=False)
+    assert r["outputs_agree"] is True and all(o["rel_rms"] == 0.0 for o in r["runs"]["host"]["outputs"].values())
+    src = d / "src/model.c"
+    text = src.read_text()
+    line = "    memcpy(outputs->out1, inputs->in0, 384);\n"
+    assert line in text
+    src.write_text(text.replace(line, ""))
+    cli = run_cli("build", d, "--samples", "4", timeout=300)
+    assert cli.returncode == 1, (cli.stdout, cli.stderr)
+    assert "output 'x': max abs" in cli.stdout and "MISMATCH" in cli.stdout
+    assert cli.stderr.startswith("npukit: build: the program's outputs disagree with the simulation: host: output 'x': "
+                                 "relative RMS difference 1 from the simulation")  # fmt: skip
+    r = build_and_compare(s, d, samples=4, regenerate=False)
+    (bad,) = r["mismatches"]
+    assert r["outputs_agree"] is False and bad.startswith("host: output 'x'")
+    assert r["runs"]["host"]["outputs"]["x"]["within_tolerance"] is False
+    assert r["runs"]["host"]["outputs"]["y"]["within_tolerance"] is True
+
+
+def test_fills_are_byte_identical_across_processes(tmp_path):
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["y"], name="relu"), h.make_node("Identity", ["y"], ["y2"], name="idn")],
+                   [tensor_info("x", [1, 8])],
+                   [tensor_info("y", [1, 8]), tensor_info("x", [1, 8]), tensor_info("y2", [1, 8])])  # fmt: skip
+    path = save_onnx(m, tmp_path / "m.onnx")
+    code = "import sys, npukit; npukit.Study(sys.argv[1], 'riscv-accel').export(sys.argv[2])"
+    outs = []
+    for seed in ("1", "4242"):
+        d = tmp_path / f"e{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        r = subprocess.run([sys.executable, "-c", code, str(path), str(d)], env=env, capture_output=True, text=True,
+                           cwd=str(ROOT), timeout=300)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append({p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()})
+    assert outs[0].keys() == outs[1].keys() and all(outs[0][k] == outs[1][k] for k in outs[0])
+    assert b"memcpy(outputs->out1, inputs->in0, 32);" in outs[0]["src/model.c"]
+
+
+@pytest.mark.parametrize("soc", ["arm-dsp-dla", "cortex-m7-cmsis-nn"])
+def test_no_arena_builds_for_the_profiles_target(soc, tmp_path):
+    """A model with no intermediate tensor builds for the profile's cross target too (aarch64 Linux,
+    Cortex-M7 firmware), where -Werror holds as well."""
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Abs", ["x"], ["y"], name="abs")], [tensor_info("x", [3, 5])],
+                   [tensor_info("y", [3, 5]), tensor_info("x", [3, 5])])  # fmt: skip
+    path = save_onnx(m, tmp_path / "abs.onnx")
+    s = npukit.Study(path, soc).pin("abs", npukit.load_soc(soc).host)
+    s.set_bits("fp32", processor=s.soc.host)
+    assert s.project.arena_bytes == 0
+    ok, why = available(s.soc.target)
+    if not ok:
+        missing_tool(why)
+    r = s.build(tmp_path / "e", samples=2, target=True)
+    t = r["runs"][s.soc.target]
+    assert t["bit_exact_with_host"] is True and r["outputs_agree"] is True
+    assert all(o["max_abs"] == 0.0 for run in r["runs"].values() for o in run["outputs"].values())
+
+
+def test_the_code_tab_follows_the_builds_verdict():
+    from npukit.ui.codeview import build_view
+
+    def report(within: bool, max_rel: float, agree: float) -> dict:
+        o = {"max_abs": max_rel, "max_rel": max_rel, "argmax_agreement": agree, "rel_rms": max_rel / 2,
+             "tolerance": 0.1, "within_tolerance": within}  # fmt: skip
+        return {"samples": 4, "runs": {"host": {"outputs": {"y": o}, "within_tolerance": within}}, "memory": {},
+                "outputs_agree": within, "mismatches": [] if within else ["host: output 'y': ..."]}  # fmt: skip
+
+    near = build_view(report(True, 0.2, 0.75))  # a detector's reordered boxes: within the tolerance
+    assert near["state"] == "ok" and near["runs"][0]["kind"] == "close" and near["extra"] == {}
+    assert near["runs"][0]["verdict"].startswith("within its tolerance of the simulation (top-1 agreement 75%")
+    off = build_view(report(False, 0.005, 1.0))  # small largest error, but beyond the tolerance
+    assert off["state"] == "differs" and off["runs"][0]["kind"] == "differs"

@@ -112,7 +112,7 @@ def test_identity_outputs_and_a_tensor_listed_twice(tmp_path):
         _assert_same(outs[1], outs[0])  # the copy, bit for bit
         _assert_same(outs[2], want[2])
     r = s.build(tmp_path / "b", samples=2)
-    assert list(r["runs"]["host"]["outputs"]) == ["s", "s#1", "x"]  # one name per output
+    assert list(r["runs"]["host"]["outputs"]) == ["s2", "s", "xi"]  # the model's own name per output
     assert r["outputs_agree"] is True and r["mismatches"] == []
 
 

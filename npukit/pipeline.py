@@ -285,20 +285,22 @@ def by_specificity(g: OpGraph, entries) -> list:
     return sorted(entries, key=lambda e: -len(g.resolve(e[0])))
 
 
-def layer_bits_of(g: OpGraph, cfg: Config) -> dict[int, str]:
+def per_op(g: OpGraph, entries) -> dict[int, str]:
+    """Per-node edits (``(node, value)`` pairs) spread to each op the node covers, the most specific
+    edit last (``by_specificity``)."""
     out: dict[int, str] = {}
-    for node, b in by_specificity(g, cfg.layer_bits):
+    for node, value in by_specificity(g, entries):
         for i in resolve(g, node):
-            out[i] = b
+            out[i] = value
     return out
+
+
+def layer_bits_of(g: OpGraph, cfg: Config) -> dict[int, str]:
+    return per_op(g, cfg.layer_bits)
 
 
 def pins_of(g: OpGraph, cfg: Config) -> dict[int, str]:
-    out: dict[int, str] = {}
-    for node, proc in by_specificity(g, cfg.pins):
-        for i in resolve(g, node):
-            out[i] = proc
-    return out
+    return per_op(g, cfg.pins)
 
 
 def capabilities_of(model: Model, soc: SocProfile) -> Mapping[tuple[int, str], Verdict]:

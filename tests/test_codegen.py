@@ -32,6 +32,17 @@ def _run_all(d, argv, study, idx):
     return [run_program(d, argv, list(study.data.samples[i]), shapes, work) for i in idx]
 
 
+def _first_outputs(study, d):
+    """Export ``study`` to ``d``, build it, run it on every sample: the first output of the C program
+    and of the simulation, one flat row per sample."""
+    study.export(d)
+    make(d)
+    n = len(study.data.samples)
+    got = np.stack([x[0].ravel() for x in _run_all(d, ["./model"], study, range(n))])
+    sim = pipeline.simulate(study.result, study.data, range(n))
+    return got, np.stack([np.asarray(x[0]).ravel() for x in sim])
+
+
 @pytest.fixture(scope="module")
 def digits_export(tmp_path_factory):
     # softmax pinned to the DSP (the cost policy keeps it on the host): all three processors run
@@ -213,12 +224,7 @@ def test_int8_tflite_keeps_top1_and_accuracy(tmp_path):
     from conftest import DIGITS_INT8
 
     s = npukit.Study(DIGITS_INT8, "arm-dsp-dla")
-    d = tmp_path / "int8"
-    s.export(d)
-    make(d)
-    n = len(s.data.samples)
-    got = np.stack([x[0].ravel() for x in _run_all(d, ["./model"], s, range(n))])
-    ref = np.stack([np.asarray(x[0]).ravel() for x in pipeline.simulate(s.result, s.data, range(n))])
+    got, ref = _first_outputs(s, tmp_path / "int8")
     y = s.data.labels
     assert np.mean(got.argmax(1) == ref.argmax(1)) >= 0.995
     assert abs(np.mean(got.argmax(1) == y) - np.mean(ref.argmax(1) == y)) <= 0.005
@@ -268,12 +274,7 @@ def test_low_bit_residual_block_matches_the_simulation(bits, placement, tmp_path
     assert procs["conv_a"] == procs["conv_b"] == "accel"
     assert procs["residual"] == ("accel" if placement == "first-fit" else "riscv")
     assert "bias at in_scale*w_scale/2^" in s.code["src/weights.c"]  # the biases' finer grid (bias_shift)
-    d = tmp_path / "export"
-    s.export(d)
-    make(d)
-    n = len(s.data.samples)
-    got = np.stack([x[0].ravel() for x in _run_all(d, ["./model"], s, range(n))])
-    ref = np.stack([np.asarray(x[0]).ravel() for x in pipeline.simulate(s.result, s.data, range(n))])
+    got, ref = _first_outputs(s, tmp_path / "export")
     g = s.graph
     out = g.outputs[0]
     lo, hi = pipeline.calibration(s.result.model, s.data)[out]

@@ -36,7 +36,9 @@ def test_the_digits_network_places_alike_from_every_format():
 
 
 SAMPLE_FILES = ["digits_cnn.onnx", "digits_cnn.pt2", "digits_cnn_float.tflite", "digits_cnn_int8.tflite",
-                "tiny_detector.onnx", "mobilenet_v1_025_int8.tflite", "transformer_encoder.onnx"]  # fmt: skip
+                "digits_cnn_qdq.onnx", "digits_cnn_qop.onnx", "tiny_detector.onnx", "mobilenet_v1_025_int8.tflite",
+                "transformer_encoder.onnx"] + sorted(f"families/{p.name}" for p in (SAMPLES / "families").iterdir()
+                                                     if p.suffix in (".onnx", ".pt2"))  # fmt: skip
 
 
 @pytest.mark.slow

@@ -219,12 +219,19 @@ def _check_groups(graph: OpGraph, groups: list[tuple[int, ...]]) -> None:
             done.update(op.outputs)
 
 
+class _Calls(dict):
+    """op id -> its call in the tagged module (``module``: that module)."""
+
+    module = None
+
+
 def _tagged_calls(tvm, mod, graph: OpGraph) -> dict[int, object]:
     from tvm import relax  # noqa: PLC0415
 
     from .importers import op_id_of_span  # noqa: PLC0415
 
-    out = {}
+    out = _Calls()
+    out.module = mod  # the PrimFuncs that frontends' own kernels (call_tir) call
     for blk in mod["main"].body.blocks:
         for b in blk.bindings:
             v = b.value
@@ -271,10 +278,10 @@ def _lower_group(tvm, graph, calls, grp, opts):
     """(lowered | None, params, inlined const tids, reason, cache key)."""
     for lift_all in (False, True):
         try:
-            func, params, inlined = build_group_function(tvm, graph, calls, grp, lift_all)
+            func, params, inlined, prims = build_group_function(tvm, graph, calls, grp, lift_all)
         except Unsupported as e:
             return None, (), (), str(e), ""
-        key = _cache_key(tvm, func, opts)
+        key = _cache_key(tvm, func, opts, prims)
         with _cache_lock:
             hit = _cache.get(key)
             if hit is not None:
@@ -282,7 +289,7 @@ def _lower_group(tvm, graph, calls, grp, opts):
             _stats["hits" if hit is not None else "misses"] += 1
         if hit is None:
             try:
-                hit = lower_function(tvm, func, PLACEHOLDER, *opts)
+                hit = lower_function(tvm, func, PLACEHOLDER, *opts, prims=prims)
             except Unsupported as e:
                 hit = str(e)
             except ConstLeft:
@@ -299,8 +306,8 @@ def _lower_group(tvm, graph, calls, grp, opts):
     raise AssertionError("unreachable")
 
 
-def _cache_key(tvm, func, opts: tuple[bool, bool]) -> str:
-    text = func.script(show_meta=True)
+def _cache_key(tvm, func, opts: tuple[bool, bool], prims=None) -> str:
+    text = func.script(show_meta=True) + "".join(f"\n{gv.name_hint}:\n{f.script()}" for gv, f in (prims or {}).items())
     return hashlib.sha256(f"{tvm.__version__}\nhostc-v1 inline, fuse_group={opts}\n{text}".encode()).hexdigest()
 
 

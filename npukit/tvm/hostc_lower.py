@@ -98,7 +98,8 @@ def group_signature(graph: OpGraph, grp: tuple[int, ...], lift_all: bool):
 
 
 def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...], lift_all: bool):
-    """(relax.Function, params, inlined): params are (role, tid, shape, dtype, name) tuples."""
+    """(relax.Function, params, inlined, prims): params are (role, tid, shape, dtype, name) tuples;
+    prims the PrimFuncs the group's ``call_tir`` calls (a frontend's own kernels), by GlobalVar."""
     from tvm import relax  # noqa: PLC0415
 
     inputs, consts, inlined, results = group_signature(graph, grp, lift_all)
@@ -117,6 +118,7 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
             raise Unsupported(f"tensor {t} is {dtype}, which host C does not pass ({', '.join(C_DTYPES)})")
     fparams = [env[t] for t in inputs + consts]
 
+    prims: dict = {}
     bb = relax.BlockBuilder()
     with bb.function("main", fparams):
         with bb.dataflow():
@@ -149,6 +151,11 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
                     left = "?"
                 if left is not None:
                     raise Unsupported(f"op #{i}: its arguments do not match the graph's inputs {op.inputs}")
+                if args and isinstance(args[0], tvm.ir.GlobalVar):  # call_tir: the kernel comes along
+                    src = getattr(calls, "module", None)
+                    if src is None or args[0] not in src.functions:
+                        raise Unsupported(f"op #{i} calls {args[0].name_hint}, which its module does not define")
+                    prims[args[0]] = src[args[0]]
                 out = bb.emit(relax.Call(call.op, args, call.attrs, call.ty_args))
                 if len(op.outputs) == 1 and not isinstance(out.ty, relax.TupleType):
                     env[op.outputs[0]] = out
@@ -158,14 +165,14 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
             res = env[results[0]] if len(results) == 1 else relax.Tuple([env[t] for t in results])
             gv = bb.emit_output(res)
         bb.emit_func_output(gv)
-    return bb.get()["main"], tuple(params), inlined
+    return bb.get()["main"], tuple(params), inlined, prims
 
 
 # ---------------------------------------------------------------------------------------------
 # Relax function -> C
 
 
-def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group: bool = True) -> Lowered:
+def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group: bool = True, prims=None) -> Lowered:
     from tvm import relax  # noqa: PLC0415
 
     from .frontends.common import _first_line, _quiet  # noqa: PLC0415
@@ -179,7 +186,10 @@ def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group:
     ])  # fmt: skip
     try:
         with _quiet(), target:
-            legal = legalize(tvm.IRModule.from_expr(func))
+            src = tvm.IRModule.from_expr(func)
+            for gv, f in (prims or {}).items():
+                src[gv] = f
+            legal = legalize(src)
             mod = (_fuse_whole_group(tvm, relax, legal) if fuse_group else None) or fuse(legal)
     except Exception as e:  # noqa: BLE001 - a TVM failure is this group's reason
         raise Unsupported(f"TVM's Relax lowering failed: {_first_line(e)}") from None

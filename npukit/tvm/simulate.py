@@ -92,7 +92,8 @@ class Simulator:
 
             return te.compute(x.shape, body, name="fake_quant")
 
-        bb = relax.BlockBuilder()
+        # the PrimFuncs a frontend's own kernels call (call_tir) come along
+        bb = relax.BlockBuilder(tvm.IRModule({gv: fn for gv, fn in tagged.functions.items() if gv.name_hint != "main"}))
         params = [relax.Var(p.name, p.ty) for p in f.params]
         wvars = {t: relax.Var(f"w_{t}", relax.TensorType(g.tensors[t].shape, g.tensors[t].dtype)) for t in wt}
         fq_ops, fq_out, outs, pvars = [], [], [], []
@@ -102,6 +103,10 @@ class Simulator:
         for op in g.ops:
             if len(op.outputs) == 1:
                 tid_of[op.var] = op.outputs[0]
+        # a multi-output norm (batch_norm: the result, then the batch statistics) computes its first
+        # output: it is rounded where a TupleGetItem takes it out
+        multi = {op.var: op for op in g.ops if len(op.outputs) > 1}
+        first_of = {}  # the TupleGetItem var taking out a norm's result -> that op's id
         edges, evars = [], {}
         op_by_id = g.ops
         m = remapper(mapping)
@@ -109,6 +114,18 @@ class Simulator:
         # the function's parameters must be known before its scope opens: find the fq ops first
         for b in body:
             v = b.value
+            if isinstance(v, relax.TupleGetItem) and isinstance(v.tuple_value, relax.Var):
+                op = multi.get(v.tuple_value.name)
+                if op is not None and v.index < len(op.outputs):
+                    t = op.outputs[v.index]
+                    tid_of[b.var.name] = t  # its readers may get it converted from another processor
+                    if v.index == 0 and KINDS[op.kind].role == "norm" and "float" in g.tensors[t].dtype \
+                            and op.op_id not in fq_ops:  # fmt: skip
+                        first_of[b.var.name] = op.op_id
+                        fq_ops.append(op.op_id)
+                        fq_out.append(t)
+                        pvars.append(relax.Var(f"q{op.op_id}", relax.TensorType((6,), "float32")))
+                continue
             if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op):
                 i = op_id_of_span(v.span)
                 if i is None:
@@ -147,12 +164,16 @@ class Simulator:
                                 x = bb.emit_te(fq, x, evars[(i, t)])
                             args.append(x)
                         nv = bb.emit(relax.Call(v.op, args, v.attrs, v.ty_args))
-                        if i is not None and i in pvar_of:
+                        if i is not None and i in pvar_of and len(op_by_id[i].outputs) == 1:
                             nv = bb.emit_te(fq, nv, pvar_of[i])
                             outs.append(nv)
                         mapping[name] = nv
                     elif isinstance(v, relax.TupleGetItem):
-                        mapping[name] = bb.emit(relax.TupleGetItem(m(v.tuple_value), v.index))
+                        nv = bb.emit(relax.TupleGetItem(m(v.tuple_value), v.index))
+                        if name in first_of:
+                            nv = bb.emit_te(fq, nv, pvar_of[first_of[name]])
+                            outs.append(nv)
+                        mapping[name] = nv
                     else:
                         mapping[name] = bb.emit(m(v))
                 res = m(f.body.body)

@@ -219,6 +219,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         out_names.append(nm or tensors[tid].name or tid)
 
     tagged, var_names = _emit_tagged(relax, tvm, f, ops, names, labels)
+    _keep_kernels(tvm, relax, raw, tagged)
 
     op_objs = tuple(
         Op(op_id=o["op_id"], name=names[o["op_id"]], source=sources[o["op_id"]][0],
@@ -362,6 +363,22 @@ def canonical_args(tvm, call) -> list:
         if const[0] and not const[1]:
             args.reverse()
     return args
+
+
+def _keep_kernels(tvm, relax, raw, tagged) -> None:
+    """The PrimFuncs main's ``call_tir`` calls (kernels a frontend wrote itself, e.g. a Pad that
+    crops) come along from the frontend's module, so the module compiles on its own."""
+    funcs = getattr(raw, "functions", None)
+    if not funcs:
+        return
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    for blk in tagged["main"].body.blocks:
+        for b in blk.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and v.op.same_as(call_tir) and isinstance(v.args[0], tvm.ir.GlobalVar):
+                gv = v.args[0]
+                if gv in funcs and gv not in tagged.functions:
+                    tagged[gv] = raw[gv]
 
 
 def _emit_tagged(relax, tvm, f, ops, names, labels):

@@ -95,6 +95,7 @@ BatchNormParams = _struct("BatchNormParams", [("axis", I32), ("eps", c_float), (
 SliceParams = _struct("SliceParams", [("num_axes", I32), ("axes", I32 * 6), ("begin", c_int64 * 6),
                                        ("end", c_int64 * 6), ("strides", c_int64 * 6)])  # fmt: skip
 Resize2dParams = _struct("Resize2dParams", [("method", I32), ("coord_mode", I32), ("nearest_mode", I32)])
+PadParams = _struct("PadParams", [("mode", I32), ("before", I32 * 6), ("after", I32 * 6), ("value", c_float)])
 TopkParams = _struct("TopkParams", [("axis", I32), ("largest", I32)])
 NmsParams = _struct("NmsParams", [("center_point_box", I32), ("max_output_boxes_per_class", c_int64),
     ("iou_threshold", c_float), ("score_threshold", c_float), ("workspace", c_void_p)])  # fmt: skip

@@ -1,4 +1,4 @@
-"""Data movement kernels: reshape / copy, permute_dims, concat, split, strided_slice and resize2d,
+"""Data movement kernels: reshape / copy, permute_dims, concat, split, strided_slice, pad and resize2d,
 against numpy (and PyTorch's interpolate for the resize coordinate modes), across layouts and
 with conversion on the way."""
 
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from kernels_lib import (
     ALL_DTYPES,
+    PadParams,
     Resize2dParams,
     SliceParams,
     T,
@@ -200,3 +201,29 @@ def test_resize2d_matches_pytorch():
             out = T(want.shape, "f32")
             ok("resize2d", T(x.shape).set_real(x).p, out.p, ctypes.byref(Resize2dParams(method, cmode, nmode)))
             np.testing.assert_allclose(out.raw(), want, rtol=1e-5, atol=1e-6, err_msg=str(kwargs))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_pad_modes_match_numpy(dtype):
+    """Every mode against numpy's pad (ONNX constant / edge / reflect / wrap), across layouts, with
+    conversion on the way (the output on a grid of its own); the constant lands on the output's
+    grid; widths a mode cannot take are refused."""
+    rng = rng_for("pad", dtype)
+    x = rand_tensor(rng, (1, 3, 4, 5), dtype, "nhwc")
+    xr = x.real().astype(np.float64)
+    before, after = (0, 1, 2, 0), (0, 2, 3, 4)
+    shape = tuple(b + n + a for b, n, a in zip(before, x.shape, after))
+    modes = {0: "constant", 1: "edge", 2: "reflect", 3: "wrap"}
+    for mode, np_mode in modes.items():
+        kw = {"constant_values": 0.25} if mode == 0 else {}
+        ref = np.pad(xr, list(zip(before, after)), mode=np_mode, **kw)
+        out = out_tensor(shape, dtype, "tiled")
+        b6, a6 = (c_int32 * 6)(*before), (c_int32 * 6)(*after)
+        ok("pad", x.p, out.p, ctypes.byref(PadParams(mode, b6, a6, 0.25)))
+        assert_close(out, ref, lsb=1)
+    out = out_tensor(shape, dtype, "tiled")
+    too_wide = (c_int32 * 6)(0, 1, 4, 0)  # reflect needs < 4 on an axis of 4
+    assert call("pad", x.p, out.p, ctypes.byref(PadParams(2, too_wide, (c_int32 * 6)(0, 2, 1, 4), 0.0))) == 6
+    assert call("pad", x.p, out.p, ctypes.byref(PadParams(4, b6, a6, 0.0))) == 6  # no such mode
+    wrong = out_tensor((1, 3, 9, 9), dtype)
+    assert call("pad", x.p, wrong.p, ctypes.byref(PadParams(0, b6, a6, 0.0))) == 3

@@ -38,6 +38,13 @@ class Unsupported(NpukitError):
     pass
 
 
+_PAD_MODES = {"constant": "CONSTANT", "replicate": "REPLICATE", "reflect": "REFLECT", "circular": "CIRCULAR"}
+_COORD_MODES = {"half_pixel": "HALF_PIXEL", "align_corners": "ALIGN_CORNERS", "asymmetric": "ASYMMETRIC",
+                "pytorch_half_pixel": "PYTORCH_HALF_PIXEL", "tf_half_pixel_for_nn": "TF_HALF_PIXEL_FOR_NN"}  # fmt: skip
+_ROUNDING = {"round_prefer_floor": "ROUND_PREFER_FLOOR", "round_prefer_ceil": "ROUND_PREFER_CEIL", "floor": "FLOOR",
+             "ceil": "CEIL", "round": "ROUND_HALF_EVEN"}  # fmt: skip
+
+
 def _axis(a, rank: int) -> int:
     a = int(a)
     return a + rank if a < 0 else a
@@ -337,6 +344,43 @@ class KernelLowering:
             v = fn.var("ln")
             fn.line(f"{L}_layer_norm_params {v} = {{{len(axes)}, {_f(float(a.get('epsilon', 1e-5)))}, {gam}, {bet}}};")
             fn.call(f"{L}_layer_norm", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=name)
+        elif k == "batch_norm":
+            if a.get("training"):
+                raise Unsupported(f"{name}: batch_norm in training mode")
+            for t in op.outputs[1:]:  # the batch statistics: inference uses the moving ones
+                if self.g.consumers(t) or t in self.g.outputs:
+                    raise Unsupported(f"{name}: batch_norm's mean / variance outputs are used")
+            rank = len(self.g.tensors[op.inputs[0]].shape)
+            gam = self._float_const(op.inputs[1]) if a.get("scale", True) else "NULL"
+            bet = self._float_const(op.inputs[2]) if a.get("center", True) else "NULL"
+            mean, var = self._float_const(op.inputs[3]), self._float_const(op.inputs[4])
+            v = fn.var("bn")
+            fn.line(f"{L}_batch_norm_params {v} = {{{_axis(int(a.get('axis', 1)), rank)}, "
+                    f"{_f(float(a.get('epsilon', 1e-5)))}, {mean}, {var}, {gam}, {bet}}};")  # fmt: skip
+            fn.call(f"{L}_batch_norm", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=name)
+        elif k == "pad":
+            mode = _PAD_MODES.get(str(a.get("pad_mode", "constant")))
+            width = [int(w) for w in a.get("pad_width", ())]
+            rank = len(self.g.tensors[op.inputs[0]].shape)
+            if mode is None or len(width) != 2 * rank or min(width, default=0) < 0 or len(op.inputs) != 1:
+                raise Unsupported(f"{name}: pad {a.get('pad_mode')!r} with widths {width}")
+            v = fn.var("pad")
+            lst = lambda xs: "{" + ", ".join(map(str, xs)) + "}"  # noqa: E731
+            fn.line(f"{L}_pad_params {v} = {{{L.upper()}_PAD_{mode}, {lst(width[0::2])}, {lst(width[1::2])}, "
+                    f"{_f(float(a.get('pad_value', 0.0)))}}};")  # fmt: skip
+            fn.call(f"{L}_pad", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=name)
+        elif k == "resize2d":
+            method = {"nearest_neighbor": "NEAREST", "linear": "BILINEAR"}.get(str(a.get("method")))
+            cmode = str(a.get("coordinate_transformation_mode", "half_pixel"))
+            rnd = str(a.get("rounding_method", "") or ("round" if cmode == "align_corners" else "floor"))
+            if (method is None or str(a.get("layout", "NCHW")) != "NCHW" or cmode not in _COORD_MODES
+                    or (method == "NEAREST" and rnd not in _ROUNDING) or len(op.inputs) != 1):  # fmt: skip
+                raise Unsupported(f"{name}: resize2d {a.get('method')} / {cmode} / {rnd} in layout {a.get('layout')}")
+            v = fn.var("rs")
+            U = L.upper()
+            fn.line(f"{L}_resize2d_params {v} = {{{U}_{method}, {U}_{_COORD_MODES[cmode]}, "
+                    f"{U}_{_ROUNDING.get(rnd, 'ROUND_PREFER_FLOOR')}}};")  # fmt: skip
+            fn.call(f"{L}_resize2d", fn.desc(op.inputs[0], "spatial"), fn.desc(op.outputs[0], "spatial"), f"&{v}", note=name)
         elif k in ("reshape", "squeeze", "expand_dims", "flatten"):
             fn.call(f"{L}_reshape", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), note=f"{name} ({k})")
         elif k == "permute_dims":
@@ -370,8 +414,9 @@ class KernelLowering:
         elif k == "all_class_non_max_suppression":
             self._nms(op)
         else:
-            raise Unsupported(f"code generation has no kernel call for {op.op} (node {op.name!r}) on {fn.where}; "
-                              f"pin it to the host ({self.p.soc.host})")  # fmt: skip
+            host = self.p.soc.host
+            raise Unsupported(f"code generation has no kernel call for {op.op} (node {op.name!r}) on {fn.where}"
+                              + (f"; pin it to the host ({host})" if fn.where != host else ""))  # fmt: skip
 
     def _float_const(self, tid: str) -> str:
         t = self.g.tensors[tid]

@@ -311,6 +311,22 @@ typedef struct {
 
 int32_t npk_strided_slice(const npk_tensor *in, const npk_tensor *out, const npk_slice_params *p);
 
+/* pad: out.shape[d] = before[d] + in.shape[d] + after[d] for every axis d; the new elements are
+ * `value` (NPK_PAD_CONSTANT), the nearest edge element (NPK_PAD_REPLICATE), the mirror image
+ * without the edge (NPK_PAD_REFLECT: before[d], after[d] < in.shape[d]) or the other side of the
+ * axis (NPK_PAD_CIRCULAR: before[d], after[d] <= in.shape[d]).  An empty axis can only be padded
+ * with a constant. */
+enum { NPK_PAD_CONSTANT = 0, NPK_PAD_REPLICATE = 1, NPK_PAD_REFLECT = 2, NPK_PAD_CIRCULAR = 3 };
+
+typedef struct {
+    int32_t mode;                  /* NPK_PAD_CONSTANT ... */
+    int32_t before[NPK_MAX_RANK];
+    int32_t after[NPK_MAX_RANK];
+    float value;                   /* real value of the new elements (NPK_PAD_CONSTANT) */
+} npk_pad_params;
+
+int32_t npk_pad(const npk_tensor *in, const npk_tensor *out, const npk_pad_params *p);
+
 /* resize2d [N, C, H, W] -> [N, C, OH, OW]: input coordinate of output pixel x (scale = W / OW):
  *   NPK_HALF_PIXEL (x + 0.5) * scale - 0.5; NPK_ALIGN_CORNERS (W - 1) / (OW - 1) * x (0 if OW == 1);
  *   NPK_ASYMMETRIC x * scale; NPK_PYTORCH_HALF_PIXEL like half_pixel but 0 when OW == 1;

@@ -198,6 +198,69 @@ int32_t npk_strided_slice(const npk_tensor *in, const npk_tensor *out, const npk
     return NPK_OK;
 }
 
+/* index into an axis of size n of a padded position j (j < 0 or j >= n), -1 for the constant */
+static int32_t npk__pad_src(int32_t mode, int32_t j, int32_t n)
+{
+    switch (mode) {
+    case NPK_PAD_REPLICATE: return j < 0 ? 0 : n - 1;
+    case NPK_PAD_REFLECT: return j < 0 ? -j : 2 * (n - 1) - j;
+    case NPK_PAD_CIRCULAR: return j < 0 ? j + n : j - n;
+    default: return -1;
+    }
+}
+
+int32_t npk_pad(const npk_tensor *in, const npk_tensor *out, const npk_pad_params *p)
+{
+    npk_view vi, vo;
+    if (p == NULL) {
+        return NPK_ERR_NULL;
+    }
+    NPK_TRY(npk__view(in, &vi));
+    NPK_TRY(npk__view(out, &vo));
+    if (p->mode < NPK_PAD_CONSTANT || p->mode > NPK_PAD_CIRCULAR) {
+        return NPK_ERR_PARAM;
+    }
+    if (vi.rank != vo.rank) {
+        return NPK_ERR_SHAPE;
+    }
+    for (int32_t d = 0; d < vi.rank; ++d) {
+        const int32_t b = p->before[d], a = p->after[d], n = vi.shape[d];
+        if (b < 0 || a < 0) {
+            return NPK_ERR_PARAM;
+        }
+        if ((int64_t)b + n + a != vo.shape[d]) {
+            return NPK_ERR_SHAPE;
+        }
+        if (p->mode != NPK_PAD_CONSTANT && (b > 0 || a > 0)) {
+            const int32_t lim = p->mode == NPK_PAD_REFLECT ? n - 1 : n;  /* reflect: the edge is not repeated */
+            if (n == 0 || b > lim || a > lim) {
+                return NPK_ERR_PARAM;
+            }
+        }
+    }
+    int32_t oi[NPK_MAX_RANK] = {0}, ii[NPK_MAX_RANK];
+    if (vo.numel > 0) {
+        do {
+            int inside = 1;
+            for (int32_t d = 0; d < vi.rank; ++d) {
+                int32_t j = oi[d] - p->before[d];
+                if (j < 0 || j >= vi.shape[d]) {
+                    j = npk__pad_src(p->mode, j, vi.shape[d]);
+                    inside = inside && j >= 0;
+                }
+                ii[d] = j;
+            }
+            if (inside) {
+                npk__xfer(&vi, npk__off(&vi, ii), &vo, npk__off(&vo, oi));
+            } else {
+                npk__store(&vo, npk__off(&vo, oi), p->value);
+            }
+        } while (npk__next(oi, vo.shape, vo.rank));
+    }
+    npk__fill_pad(&vo);
+    return NPK_OK;
+}
+
 /* input coordinate of output pixel x */
 static float npk__src_coord(int32_t mode, int32_t x, int32_t in, int32_t out)
 {

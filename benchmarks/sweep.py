@@ -18,8 +18,9 @@
     partition); ``cost_placement`` is a smaller grid of the same kind under the cost-aware
     placement, which decides the partition again for every profile and bit-width assignment.
 (b) ``new_partition``: every configuration pins a different set of nodes to the host (random
-    samples of 2^12 pin sets), so each one runs TVM's BYOC partition (FuseOpsByPattern +
-    MergeCompositeFunctions) before its estimate.
+    samples of 2^12 pin sets), so each one runs a new BYOC partition (FuseOpsByPattern +
+    MergeCompositeFunctions, through npukit's exact replay of the two passes, ``npukit.byocsim``;
+    ``NPUKIT_BYOC=tvm`` runs TVM's own) before its estimate.
 (c) ``dask``: the grid of (a) on a ``distributed.LocalCluster`` of 1 and of 2 worker processes (one
     thread each), after a warm-up sweep on each (imports, the partition); ``speedup`` = time on 1 /
     time on 2.  Goal >= 1.8x.  The machine's load average is reported beside it (2 cores shared).

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
-from conftest import DETECTOR, DIGITS_ONNX, ROOT, run_cli
+from conftest import DETECTOR, DIGITS_ONNX, ROOT, missing_tool, run_cli
 
 import npukit
 from npukit.soc import bundled, load_soc
@@ -190,3 +191,29 @@ def test_explain_of_an_unknown_node_fails_before_anything_is_printed_or_written(
     assert not (tmp_path / "r.html").exists()
     ok = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--explain", "/conv1/Conv", cwd=tmp_path)
     assert ok.returncode == 0 and "/conv1/Conv" in ok.stdout.split("totals:")[1]
+
+
+def test_study_export_writes_a_project_that_builds_and_agrees(tmp_path):
+    """`npukit study --export DIR` writes the project (one summary line with the memory figures) and
+    `npukit build DIR` builds it, runs it and finds it within tolerance of the simulation."""
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        missing_tool("make and a C compiler are needed")
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--export", "proj", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("export: proj (")]
+    m = json.loads((tmp_path / "proj" / "manifest.json").read_text())["memory"]
+    assert line == [f"export: proj ({len([p for p in (tmp_path / 'proj').rglob('*') if p.is_file()])} files; arena "
+                    f"{m['arena_bytes']:,} B, live-tensor lower bound {m['lower_bound_bytes']:,} B, weights "
+                    f"{m['weight_bytes']:,} B); build it with make"]  # fmt: skip
+    b = run_cli("build", tmp_path / "proj", "--json", cwd=tmp_path, timeout=600)
+    assert b.returncode == 0, b.stderr
+    assert json.loads(b.stdout)["outputs_agree"] is True
+
+
+def test_export_refuses_paths_outside_its_directory(tmp_path):
+    from npukit import io
+
+    for bad in ("../escape.c", "/tmp/abs.c", "a/../../b.c"):
+        with pytest.raises(npukit.NpukitError, match=r"refusing to write .*: outside the export directory"):
+            io.atomic_write_tree(tmp_path / "out", {"ok.c": "int x;\n", bad: "int y;\n"})
+        assert not (tmp_path / "out").exists() and not (tmp_path / "escape.c").exists()

@@ -282,3 +282,21 @@ def test_low_bit_residual_block_matches_the_simulation(bits, placement, tmp_path
     diff = np.abs(got.astype(np.float64) - ref)
     assert diff.max() <= step * (1 + 1e-4), diff.max() / step
     assert np.mean(diff <= 1e-5 * step) >= 0.99, np.mean(diff <= 1e-5 * step)
+
+
+def test_fp16_matches_the_simulation_within_one_fp16_step(tmp_path):
+    """DLA and DSP at fp16 (float arithmetic, every stored value rounded to binary16): the C program
+    equals the simulation within one fp16 step of nearly every output value (a few steps at most),
+    and bit-exact nearly everywhere."""
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla").pin("/softmax/Softmax", "dsp")
+    s.set_bits("fp16", processor="dla").set_bits("fp16", processor="dsp")
+    assert set(s.result.bits) == {"fp16"}
+    got, ref = _first_outputs(s, tmp_path / "fp16")
+    step = np.spacing(np.abs(ref).astype(np.float16)).astype(np.float64)
+    # below fp16's least normal (2^-14) the steps are subnormal (2^-24): a few of them apart there
+    tol = np.where(np.abs(ref) >= 2.0**-14, step, 2.0**-20)
+    diff = np.abs(got.astype(np.float64) - ref)
+    # the softmax turns one fp16 step of a logit into a few steps of a small probability
+    assert np.mean(diff <= tol) >= 0.999 and np.all(diff <= 4 * tol), float(np.max(diff / tol))
+    assert np.mean(diff == 0) >= 0.99
+    assert np.mean(got.argmax(1) == ref.argmax(1)) == 1.0

@@ -18,7 +18,8 @@ from npukit.soc import bundled
 pytestmark = pytest.mark.slow
 
 MODELS = ["digits_cnn.onnx", "digits_cnn.pt2", "digits_cnn_float.tflite", "digits_cnn_int8.tflite",
-          "tiny_detector.onnx", "mobilenet_v1_025_int8.tflite", "transformer_encoder.onnx"]  # fmt: skip
+          "digits_cnn_qdq.onnx", "digits_cnn_qop.onnx", "tiny_detector.onnx", "mobilenet_v1_025_int8.tflite",
+          "transformer_encoder.onnx"]  # fmt: skip
 
 
 @pytest.mark.parametrize("soc", sorted(bundled()))
@@ -30,15 +31,19 @@ def test_every_sample_builds_and_runs_on_the_profiles_target(model, soc, tmp_pat
     ok, why = available(s.soc.target)
     if not ok:
         missing_tool(why)
-    r = s.build(tmp_path / "export", samples=1, target=True)
+    # four samples: a discrete output (NMS's selected boxes) can flip on a one-step difference of a
+    # box coordinate in one sample; the verdict is held over the samples run, as `npukit build` holds it
+    r = s.build(tmp_path / "export", samples=4, target=True)
     runs = r["runs"]
     assert "host" in runs and s.soc.target in runs, runs
     # bit for bit; except that a float kernel calling libm (expf, erff, tanhf: softmax, GELU, layer norm)
     # may differ in the last place between two C libraries (glibc on x86-64 and on aarch64)
     t = runs[s.soc.target]
     assert t.get("bit_exact_with_host") is True or all(o["max_rel"] <= 1e-5 for o in t["outputs"].values()), t
-    for out in runs["host"]["outputs"].values():  # the host build against the simulation: finite, same shape
-        assert np.isfinite(out["max_abs"])
+    # the host build against the simulation: the verdict `npukit build` exits 1 on (relative RMS within
+    # the tolerance, the same shapes)
+    assert runs["host"]["within_tolerance"] and r["outputs_agree"], r["mismatches"]
+    assert all(np.isfinite(out["max_abs"]) for out in runs["host"]["outputs"].values())
 
 
 @pytest.mark.parametrize("model", MODELS)

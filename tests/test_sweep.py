@@ -94,7 +94,7 @@ def grid_error(tmp_path, body: str, model=DIGITS_ONNX) -> str:
     ('"soc.processors.npu.clock_mhz" = [800]\n', "grid.toml:2: soc.processors.npu.clock_mhz: unknown processor "
      "'npu'; valid names: 'arm', 'dla', 'dsp'"),
     ('"soc.clock_mhz" = [800]\n', "grid.toml:2: soc.clock_mhz: unknown profile field 'clock_mhz'; valid names: "
-     "'conversion', 'description', 'host', 'links', 'name', 'placement', 'processors', 'sources'"),
+     "'conversion', 'description', 'flash_bytes', 'host', 'links', 'name', 'placement', 'processors', 'sources', 'sram_bytes', 'target'"),
     ('"soc.links.1.bandwidth_gbps" = [4.0]\n', "grid.toml:2: soc.links.1.bandwidth_gbps: links is a list of 1; "
      "index it with 0..0"),
     ('"bits.dla" = ["int8", "int8"]\n', "grid.toml:2: bits.dla: value 'int8' is listed twice"),
@@ -260,14 +260,20 @@ def test_error_rows_equal_study_error(tmp_path):
 
 
 def test_memory_rows_equal_study_project():
-    grid = '[grid]\n"bits.dla" = ["int8", "fp16"]\n"support.dsp.softmax" = [true, false]\n'
+    grid = ('[grid]\n"bits.dla" = ["int8", "fp16"]\n"support.dsp.softmax" = [true, false]\n'
+            '"soc.sram_bytes" = [1024, 1048576]\n')  # fmt: skip
     df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, memory=True, progress=False)
     assert df["failure"].isna().all() and str(df["arena_bytes"].dtype) == "int64"
     for row in df.itertuples():
-        s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla").set_bits(row._3, processor="dla")
+        soc = npukit.load_soc("arm-dsp-dla").with_changes({"sram_bytes": int(row._5)})
+        s = npukit.Study(DIGITS_ONNX, soc).set_bits(row._3, processor="dla")
         s.set_support("dsp", "softmax", bool(row._4))
         p = s.project
         assert (row.arena_bytes, row.lower_bound_bytes, row.weight_bytes) == (p.arena_bytes, p.lower_bound, p.weight_bytes)
+        est = s.memory["estimate"]  # the fit a Study reports, in the row's own budgets
+        assert (row.flash_over, row.sram_over) == (est["flash_over"], est["sram_over"])
+    assert df["sram_over"].tolist() == [b == 1024 for b in df["soc.sram_bytes"]]  # the arena is over 1 KiB only
+    assert not df["flash_over"].any()
 
 
 def test_failing_configurations_record_their_error():

@@ -236,7 +236,7 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
             if argv is None:
                 report["runs"][name] = {"skipped": why}
                 continue
-            rows, agree, outs = [], [], []
+            rows, outs = [], []
             for i in idx:
                 got = run_program(directory, argv, list(data.samples[i]), shapes, work)
                 outs.append(got)
@@ -260,7 +260,6 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
             mismatches += [f"{name}: {m}" for m in verdict(worst, noise)]
             within = all(w["within_tolerance"] for w in worst.values())
             report["runs"][name] = {"outputs": worst, "within_tolerance": within}
-            _ = agree
         report["outputs_agree"] = not mismatches
         report["mismatches"] = mismatches
         if "host" in outputs_by_run and len(outputs_by_run) > 1:

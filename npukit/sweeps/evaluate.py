@@ -23,7 +23,10 @@ from ..errors import ConfigError
 from .grid import Axis, axis_type, canon, column_value, config_of, moves_ops, soc_changes
 
 ERROR_COLUMNS = ("snr_db", "max_abs_error", "top1_agreement", "accuracy", "accuracy_fp32", "error")
-MEMORY_COLUMNS = ("arena_bytes", "lower_bound_bytes", "weight_bytes")
+# the generated code's memory (memory=True) and its fit in the configuration's own budgets: the weights
+# against the profile's flash_bytes, the arena against its sram_bytes (None: the profile has no budget)
+MEMORY_COLUMNS = (("arena_bytes", "int"), ("lower_bound_bytes", "int"), ("weight_bytes", "int"),
+                  ("flash_over", "bool"), ("sram_over", "bool"))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -175,8 +178,10 @@ class Evaluator:
                 errors(pl.error(res, self.data), row)
             if self.job.memory:
                 proj = pl.code(res, self.data)
+                over = lambda used, budget: None if budget is None else used > budget  # noqa: E731
                 row.update(arena_bytes=proj.arena_bytes, lower_bound_bytes=proj.lower_bound,
-                           weight_bytes=proj.weight_bytes)  # fmt: skip
+                           weight_bytes=proj.weight_bytes, flash_over=over(proj.weight_bytes, res.soc.flash_bytes),
+                           sram_over=over(proj.arena_bytes, res.soc.sram_bytes))  # fmt: skip
             row["failure"] = None
         except Exception as e:  # noqa: BLE001 - a failing configuration records its error; the sweep goes on
             msg = str(e).strip().split("\n")[0]

@@ -33,6 +33,7 @@ from ..config import Config
 from ..errors import ConfigError, closest
 from ..soc import BITS
 from ..soc.profile import COST_FIELDS, COST_TOP
+from ..soc.schema import SECTION_FIELDS, TOP_FIELDS
 from .lines import key_lines
 
 MODES = ("product", "list", "random")
@@ -41,7 +42,8 @@ KINDS = ("bits", "layer_bits", "support", "pin", "placement", "soc")
 FORMS = "bits.<processor>, layer_bits.<node>, support.<processor>.<op>, pin.<node>, placement, soc.<profile field>"
 NO_PIN = "none"
 PLACEMENTS = ("cost", "first-fit")
-SOC_TOP = ("name", "description", "sources", "host", "placement", "conversion", "processors", "links")
+# the profile's top-level fields and tables (from the schema: a new field is sweepable as it is added)
+SOC_TOP = tuple(dict.fromkeys([*(f.key for f in TOP_FIELDS), *(k.split(".")[0].split("[")[0] for k in SECTION_FIELDS if k)]))
 
 
 class GridError(ConfigError):

@@ -89,7 +89,7 @@ def columns(job: Job) -> list[tuple[str, str]]:
     if job.error:
         cols += [(c, "float") for c in ERROR_COLUMNS]
     if job.memory:
-        cols += [(c, "int") for c in MEMORY_COLUMNS]
+        cols += list(MEMORY_COLUMNS)
     cols.append(("failure", "str"))
     names = [n for n, _ in cols]
     dup = sorted({n for n in names if names.count(n) > 1})

@@ -57,33 +57,78 @@ def _plotly_js() -> str:
 
 _CSS = ("body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px}table.t{border-collapse:collapse;"
         "font-size:12px;table-layout:auto}table.t td,table.t th{padding:2px 8px;border-bottom:1px solid #ddd;"
-        "text-align:left;vertical-align:top}table.t td.n{text-align:right;font-variant-numeric:tabular-nums}"
+        "text-align:left;vertical-align:top}"
         "table.t td span.name{display:inline-block;max-width:28em;overflow:hidden;text-overflow:ellipsis;"
         "white-space:nowrap}h2{margin-top:28px}table.cfg td{padding:1px 10px 1px 0}")  # fmt: skip
+REPORT_BUDGET = 2_000_000  # bytes: the report stays one small, self-contained file
 _INT_COLS = frozenset({"bytes", "dram_bytes", "macs", "vector_ops", "ops", "op_id", "partition", "kernel", "samples"})
 _NAME_COLS = frozenset({"name", "first", "last", "function", "tensor", "consumers", "reason", "patterns", "source"})
 
 
+def _numeric(df, col) -> bool:
+    """A column of numbers (right-aligned, tabular figures): every non-null value an int or a float."""
+    vals = [v for v in df[col].tolist() if v is not None and v == v]
+    return bool(vals) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+
+
 def _cell(col: str, v) -> str:
+    """One cell; numeric columns are aligned by the table's own style rule (no class per cell: a
+    1,000-op model's tables are tens of thousands of cells)."""
     e = html.escape
     if isinstance(v, float) and col in _INT_COLS:
-        return f"<td class='n'>{v:,.0f}</td>"
+        return f"<td>{v:,.0f}</td>"
     if isinstance(v, int) and not isinstance(v, bool):
-        return f"<td class='n'>{v:,}</td>"
+        return f"<td>{v:,}</td>"
     if isinstance(v, float):
-        return f"<td class='n'>{v:,.3f}</td>"
+        return f"<td>{v:,.3f}</td>"
     text = str(v)
     if col in _NAME_COLS and len(text) > 40:  # shortened, the whole name on hover
         return f"<td><span class='name' title='{e(text, quote=True)}'>{e(text)}</span></td>"
     return f"<td>{e(text)}</td>"
 
 
-def _table(df, max_rows: int = 2000) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    rows = ["<tr>" + "".join(_cell(str(c), v) for c, v in zip(df.columns, r)) + "</tr>"
-            for r in df.head(max_rows).itertuples(index=False, name=None)]  # fmt: skip
-    more = f"<p>... {len(df) - max_rows:,} more rows</p>" if len(df) > max_rows else ""
-    return f"<table class='t'><tr>{head}</tr>{''.join(rows)}</table>{more}"
+def _rows(df, tid: str) -> tuple[str, list[str]]:
+    """A table's head (with the style rule aligning its numeric columns; ``tid`` its id in the page)
+    and its rows, as HTML."""
+    cols = [str(c) for c in df.columns]
+    num = [k + 1 for k, c in enumerate(df.columns) if _numeric(df, c)]
+    style = ""
+    if num:
+        sel = ",".join(f"#{tid} td:nth-child({k})" for k in num)
+        style = f"<style>{sel}{{text-align:right;font-variant-numeric:tabular-nums}}</style>"
+    head = style + f"<table class='t' id='{tid}'><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>"
+    rows = ["<tr>" + "".join(_cell(c, v) for c, v in zip(cols, r)) + "</tr>" for r in df.itertuples(index=False, name=None)]
+    return head, rows
+
+
+def _table(df, tid: str, max_rows: int | None = None) -> str:
+    head, rows = _rows(df, tid)
+    return _join(head, rows, len(rows) if max_rows is None else max_rows)
+
+
+def _join(head: str, rows: list[str], keep: int) -> str:
+    more = (f"<p>the first {keep:,} of {len(rows):,} rows (the file is kept under {REPORT_BUDGET / 1e6:.0f} MB; "
+            "the study's tables and <code>npukit study --json</code> have every row)</p>") if keep < len(rows) else ""  # fmt: skip
+    return f"{head}{''.join(rows[:keep])}</table>{more}"
+
+
+def _budgeted(tables, used: int, first_id: int) -> list[str]:
+    """The tables, each cut to the same share of its rows when the page would exceed
+    ``REPORT_BUDGET`` bytes (``used``: the rest of the page)."""
+    rendered = [_rows(df, f"t{first_id + k}") for k, df in enumerate(tables)]
+    total = sum(len(h.encode()) + sum(len(r.encode()) for r in rows) for h, rows in rendered)
+    room = REPORT_BUDGET - used - sum(len(h.encode()) + 400 for h, _ in rendered)
+    if used + total <= REPORT_BUDGET or total == 0:
+        return [_join(h, rows, len(rows)) for h, rows in rendered]
+    out = []
+    share = max(room, 0) / total
+    for h, rows in rendered:
+        size, keep, cap = 0, 0, share * sum(len(r.encode()) for r in rows)
+        while keep < len(rows) and size + len(rows[keep].encode()) <= cap:
+            size += len(rows[keep].encode())
+            keep += 1
+        out.append(_join(h, rows, keep))
+    return out
 
 
 def _plural(n: int, word: str) -> str:
@@ -172,19 +217,18 @@ def report_html(study, include_error: bool = False, include_memory: bool = True)
         import pandas as pd  # noqa: PLC0415
 
         err = study.error_dict()
-        parts += ["<h2>numeric error</h2>", _table(pd.DataFrame(err["outputs"]))]
+        parts += ["<h2>numeric error</h2>", _table(pd.DataFrame(err["outputs"]), "e0")]
         if err.get("accuracy") is not None:
             parts.append(f"<p>accuracy {100 * err['accuracy']:.2f}% (fp32 {100 * err['accuracy_fp32']:.2f}%) on "
                          f"{_plural(err['samples'], 'sample')}</p>")  # fmt: skip
         parts.append(f"<p>per-op figures on the first {_plural(err['per_op_samples'], 'sample')}</p>")
-        parts.append(_table(study.error))
-    parts += [
-        "<h2>placement</h2>", _table(study.placement),
-        "<h2>partitions</h2>", _table(study.partitions),
-        "<h2>boundaries</h2>", _table(study.boundaries),
-        "<h2>costs</h2>", _table(study.costs),
-        "</body></html>",
-    ]  # fmt: skip
+        parts.append(_table(study.error, "e1"))
+    titles = ("placement", "partitions", "boundaries", "costs")
+    frames = (study.placement, study.partitions, study.boundaries, study.costs)
+    used = len("\n".join(parts).encode()) + sum(len(f"<h2>{t}</h2>") + 2 for t in titles) + 40
+    for t, tab in zip(titles, _budgeted(frames, used, 0)):
+        parts += [f"<h2>{t}</h2>", tab]
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 

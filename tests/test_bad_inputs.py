@@ -469,3 +469,20 @@ def test_the_shape_hint_can_be_pasted_into_a_shell(tmp_path):
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert __import__("json").loads(p.stdout)["inputs"] == [{"name": name, "shape": [1, 3], "dtype": "float32"}]
+
+
+NOTHING = ("the model computes nothing: it has no ops left after constant folding, every output is one of its "
+           "inputs or a constant ({}); npukit has nothing to place, estimate or generate")  # fmt: skip
+
+
+@pytest.mark.parametrize("build,file,message", [
+    (_no_ops, "noops.onnx", "the model has no ops (graph 'g' is empty)"),
+    (_only_identity, "identity.onnx", NOTHING.format("'y' is the input 'x'")),
+    (_only_constants, "constants.onnx", NOTHING.format("'e' is a constant, 'x' is an input")),
+])  # fmt: skip
+def test_a_model_with_nothing_to_compute_gets_one_exact_message(tmp_path, build, file, message):
+    path = build(tmp_path)
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.Study(path, "arm-dsp-dla")
+    assert str(ei.value) == f"{path}: {message}"
+    assert str(path).endswith(file)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import re
 
+from conftest import DIGITS_ONNX as DIGITS
 from conftest import initializer, onnx_model, save_onnx, tensor_info
 
 import npukit
@@ -57,3 +58,42 @@ def test_report_is_self_contained_escaped_and_readable(tmp_path):
     rows = table.split("</tr>")[1:-1]
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", r)[col] for r in rows]
     assert cells == [f"{int(v):,}" for v in b["bytes"]]
+
+
+def test_exports_keep_a_hostile_node_name_as_data(tmp_path):
+    """Model Explorer's graph and the annotated ONNX carry the hostile name unchanged, as data: the
+    JSON parses and names the node exactly; the ONNX passes the checker, keeps the node's name and
+    carries npukit's fields on it."""
+    import json
+
+    import onnx
+
+    s = npukit.Study(_model(tmp_path), "arm-dsp-dla")
+    out = s.to_model_explorer(tmp_path / "me")
+    doc = json.loads((out / "graph.json").read_text(encoding="utf-8"))
+    names = {a["value"] for n in doc["graphs"][0]["nodes"] for a in n["attrs"] if a["key"] == "name"}
+    assert HOSTILE in names
+    path = s.annotated_onnx(tmp_path / "annotated.onnx")
+    m = onnx.load(str(path))
+    onnx.checker.check_model(m)
+    node = next(n for n in m.graph.node if n.op_type == "Conv")
+    meta = {e.key: e.value for e in node.metadata_props}
+    assert node.name == HOSTILE and meta["npukit.processor"] == dict(zip(s.placement["name"], s.placement["processor"]))[HOSTILE]
+
+
+def test_a_report_over_its_budget_keeps_the_same_share_of_every_table(tmp_path, monkeypatch):
+    """The page stays under the byte budget (2 MB; lowered here so the digits model reaches it): each
+    big table keeps the same share of its rows and says how many it shows."""
+    from npukit import report
+
+    s = npukit.Study(DIGITS, "arm-dsp-dla")
+    full = report.report_html(s)
+    assert "rows (the file is kept under" not in full
+    budget = len(full.encode()) - 3000
+    monkeypatch.setattr(report, "REPORT_BUDGET", budget)
+    page = report.report_html(s)
+    assert len(page.encode()) <= budget
+    kept = re.findall(r"<p>the first (\d+) of (\d+) rows \(the file is kept under", page)
+    assert kept and all(int(k) < int(n) for k, n in kept)
+    assert "14" in [n for _, n in kept]  # the placement (14 ops) is cut
+    assert page.count("<table class='t'") == full.count("<table class='t'")  # every table is still there

@@ -5,14 +5,13 @@ are recomputed after an edit)."""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from ..graph import Tensor
 from ..plan import Plan
 from ..soc import SocProfile
-from ..soc.profile import _thaw
+from ..soc.profile import _dumps
 from .boundary import BoundaryCost, boundary_cost, boundary_trace
 from .grouping import plan_contexts, plan_kernels
 from .kernel import KernelCost, UtilMemo, kernel_cost
@@ -71,7 +70,7 @@ def input_bits(t: Tensor) -> str:
 def processor_key(soc: SocProfile, name: str) -> tuple[str, str]:
     """(name, digest of the processor's table in the profile): what a kernel's cost depends on of
     the profile, beside the memory contexts."""
-    doc = json.dumps(_thaw(soc.raw["processors"][name]), sort_keys=True).encode()
+    doc = _dumps(soc.raw["processors"][name]).encode()
     return name, hashlib.sha256(doc).hexdigest()[:16]
 
 

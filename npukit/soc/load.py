@@ -3,7 +3,6 @@ and the field: ``soc.toml: processors.dla.macs_per_cycle.int4: must be a positiv
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import tomllib
@@ -255,7 +254,7 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         name=top["name"], description=top["description"], sources=tuple(top["sources"] or ()),
         processors=tuple(processors), host=host, order=tuple(order), prefer=MappingProxyType(prefer),
         links=tuple(links), layout_on=conv["layout_on"], quantize_on=conv["quantize_on"], path=where,
-        raw=_freeze(copy.deepcopy(_thaw(doc))), target=top["target"], flash_bytes=top["flash_bytes"],
+        raw=_freeze(_thaw(doc)), target=top["target"], flash_bytes=top["flash_bytes"],
         sram_bytes=top["sram_bytes"],
     )  # fmt: skip
     for i, a in enumerate(names):

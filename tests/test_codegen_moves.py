@@ -126,3 +126,41 @@ def test_a_frontends_own_kernel_is_simulated_and_compiled(tmp_path):
     sess = ort.InferenceSession(str(path))
     want = np.stack([sess.run(None, {"x": x[0]})[0].ravel() for x in s.data.samples])
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def _torch_moves(tmp_path):
+    """A PyTorch program with a reflect pad (torch decomposes it to arange / abs / take), nearest
+    upsampling and a batch norm that no convolution absorbs, saved as .pt2."""
+    torch = pytest.importorskip("torch")
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3)
+            self.bn, self.fc = nn.BatchNorm2d(8), nn.Linear(8, 4)
+
+        def forward(self, x):
+            y = self.c2(F.pad(F.relu(self.c1(x)), (1, 1, 1, 1), mode="reflect"))
+            y = self.bn(F.interpolate(y, scale_factor=2, mode="nearest") + 1.0)
+            return torch.softmax(self.fc(F.adaptive_avg_pool2d(y, 1).flatten(1)), -1)
+
+    torch.manual_seed(3)
+    net = Net().eval()
+    with torch.no_grad():
+        net.bn.running_mean.uniform_(-0.5, 0.5)
+        net.bn.running_var.uniform_(0.5, 2.0)
+    path = tmp_path / "moves.pt2"
+    torch.export.save(torch.export.export(net, (torch.randn(1, 3, 12, 12),)), str(path))
+    return path
+
+
+@pytest.mark.parametrize("soc", ["arm-dsp-dla", "ethos-u55-256"])
+def test_a_torch_reflect_pad_and_batch_norm_export_and_agree(tmp_path, soc):
+    """The reflect pad's index arithmetic folds at import (no arange op is left to run), and the
+    program builds and agrees with the simulation (the verdict `npukit build` exits 1 on)."""
+    s = npukit.Study(_torch_moves(tmp_path), soc)
+    kinds = [op.kind for op in s.graph.ops]
+    assert "arange" not in kinds and kinds.count("take") == 2 and "batch_norm" in kinds
+    r = s.build(tmp_path / "e", samples=4)
+    assert r["outputs_agree"], r["mismatches"]

@@ -142,8 +142,8 @@ CASES = {
     "matmul (kernel)": lambda x: R.matmul(_const((2, 3), f32, 1), _const((3, 4), f32, 2)),
     "mean (kernel)": lambda x: R.mean(_const((2, 3), f32), [1]),
     "split (kernel)": lambda x: R.split(_const((4, 2), f32), 2),
-    # never folded: LegalizeOps makes arange a constant itself, so FoldConstant keeps the call
-    "arange": lambda x: R.arange(0, 10, 3, "int64"),
+    # never folded: LegalizeOps makes a float arange a constant itself, so FoldConstant keeps the call
+    "arange-float": lambda x: R.arange(0.0, 1.0, 0.25, "float32"),
     "relu of an input": lambda x: R.nn.relu(x),
 }  # fmt: skip
 
@@ -156,10 +156,23 @@ def test_each_op_folds_like_fold_constant(case):
     assert tvm_ffi.structural_equal(mine.func, theirs, map_free_vars=True), f"{mine.func}\n!=\n{theirs}"
     if "(kernel)" in case:
         assert mine.counts["kernel"] == 1 and mine.counts["numpy"] == 0
-    elif case in ("arange", "relu of an input"):
+    elif case in ("arange-float", "relu of an input"):
         assert mine.counts["numpy"] == mine.counts["kernel"] == 0
     else:
         assert mine.counts["numpy"] >= 1 and mine.counts["kernel"] == 0
+
+
+def test_an_integer_arange_folds_where_fold_constant_keeps_it():
+    """The one rule beyond FoldConstant: an integer arange is a constant (FoldConstant keeps the call,
+    which then has nothing to run in generated code); torch's reflect pad reads one through abs and
+    subtract, which fold after it."""
+    func = _func(lambda x: R.subtract(relax.const(11, i64), R.abs(R.arange(-1, 13, 1, i64))))
+    mine = F.fold(func)
+    assert mine.counts == {"numpy": 3, "kernel": 0, "kept": 0}
+    assert not [b for blk in mine.func.body.blocks for b in blk.bindings]  # the function returns a constant
+    np.testing.assert_array_equal(F._array(mine.func.body.body), 11 - np.abs(np.arange(-1, 13, 1)))
+    theirs = _tvm_fold(func)
+    assert any(isinstance(b.value, relax.Call) for blk in theirs.body.blocks for b in blk.bindings)
 
 
 def test_kernels_are_compiled_once_per_structure():

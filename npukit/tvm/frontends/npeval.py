@@ -244,8 +244,19 @@ def _clip(call, args, shape, dtype):
     return np.minimum(np.maximum(x, lo_c), hi_c)
 
 
+def _arange(call, args, shape, dtype):
+    """``arange`` of integers (exact in numpy); float ranges are left to the kernel."""
+    if not dtype.startswith(("int", "uint")):
+        return None
+    vals = [getattr(a, "value", None) for a in args[:3]]
+    if len(vals) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+        return None
+    return np.arange(vals[0], vals[1], vals[2], dtype=dtype)
+
+
 _ARITH = _FLOATS + _INTS
 _EVAL = {
+    "relax.arange": _arange,
     "relax.reshape": _same_layout,
     "relax.expand_dims": _same_layout,
     "relax.squeeze": _same_layout,
@@ -265,7 +276,7 @@ _EVAL = {
     "relax.maximum": _binary(np.maximum, _ARITH, nan_ok=False),
     "relax.minimum": _binary(np.minimum, _ARITH, nan_ok=False),
     "relax.negative": _unary(np.negative, _FLOATS + ("int8", "int16", "int32", "int64")),
-    "relax.abs": _unary(np.abs, _FLOATS),
+    "relax.abs": _unary(np.abs, _FLOATS + ("int8", "int16", "int32", "int64")),
     "relax.sqrt": _unary(np.sqrt, _FLOATS),
     "relax.equal": _compare(np.equal),
     "relax.not_equal": _compare(np.not_equal, nan_ok=False),

@@ -293,13 +293,15 @@ def cmd_study(args) -> int:
         print(json.dumps(_finite(doc), indent=2, ensure_ascii=False, default=_jsonable, allow_nan=False))
         return 0
     pl = s.placement
-    print(f"{args.model} on {s.soc.name}: {len(pl)} ops in {len(s.plan.partitions)} partitions")
+    n, k = len(pl), len(s.plan.partitions)
+    print(f"{args.model} on {s.soc.name}: {n} op{'s' * (n != 1)} in {k} partition{'s' * (k != 1)}")
     _table(["op_id", "name", "op", "processor", "part", "reason"],
            [[r.op_id, _show(r.name, 40), r.op, r.processor, r.partition, _show(r.reason, 70, keep_end=False)] for r in pl.itertuples()])  # fmt: skip
     print()
     print("partitions:")
     for r in s.partitions.itertuples():
-        print(f"  {r.partition:>3} {r.processor:<6} {r.ops:>4} ops  {r.latency_us:>10.2f} us  {_show(r.first, 40)} .. {_show(r.last, 40)}")
+        ops = f"{r.ops:>4} {'op ' if r.ops == 1 else 'ops'}"
+        print(f"  {r.partition:>3} {r.processor:<6} {ops}  {r.latency_us:>10.2f} us  {_show(r.first, 40)} .. {_show(r.last, 40)}")
     b = s.boundaries
     if len(b):
         print("boundaries:")

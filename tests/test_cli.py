@@ -171,6 +171,19 @@ def test_study_text_output():
     assert "partitions:" in out and "totals: latency" in out
 
 
+def test_study_text_says_one_op_and_one_partition():
+    """The digits network: 13 ops on the DLA, the softmax alone on the host ("1 op"); with every op
+    the accelerator runs switched off, "14 ops in 1 partition"."""
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla")
+    parts = r.stdout.split("partitions:\n", 1)[1].split("boundaries:", 1)[0].splitlines()
+    assert [ln.split()[:4] for ln in parts] == [["0", "dla", "13", "ops"], ["1", "arm", "1", "op"]]
+    r = run_cli("study", DIGITS_ONNX, "--soc", "riscv-accel", "--disable", "accel:conv2d", "--disable", "accel:matmul",
+                "--disable", "accel:add", "--disable", "accel:relu", "--disable", "accel:max_pool2d",
+                "--disable", "accel:reshape", "--disable", "accel:softmax")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == f"{DIGITS_ONNX} on riscv-accel: 14 ops in 1 partition"
+
+
 @pytest.mark.slow
 def test_study_config_file_round_trip(tmp_path):
     cfg = tmp_path / "whatif.toml"

@@ -138,14 +138,32 @@ def digits(study_of):
 
 
 # ---------------------------------------------------------------------------------------------
-# tiers: `python -m pytest -m "not slow"` is the contributors' fast tier (< 60 s on 2 cores);
-# notebooks (nbmake) and browser tests are always in the slow tier.
+# tiers: `python -m pytest -m "not slow"` is the contributors' fast tier (about a minute on 2 cores);
+# the slow tier holds notebooks (nbmake), browser tests, files that compile and run C or compile TVM
+# kernels, the property test of the BYOC replay against TVM, the torch-exported families, and every
+# test that starts the command line in a new process (each pays TVM's import).
+SLOW_FILES = frozenset({"test_families.py", "test_codegen.py", "test_codegen_outputs.py", "test_codegen_moves.py",
+                        "test_hostc.py", "test_fuzz_models.py", "test_incremental.py", "test_progress.py",
+                        "test_bits_error.py", "test_kernels_build.py", "test_cli.py"})  # fmt: skip
+
+
+def _starts_processes(item) -> bool:
+    """The test (or a helper it names) runs npukit's command line or another Python in a new process."""
+    import inspect
+
+    fn = getattr(item, "function", None)
+    try:
+        src = inspect.getsource(fn) if fn is not None else ""
+    except (OSError, TypeError):
+        return False
+    return any(k in src for k in ("run_cli(", "assert_cli_error(", "subprocess.run(", "sys.executable"))
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = str(getattr(item, "path", "") or item.fspath)
-        if path.endswith(".ipynb") or "/tests/browser/" in path or item.get_closest_marker("browser"):
+        slow = path.endswith(".ipynb") or "/tests/browser/" in path or item.get_closest_marker("browser")
+        if slow or Path(path).name in SLOW_FILES or _starts_processes(item):
             item.add_marker(pytest.mark.slow)
 
 

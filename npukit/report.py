@@ -101,9 +101,9 @@ def _rows(df, tid: str) -> tuple[str, list[str]]:
     return head, rows
 
 
-def _table(df, tid: str, max_rows: int | None = None) -> str:
+def _table(df, tid: str) -> str:
     head, rows = _rows(df, tid)
-    return _join(head, rows, len(rows) if max_rows is None else max_rows)
+    return _join(head, rows, len(rows))
 
 
 def _join(head: str, rows: list[str], keep: int) -> str:

@@ -45,6 +45,11 @@ _ROUNDING = {"round_prefer_floor": "ROUND_PREFER_FLOOR", "round_prefer_ceil": "R
              "ceil": "CEIL", "round": "ROUND_HALF_EVEN"}  # fmt: skip
 
 
+def _c_list(xs) -> str:
+    """A C brace initializer of integers: ``{1, 2, 3}``."""
+    return "{" + ", ".join(map(str, xs)) + "}"
+
+
 def _axis(a, rank: int) -> int:
     a = int(a)
     return a + rank if a < 0 else a
@@ -365,8 +370,7 @@ class KernelLowering:
             if mode is None or len(width) != 2 * rank or min(width, default=0) < 0 or len(op.inputs) != 1:
                 raise Unsupported(f"{name}: pad {a.get('pad_mode')!r} with widths {width}")
             v = fn.var("pad")
-            lst = lambda xs: "{" + ", ".join(map(str, xs)) + "}"  # noqa: E731
-            fn.line(f"{L}_pad_params {v} = {{{L.upper()}_PAD_{mode}, {lst(width[0::2])}, {lst(width[1::2])}, "
+            fn.line(f"{L}_pad_params {v} = {{{L.upper()}_PAD_{mode}, {_c_list(width[0::2])}, {_c_list(width[1::2])}, "
                     f"{_f(float(a.get('pad_value', 0.0)))}}};")  # fmt: skip
             fn.call(f"{L}_pad", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=name)
         elif k == "resize2d":
@@ -429,8 +433,8 @@ class KernelLowering:
         if len(strides) == 1 and len(axes) > 1:
             strides = strides * len(axes)
         v = fn.var("slc")
-        lst = lambda xs: "{" + ", ".join(map(str, xs)) + "}"  # noqa: E731
-        fn.line(f"{L}_slice_params {v} = {{{len(axes)}, {lst(axes)}, {lst(begin)}, {lst(end)}, {lst(strides)}}};")
+        fn.line(f"{L}_slice_params {v} = {{{len(axes)}, {_c_list(axes)}, {_c_list(begin)}, {_c_list(end)}, "
+                f"{_c_list(strides)}}};")  # fmt: skip
         fn.call(f"{L}_strided_slice", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=op.name)
 
     def _nms(self, op: Op) -> None:

@@ -5,10 +5,11 @@ the resulting PrimFunc with LLVM to run it once: a torch-exported transformer ha
 calls (weight transposes, relative-position-bias gathers) and spends most of its import compiling.
 This pass keeps FoldConstant's rules (what folds and what does not) and its results, byte for
 byte, but evaluates the common ops with numpy (``npeval``): data movement, exact elementwise
-arithmetic, casts, comparisons, dequantize.  One rule goes beyond FoldConstant: an integer
-``arange`` folds (FoldConstant keeps the call, because LegalizeOps makes it a constant by itself;
-left as an op it has nothing to run in generated code, and torch's reflect pad reads one).  Any other op is folded as FoldConstant would, by
+arithmetic, casts, comparisons, dequantize.  Any other op is folded as FoldConstant would, by
 legalizing it and running the kernel, with kernels cached by structure across calls and imports.
+One rule goes beyond FoldConstant: an integer ``arange`` folds (FoldConstant keeps the call, because
+LegalizeOps makes it a constant by itself; left as an op it has nothing to run in generated code,
+and torch's reflect pad reads one).
 
 The folded function is rebuilt with the raw function's own parameters; ``origin`` maps each of its
 binding vars back to the raw binding it came from, so nothing downstream has to trust a name.

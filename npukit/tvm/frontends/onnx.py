@@ -163,6 +163,15 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
 
 
 
+def _const_array(tvm, b):
+    """The numpy value of a constant operand, None when it is computed."""
+    if b is None or not isinstance(b, tvm.ir.GenericConst):
+        return None
+    data = getattr(b, "data", None)
+    value = data if data is not None and hasattr(data, "numpy") else getattr(b, "value", None)
+    return value.numpy() if hasattr(value, "numpy") else None
+
+
 def _clip(relax, inputs, attrs, opset):
     """ONNX ``Clip`` with constant bounds as one ``relax.clip`` (TVM's converter writes two opaque
     ``call_tir`` kernels, maximum then minimum); a NaN or missing bound is no bound, as in
@@ -181,12 +190,8 @@ def _clip(relax, inputs, attrs, opset):
             if b is None:
                 bounds.append(None)
                 continue
-            data = getattr(b, "data", None) if isinstance(b, tvm.ir.GenericConst) else None
-            value = data if data is not None and hasattr(data, "numpy") else getattr(b, "value", None)
-            if not isinstance(b, tvm.ir.GenericConst) or not hasattr(value, "numpy"):
-                return None
-            arr = value.numpy()
-            if arr.size != 1:
+            arr = _const_array(tvm, b)
+            if arr is None or arr.size != 1:
                 return None
             bounds.append(float(arr.reshape(())))
     lo, hi = (-np.inf if bounds[0] is None or np.isnan(bounds[0]) else float(bounds[0]),
@@ -197,13 +202,6 @@ def _clip(relax, inputs, attrs, opset):
 _PAD_MODES = {"constant": "constant", "edge": "replicate", "reflect": "reflect", "wrap": "circular"}
 
 
-def _const_array(tvm, b):
-    """The numpy value of a constant operand, None when it is computed."""
-    if b is None or not isinstance(b, tvm.ir.GenericConst):
-        return None
-    data = getattr(b, "data", None)
-    value = data if data is not None and hasattr(data, "numpy") else getattr(b, "value", None)
-    return value.numpy() if hasattr(value, "numpy") else None
 
 
 def _pad(relax, inputs, attrs, opset):

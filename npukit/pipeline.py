@@ -384,9 +384,12 @@ def op_bits(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> tuple[str
     """Effective bit-width of every op: layer override, else its processor's setting, else the
     processor's default."""
     pb = dict(cfg.bits)
-    lb = layer_bits_of(model.graph, cfg)
-    procs = {p.name: p for p in soc.processors}
-    return tuple(lb.get(i) or pb.get(p) or procs[p].default_bits for i, p in enumerate(plan.processor))
+    of = {p.name: pb.get(p.name) or p.default_bits for p in soc.processors}
+    bits = tuple(map(of.__getitem__, plan.processor))
+    if cfg.layer_bits:
+        lb = layer_bits_of(model.graph, cfg)
+        bits = tuple(lb.get(i) or b for i, b in enumerate(bits))
+    return bits
 
 
 # ---------------------------------------------------------------------------------------------
@@ -660,15 +663,14 @@ def estimate(model: Model, soc: SocProfile, cfg: Config, part) -> Result:
 def totals(soc: SocProfile, plan: Plan, ops, bounds, sched: Schedule) -> dict[str, Any]:
     """The study's totals: latency (the schedule's makespan), energy, per-processor busy time,
     utilisation and energy, transfers, conversions, MACs, op and partition counts."""
-    busy = {p: 0.0 for p in soc.names}
-    energy_by = {p: 0.0 for p in soc.names}
+    names = soc.names
+    busy = dict.fromkeys(names, 0.0)
+    energy_by = dict.fromkeys(names, 0.0)
     for c in ops:
-        busy[c.processor] += c.latency_us
-        energy_by[c.processor] += c.energy_uj
-    conv_busy = {p: 0.0 for p in soc.names}
-    for it in sched.items:
-        if it.kind in ("layout", "quantize"):
-            conv_busy[it.lane] += it.end_us - it.start_us
+        p = c.processor
+        busy[p] += c.latency_us
+        energy_by[p] += c.energy_uj
+    conv_busy = sched.conv_us
     lat = sched.makespan_us
     ops_e = sum(c.energy_uj for c in ops)
     b_e = sum(b.energy_uj for b in bounds)
@@ -677,15 +679,15 @@ def totals(soc: SocProfile, plan: Plan, ops, bounds, sched: Schedule) -> dict[st
         "energy_uj": ops_e + b_e,
         "ops_energy_uj": ops_e,
         "boundary_energy_uj": b_e,
-        "busy_us": {p: busy[p] + conv_busy[p] for p in soc.names},
-        "utilisation": {p: ((busy[p] + conv_busy[p]) / lat if lat else 0.0) for p in soc.names},
+        "busy_us": {p: busy[p] + conv_busy.get(p, 0.0) for p in names},
+        "utilisation": {p: ((busy[p] + conv_busy.get(p, 0.0)) / lat if lat else 0.0) for p in names},
         "energy_by_processor_uj": energy_by,
         "transfer_us": sum(b.transfer_us for b in bounds),
         "layout_us": sum(b.layout_us for b in bounds),
         "quantize_us": sum(b.quantize_us for b in bounds),
         "lanes_sum_us": sum(sched.busy_us.values()),
         "macs": sum(c.macs for c in ops),
-        "ops": {p: sum(1 for c in ops if c.processor == p) for p in soc.names},
+        "ops": {p: plan.processor.count(p) for p in names},  # (every op runs where its plan puts it)
         "partitions": len(plan.partitions),
         "boundaries": len(bounds),
     }

@@ -9,15 +9,22 @@ ops one by one as their inputs arrive.  Every item also waits for its lane, so a
 thing at a time while independent branches on other processors overlap.  A tensor that
 crosses processors is converted on the source side first when the profile says so (``src``),
 travels on its link lane, and is converted on the destination (or host) side before its consumer.
+
+Which items exist, in which order, on which lane and after which others depends only on the plan and
+on which conversions each boundary needs (not on any duration), so it is worked out once per plan
+and boundary shape (``Program``); a schedule is then one pass over that program with the
+durations of one estimate: ``start = max(end of what it waits for, its lane free)``.  Sweeps and the
+cost-aware placement schedule thousands of estimates of one plan.  The items, with their labels,
+are made only when someone reads them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from .cost import BoundaryCost, OpCost, Tables
+from .cost.grouping import per_plan
 from .plan import Plan
 from .soc import SocProfile
 
@@ -32,97 +39,158 @@ class Item(NamedTuple):
     tensor: str = ""
 
 
-@dataclass(frozen=True)
+
+
+class Program:
+    """The shape of one plan's schedule: its steps in order, each with the resource it holds, the
+    lane it is drawn in, the earlier steps it waits for and where its duration comes from."""
+
+    __slots__ = ("n_res", "steps", "lane", "lanes", "labels", "conv")
+
+    def __init__(self, tables: Tables, plan: Plan, soc: SocProfile, bounds: Sequence[BoundaryCost]):
+        g = tables.g
+        tensors = g.tensors
+        n_ops, nb = len(g.ops), len(bounds)
+        res_ix: dict[str, int] = {}
+        lane_ix: dict[str, int] = {}
+        res: list[int] = []
+        lane: list[int] = []
+        deps: list[tuple[int, ...]] = []
+        src: list[int] = []  # index into ``run``'s durations: op latencies, then the boundaries' layout,
+        # quantize and transfer times
+        labels: list[tuple] = []  # (label, kind, op_id, tensor) per step
+        conv: list[int] = []  # steps that are conversions (layout / quantize)
+        ready: dict[tuple[str, str], int] = {}  # (tensor, processor) -> step that makes it available
+
+        def step(lane_name: str, after: tuple[int, ...], where: int, label: str, kind: str, op_id: int = -1,
+                 tensor: str = "", resource: str = "") -> int:  # fmt: skip
+            r = resource or lane_name
+            res.append(res_ix.setdefault(r, len(res_ix)))
+            lane.append(lane_ix.setdefault(lane_name, len(lane_ix)))
+            deps.append(after)
+            src.append(where)
+            labels.append((label, kind, op_id, tensor))
+            if kind in ("layout", "quantize"):
+                conv.append(len(res) - 1)
+            return len(res) - 1
+
+        by_tensor: dict[str, list[int]] = {}
+        for j, b in enumerate(bounds):
+            by_tensor.setdefault(b.tensor, []).append(j)
+
+        def ship(j: int, after: tuple[int, ...]) -> None:
+            b = bounds[j]
+            t = after
+            name = tensors[b.tensor].name or b.tensor
+            qlabel = f"{b.quantize_kind} {name}" if b.quantize_us else ""
+            lay, qua, xfer = n_ops + j, n_ops + nb + j, n_ops + 2 * nb + j
+            if b.layout_us and b.layout_on == b.src:
+                t = (step(b.layout_on, t, lay, f"layout {name}", "layout", tensor=b.tensor),)
+            if b.quantize_us and b.quantize_on == b.src:
+                t = (step(b.quantize_on, t, qua, qlabel, "quantize", tensor=b.tensor),)
+            t = (step(f"{b.src} -> {b.dst}", t, xfer, f"transfer {name} {b.src}->{b.dst}",
+                      "transfer", tensor=b.tensor, resource=b.lane),)  # fmt: skip
+            if b.layout_us and b.layout_on != b.src:
+                t = (step(b.layout_on, t, lay, f"layout {name}", "layout", tensor=b.tensor),)
+            if b.quantize_us and b.quantize_on != b.src:
+                t = (step(b.quantize_on, t, qua, qlabel, "quantize", tensor=b.tensor),)
+            ready[(b.tensor, b.dst)] = t[0]
+
+        for tid in g.inputs:  # boundaries of model inputs leave at time 0
+            for j in by_tensor.get(tid, ()):
+                ship(j, ())
+        act_inputs = tables.act_inputs
+        processor, partition = plan.processor, plan.partition
+        for part in plan.partitions:
+            call: set[int] = set()
+            if part.processor != soc.host:  # one call: wait for everything it reads from outside
+                for i in part.ops:
+                    for t in act_inputs[i]:
+                        p = tensors[t].producer
+                        if p is None or partition[p] != part.pid:
+                            k = ready.get((t, part.processor))
+                            if k is not None:
+                                call.add(k)
+            for i in part.ops:
+                op = g.ops[i]
+                proc = processor[i]
+                after = set(call)
+                for t in act_inputs[i]:
+                    k = ready.get((t, proc))
+                    if k is not None:
+                        after.add(k)
+                k = step(proc, tuple(sorted(after)), i, op.name, "op", i)
+                for t in op.outputs:
+                    ready[(t, proc)] = k
+                    for j in by_tensor.get(t, ()):
+                        ship(j, (k,))
+        self.n_res = len(res_ix)
+        self.steps = tuple(zip(res, deps, src))
+        self.lane = tuple(lane)
+        self.lanes = tuple(lane_ix)  # lane names in the order of first use
+        self.labels = tuple(labels)
+        self.conv = tuple(conv)
+
+    def run(self, ops: Sequence[OpCost], bounds: Sequence[BoundaryCost]) -> Schedule:
+        dur = [c.latency_us for c in ops]
+        dur += [b.layout_us for b in bounds]
+        dur += [b.quantize_us for b in bounds]
+        dur += [b.transfer_us for b in bounds]
+        free = [0.0] * self.n_res
+        busy = [0.0] * len(self.lanes)
+        starts: list[float] = []
+        ends: list[float] = []
+        lane = self.lane
+        for k, (r, after, w) in enumerate(self.steps):
+            at = 0.0
+            for d in after:
+                e = ends[d]
+                if e > at:
+                    at = e
+            s = free[r]
+            if at > s:
+                s = at
+            d = dur[w]
+            e = s + d
+            free[r] = e
+            busy[lane[k]] += d
+            starts.append(s)
+            ends.append(e)
+        return Schedule(self, starts, ends, busy)
+
+
 class Schedule:
-    items: tuple[Item, ...]
-    makespan_us: float
-    busy_us: dict  # lane -> busy time
+    """One estimate's schedule: ``makespan_us``, ``busy_us`` (lane -> busy time), ``conv_us``
+    (lane -> time spent converting: layout and quantize), and ``items`` (made when read)."""
+
+    __slots__ = ("_prog", "_starts", "_ends", "_items", "makespan_us", "busy_us", "conv_us")
+
+    def __init__(self, prog: Program, starts: list[float], ends: list[float], busy: list[float]):
+        self._prog, self._starts, self._ends, self._items = prog, starts, ends, None
+        self.makespan_us = max(ends, default=0.0)
+        self.busy_us = dict(zip(prog.lanes, busy))
+        conv: dict[str, float] = {}
+        for k in prog.conv:
+            ln = prog.lanes[prog.lane[k]]
+            conv[ln] = conv.get(ln, 0.0) + (ends[k] - starts[k])
+        self.conv_us = conv
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        if self._items is None:
+            p = self._prog
+            self._items = tuple(Item(p.lanes[ln], label, kind, s, e, op_id, tensor)
+                                for ln, (label, kind, op_id, tensor), s, e
+                                in zip(p.lane, p.labels, self._starts, self._ends))  # fmt: skip
+        return self._items
+
+
+def program(tables: Tables, plan: Plan, soc: SocProfile, bounds: Sequence[BoundaryCost]) -> Program:
+    """The plan's ``Program`` for boundaries of this shape (memoized per plan on the tables)."""
+    shape = tuple((bool(b.layout_us), bool(b.quantize_us), b.layout_on, b.quantize_on, b.lane,
+                   b.quantize_kind if b.quantize_us else "") for b in bounds)  # fmt: skip
+    return per_plan(tables, ("schedule", id(plan), soc.host, shape), plan, lambda: Program(tables, plan, soc, bounds))
 
 
 def schedule(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bounds: Sequence[BoundaryCost]) -> Schedule:
-    g = tables.g
-    free: dict[str, float] = {}
-    busy: dict[str, float] = {}
-    items: list[Item] = []
-    add = items.append
-    # when each tensor is available on each processor
-    ready: dict[tuple[str, str], float] = {}
-    for tid in g.inputs:
-        ready[(tid, soc.host)] = 0.0
-    by_tensor: dict[str, list[BoundaryCost]] = {}
-    for b in bounds:
-        by_tensor.setdefault(b.tensor, []).append(b)
-    tensors = g.tensors
-
-    def run(lane: str, at: float, dur: float, label: str, kind: str, op_id: int = -1, tensor: str = "",
-            resource: str = "") -> float:  # fmt: skip
-        """Schedule an item on ``lane`` (the row it is drawn in); it waits for ``resource`` (the lane
-        itself unless given: a link carries every route between its processors, one at a time)."""
-        res = resource or lane
-        start = free.get(res, 0.0)
-        if at > start:
-            start = at
-        end = start + dur
-        free[res] = end
-        busy[lane] = busy.get(lane, 0.0) + dur
-        add(Item(lane, label, kind, start, end, op_id, tensor))
-        return end
-
-    def ship(b: BoundaryCost, at: float) -> None:
-        t = at
-        name = tensors[b.tensor].name or b.tensor
-        qlabel = f"{b.quantize_kind} {name}" if b.quantize_us else ""
-        if b.layout_us and b.layout_on == b.src:
-            t = run(b.layout_on, t, b.layout_us, f"layout {name}", "layout", tensor=b.tensor)
-        if b.quantize_us and b.quantize_on == b.src:
-            t = run(b.quantize_on, t, b.quantize_us, qlabel, "quantize", tensor=b.tensor)
-        t = run(f"{b.src} -> {b.dst}", t, b.transfer_us, f"transfer {name} {b.src}->{b.dst}", "transfer", tensor=b.tensor,
-                resource=b.lane)  # fmt: skip
-        if b.layout_us and b.layout_on != b.src:
-            t = run(b.layout_on, t, b.layout_us, f"layout {name}", "layout", tensor=b.tensor)
-        if b.quantize_us and b.quantize_on != b.src:
-            t = run(b.quantize_on, t, b.quantize_us, qlabel, "quantize", tensor=b.tensor)
-        ready[(b.tensor, b.dst)] = t
-
-    # boundaries of model inputs leave at time 0
-    for tid in g.inputs:
-        for b in by_tensor.get(tid, ()):
-            ship(b, 0.0)
-    act_inputs = tables.act_inputs
-    processor = plan.processor
-    partition = plan.partition
-    all_ops = g.ops
-    for part in plan.partitions:
-        call_ready = 0.0
-        if part.processor != soc.host:  # one call: wait for everything it reads from outside
-            for i in part.ops:
-                for t in act_inputs[i]:
-                    p = tensors[t].producer
-                    if p is None or partition[p] != part.pid:
-                        r = ready.get((t, part.processor), 0.0)
-                        if r > call_ready:
-                            call_ready = r
-        for i in part.ops:
-            op, c = all_ops[i], ops[i]
-            proc = processor[i]
-            at = call_ready
-            for t in act_inputs[i]:
-                r = ready.get((t, proc), 0.0)
-                if r > at:
-                    at = r
-            start = free.get(proc, 0.0)
-            if at > start:
-                start = at
-            dur = c.latency_us
-            end = start + dur
-            free[proc] = end
-            busy[proc] = busy.get(proc, 0.0) + dur
-            add(Item(proc, op.name, "op", start, end, i, ""))
-            for t in op.outputs:
-                ready[(t, proc)] = end
-                bl = by_tensor.get(t)
-                if bl:
-                    for b in bl:
-                        ship(b, end)
-    makespan = max((it.end_us for it in items), default=0.0)
-    return Schedule(tuple(items), makespan, busy)
+    return program(tables, plan, soc, bounds).run(ops, bounds)

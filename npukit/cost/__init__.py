@@ -83,8 +83,8 @@ figures were computed with.
 from .boundary import BoundaryCost, Conversion, boundary_cost, boundary_trace, qkind
 from .grouping import OpContext, contexts, kernels
 from .kernel import KernelCost, kernel_cost
-from .model import CostModel, OpCost, input_bits
-from .tables import Tables, elem_bits, fill, kernel_class_of, tensor_bytes
+from .model import CostModel, OpCost
+from .tables import Tables, elem_bits, fill, input_bits, kernel_class_of, tensor_bytes
 from .trace import Trace
 
 __all__ = [

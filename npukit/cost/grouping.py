@@ -10,7 +10,7 @@ from ..graph import OpGraph
 from ..opset import KINDS
 from ..plan import Plan
 from ..soc import SocProfile
-from .tables import Tables
+from .tables import Tables, input_bits
 
 
 class OpContext(NamedTuple):
@@ -105,7 +105,7 @@ def contexts(g: OpGraph, plan: Plan, soc: SocProfile, t: Tables, bits_of: Callab
 PLAN_MEMO = 512
 
 
-def _memo(t: Tables, key, plan: Plan, make):
+def per_plan(t: Tables, key, plan: Plan, make):
     """A per-plan memo on the graph's tables (entries keep their plan, so an id is never reused)."""
     m = t.plan_memo
     hit = m.get(key)
@@ -120,11 +120,60 @@ def _memo(t: Tables, key, plan: Plan, make):
 
 def plan_kernels(plan: Plan, t: Tables) -> list[tuple[int, ...]]:
     """``kernels`` of a plan, once per plan."""
-    return _memo(t, ("kernels", id(plan)), plan, lambda: kernels(plan, t.g, t))
+    return per_plan(t, ("kernels", id(plan)), plan, lambda: kernels(plan, t.g, t))
 
 
 def plan_contexts(plan: Plan, soc: SocProfile, t: Tables, bits: list[str]) -> list[OpContext]:
     """``contexts`` of a plan, once per (plan, bit-widths, host, on-chip sizes): the profile's
     other fields do not enter them."""
-    key = ("contexts", id(plan), tuple(bits), soc.host, tuple((p.name, p.onchip_bytes) for p in soc.processors))
-    return _memo(t, key, plan, lambda: contexts(t.g, plan, soc, t, bits.__getitem__, plan_kernels(plan, t)))
+    return plan_keys(plan, soc, t, bits).contexts
+
+
+class PlanKeys(NamedTuple):
+    """What the cost of a plan at given bit-widths depends on besides the processors' own tables,
+    worked out once per (plan, bit-widths, host, on-chip sizes): the memory contexts, and each kernel
+    and boundary as a small number standing for its ops, bit-widths and contexts (``Tables.sig``)."""
+
+    contexts: list[OpContext]
+    kernels: list[tuple[tuple[int, ...], str, int]]  # (op ids, processor, signature)
+    bounds: list[tuple[object, str, str, int]]  # (Boundary, source bits, destination bits, signature)
+
+
+KEYS_MEMO = 2048
+
+
+def plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str]) -> PlanKeys:
+    """``PlanKeys``, memoized (least recently used first out) apart from the per-plan memo, so that
+    many bit-width assignments of one plan do not push out its kernels and schedule program."""
+    key = (id(plan), tuple(bits), soc.host, tuple((p.name, p.onchip_bytes) for p in soc.processors))
+    m = t.keys_memo
+    hit = m.get(key)
+    if hit is not None and hit[0] is plan:
+        m.move_to_end(key)
+        return hit[1]
+    value = _plan_keys(plan, soc, t, list(bits))
+    m[key] = (plan, value)
+    if len(m) > KEYS_MEMO:
+        m.popitem(last=False)
+    return value
+
+
+def _plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str]) -> PlanKeys:
+    klist = plan_kernels(plan, t)
+    ctxs = contexts(t.g, plan, soc, t, bits.__getitem__, klist)
+    ks = []
+    for ids in klist:
+        if len(ids) == 1:
+            i = ids[0]
+            base = (ids, bits[i], ctxs[i])
+        else:
+            base = (ids, tuple(bits[i] for i in ids), tuple(ctxs[i] for i in ids))
+        ks.append((ids, plan.processor[ids[0]], t.sig(base)))
+    bs = []
+    g = t.g
+    for b in plan.boundaries:
+        tt = g.tensors[b.tensor]
+        sb = bits[tt.producer] if tt.kind == "act" else input_bits(tt)
+        db = bits[b.consumers[0]] if b.consumers else input_bits(tt)
+        bs.append((b, sb, db, t.sig((b, sb, db))))
+    return PlanKeys(ctxs, ks, bs)

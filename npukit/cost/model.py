@@ -8,12 +8,11 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
-from ..graph import Tensor
 from ..plan import Plan
 from ..soc import SocProfile
 from ..soc.profile import _dumps
 from .boundary import BoundaryCost, boundary_cost, boundary_trace
-from .grouping import plan_contexts, plan_kernels
+from .grouping import plan_keys
 from .kernel import KernelCost, UtilMemo, kernel_cost
 from .tables import Tables
 from .trace import Trace, kernel_trace, member_trace
@@ -62,11 +61,6 @@ class OpCost:
                 f"{self.latency_us:.3f} us, kernel {self.kernel})")  # fmt: skip
 
 
-def input_bits(t: Tensor) -> str:
-    """Bit-width of a model input / output as stored by the host program (its own dtype)."""
-    return {"float16": "fp16", "int8": "int8", "uint8": "int8", "int16": "int16"}.get(t.dtype, "fp32")
-
-
 def processor_key(soc: SocProfile, name: str) -> tuple[str, str]:
     """(name, digest of the processor's table in the profile): what a kernel's cost depends on of
     the profile, beside the memory contexts."""
@@ -96,19 +90,15 @@ class CostModel:
 
     def evaluate(self, plan: Plan, bits: Mapping[int, str] | Sequence[str]) -> tuple[list[OpCost], list[BoundaryCost]]:
         g, t = self.g, self.t
-        bits_l = [bits[i] for i in range(len(g.ops))]
-        klist = plan_kernels(plan, t)
-        ctxs = plan_contexts(plan, self.soc, t, bits_l)
+        bits_l = list(bits) if isinstance(bits, (tuple, list)) else [bits[i] for i in range(len(g.ops))]
+        keys = plan_keys(plan, self.soc, t, bits_l)
+        ctxs = keys.contexts
         out: list[OpCost | None] = [None] * len(g.ops)
         memo = self._kernels
+        pkey = self._pkey
         n = 0
-        for ids in klist:
-            proc = plan.processor[ids[0]]
-            if len(ids) == 1:
-                i = ids[0]
-                key = (ids, self._pkey[proc], bits_l[i], ctxs[i])
-            else:
-                key = (ids, self._pkey[proc], tuple(bits_l[i] for i in ids), tuple(ctxs[i] for i in ids))
+        for ids, proc, sig in keys.kernels:
+            key = (sig, pkey[proc])
             cs = memo.get(key)
             if cs is None:
                 k = kernel_cost(ids, t, self._procs[proc], bits_l, ctxs, self._util)
@@ -121,17 +111,14 @@ class CostModel:
                 out[c.op_id] = c
         self.recomputed = n
         bout = []
-        for b in plan.boundaries:
-            tt = g.tensors[b.tensor]
-            sb = bits_l[tt.producer] if tt.kind == "act" else input_bits(tt)
-            db = bits_l[b.consumers[0]] if b.consumers else input_bits(tt)
-            key = (b, sb, db)
-            c = self._bounds.get(key)
+        bmemo = self._bounds
+        for b, sb, db, sig in keys.bounds:
+            c = bmemo.get(sig)
             if c is None:
                 c = boundary_cost(b, t, self.soc, sb, db, self._procs, self.link(b.src, b.dst))
-                self._bounds[key] = c
-                if len(self._bounds) > self.MEMO:
-                    self._bounds.popitem(last=False)
+                bmemo[sig] = c
+                if len(bmemo) > self.MEMO:
+                    bmemo.popitem(last=False)
             bout.append(c)
         return out, bout  # type: ignore[return-value]
 

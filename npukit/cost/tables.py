@@ -6,6 +6,7 @@ keeps one ``Tables`` per model."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import OrderedDict
 from typing import NamedTuple
@@ -88,8 +89,22 @@ class Tables:
         self._bytes: dict[tuple[str, str], float] = {}
         self._geo: dict[int, tuple] = {}
         self._cls: dict[int, str] = {}
-        self.plan_memo: dict = {}  # per plan: its kernels, its memory contexts per (bits, on-chip sizes)
+        self.plan_memo: dict = {}  # per plan: its kernels, its schedule programs
+        self.keys_memo: OrderedDict = OrderedDict()  # per (plan, bits, on-chip sizes): contexts, memo keys
         self.kernel_memo: OrderedDict = OrderedDict()  # costed kernels: the pipeline's cost models share it
+        self._sigs: dict = {}
+        self._next_sig = itertools.count()
+
+    def sig(self, key) -> int:
+        """A number standing for ``key`` (a kernel's or boundary's ops, bit-widths and contexts) in
+        the cost memos' keys, so a lookup hashes a number instead of the nested tuple.  Numbers are
+        never reused: when the table is cleared, keys get new numbers and old memo entries age out."""
+        s = self._sigs.get(key)
+        if s is None:
+            if len(self._sigs) >= 1 << 18:
+                self._sigs.clear()
+            s = self._sigs[key] = next(self._next_sig)
+        return s
 
     def geometry(self, i: int) -> tuple:
         geo = self._geo.get(i)
@@ -145,3 +160,8 @@ def util_mac(geo: tuple, p: Processor) -> Util:
         u = fill(k, ci) * fill(n, co) * fill(m, px)
         return Util(u, (("K", k, ci), ("N", n, co), ("M", m, px)))
     return NO_GEOMETRY
+
+
+def input_bits(t: Tensor) -> str:
+    """Bit-width of a model input / output as stored by the host program (its own dtype)."""
+    return {"float16": "fp16", "int8": "int8", "uint8": "int8", "int16": "int16"}.get(t.dtype, "fp32")

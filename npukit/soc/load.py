@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
+from collections import OrderedDict
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -13,7 +14,7 @@ from types import MappingProxyType
 
 from ..errors import ProfileError, closest
 from ..opset.names import canonical
-from .profile import Link, OpRule, Processor, SocProfile, _freeze, _thaw
+from .profile import Link, OpRule, Processor, SocProfile, _freeze
 from .schema import (
     BITS,
     CONVERSION_FIELDS,
@@ -186,7 +187,7 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
     for name, pdoc in procs_doc.items():
         if not name.isidentifier():
             v.fail(f"processors.{name}", "processor names must be identifiers (letters, digits, _)")
-        processors.append(_parse_processor(v, name, pdoc))
+        processors.append(_processor(v, name, pdoc))
 
     hosts = [p.name for p in processors if p.host]
     host = top["host"]
@@ -254,7 +255,7 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         name=top["name"], description=top["description"], sources=tuple(top["sources"] or ()),
         processors=tuple(processors), host=host, order=tuple(order), prefer=MappingProxyType(prefer),
         links=tuple(links), layout_on=conv["layout_on"], quantize_on=conv["quantize_on"], path=where,
-        raw=_freeze(_thaw(doc)), target=top["target"], flash_bytes=top["flash_bytes"],
+        raw=_freeze(doc), target=top["target"], flash_bytes=top["flash_bytes"],
         sram_bytes=top["sram_bytes"],
     )  # fmt: skip
     for i, a in enumerate(names):
@@ -297,6 +298,24 @@ def _eff_key(v: _V, path: str, k: str) -> str:
         if dot and "relax." not in k:
             v.fail(f"{path}.efficiency.{k}", f"unknown kernel class; classes are {KERNEL_CLASS_DOC}")
         raise ProfileError(str(e)) from None
+
+
+_PARSED: OrderedDict = OrderedDict()  # (name, the section's JSON text) -> Processor
+
+
+def _processor(v: _V, name: str, pdoc) -> Processor:
+    """``_parse_processor``, memoized by the section's content: an edited profile (a sweep makes
+    hundreds) re-validates only the processors its edits touched."""
+    try:
+        key = (name, json.dumps(pdoc))
+    except (TypeError, ValueError):  # not plain data: validate it and let the checks say what is wrong
+        return _parse_processor(v, name, pdoc)
+    hit = _PARSED.get(key)
+    if hit is None:
+        hit = _PARSED[key] = _parse_processor(v, name, pdoc)
+        if len(_PARSED) > 256:
+            _PARSED.popitem(last=False)
+    return hit
 
 
 def _parse_processor(v: _V, name: str, pdoc) -> Processor:

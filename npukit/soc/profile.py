@@ -259,9 +259,11 @@ def _thaw(x):
 
 
 def _freeze(x):
+    """A read-only deep copy: tables become mapping proxies of new dicts, arrays tuples (nothing of
+    ``x`` is shared, so a caller's later change to ``x`` cannot reach the profile)."""
     if isinstance(x, Mapping):
         return MappingProxyType({k: _freeze(v) for k, v in x.items()})
-    if isinstance(x, list):
+    if isinstance(x, (list, tuple)):
         return tuple(_freeze(v) for v in x)
     return x
 

@@ -158,6 +158,36 @@ def test_grid_modes():
     assert len(full) == 18 and set(r[0]) <= set(full) and r[0] == sorted(r[0], key=full.index)
 
 
+
+def test_point_keys_keep_config_ids_and_group_partitions_first():
+    """The sweep's fast keys give the same ids as ``config_id`` (a resumed sweep finds the rows an
+    earlier version wrote), tell 1, 1.0 and true apart, and sort partition-moving keys first."""
+    from npukit.sweeps.grid import PointKeys, config_id
+
+    g = load_grid({"grid": {"bits.dla": ["int8", "fp16"], "soc.links.0.bandwidth_gbps": [1, 1.0, 2.5],
+                            "soc.processors.dla.macs_per_cycle": [{"int8": 64}, {"fp16": 32, "int8": 128}],
+                            "support.dla.softmax": [True, False]}})  # fmt: skip
+    keys = PointKeys(g.axes)
+    pts, pos = g.points(), g.positions()
+    assert [keys.values(p) for p in pos] == pts
+    ids = [keys.config_id(p) for p in pos]
+    assert ids == [config_id(g.axes, v) for v in pts]
+    assert len(set(ids)) == len(pts) == 2 * 3 * 2 * 2
+    # the known id of one point: sha256 of its canonical JSON text
+    import hashlib
+
+    text = '[["bits.dla","int8"],["soc.links.0.bandwidth_gbps",1.0],["soc.processors.dla.macs_per_cycle",' \
+           '{"int8":64}],["support.dla.softmax",true]]'  # fmt: skip
+    assert keys.config_id((0, 1, 0, 0)) == hashlib.sha256(text.encode()).hexdigest()[:16]
+    # sorted by the key, points sharing the support toggle and the DLA's bit-widths (both can move
+    # ops) come together, then those sharing the link bandwidth (a profile change that cannot)
+    order = sorted(range(len(pts)), key=lambda i: keys.sort_key(pos[i]))
+    runs = [(json.dumps(pts[i][2]), pts[i][3], repr(pts[i][1])) for i in order]
+    for n in (2, 3):
+        heads = [r[:n] for r in runs]
+        starts = [h for k, h in enumerate(heads) if k == 0 or heads[k - 1] != h]
+        assert len(starts) == len(set(starts)) == {2: 4, 3: 12}[n]
+
 # ---------------------------------------------------------------------------------------------
 # Pareto
 

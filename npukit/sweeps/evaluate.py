@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import pipeline as pl
 from ..errors import ConfigError
-from .grid import Axis, axis_type, canon, column_value, config_of, moves_ops, soc_changes
+from .grid import Axis, PointKeys, axis_type, canon, column_value, config_of, moves_ops, soc_changes
 
 ERROR_COLUMNS = ("snr_db", "max_abs_error", "top1_agreement", "accuracy", "accuracy_fp32", "error")
 # the generated code's memory (memory=True) and its fit in the configuration's own budgets: the weights
@@ -37,6 +37,7 @@ class Job:
     error: bool = False
     memory: bool = False
     data: Any = None  # quant.Data, or None: the model's own data
+    schema: Any = None  # the result's pyarrow schema: a chunk's rows come back as one Arrow table
 
     @property
     def key(self) -> str:
@@ -64,7 +65,9 @@ class Evaluator:
         self._parts: OrderedDict = OrderedDict()  # partition key -> (profile it was made on, Partitioned) | Exception
         self._checks: OrderedDict = OrderedDict()  # (check, partition key[, layer bits]) -> False | Exception
         self._data = job.data
-        self._kinds = tuple(axis_type(a) for a in job.axes)
+        # the axes rows are made for: a job of another grid with the same keys shares this
+        # evaluator (its caches), with its own values, so its own column types and PointKeys
+        self._view = (job.axes, PointKeys(job.axes), tuple(axis_type(a) for a in job.axes))
         self.lock = threading.Lock()  # a Dask worker may run several tasks in threads
 
     @property
@@ -73,10 +76,15 @@ class Evaluator:
             self._data = pl.default_data(self.model)
         return self._data
 
-    def run(self, items) -> list[dict]:
-        """Rows of ``items`` = [(index, config_id, values), ...]."""
+    def run(self, items, axes: tuple[Axis, ...] | None = None) -> list[dict]:
+        """Rows of ``items`` = [(index, value positions), ...] (``Grid.positions`` of ``axes``: a
+        grid with the same keys as the job's, whose values may differ)."""
+        axes = self.axes if axes is None else axes
         with self.lock:
-            return [self.row(i, cid, values) for i, cid, values in items]
+            if self._view[0] is not axes:
+                self._view = (axes, PointKeys(axes), tuple(axis_type(a) for a in axes))
+            keys = self._view[1]
+            return [self.row(i, keys.config_id(pos), keys.values(pos)) for i, pos in items]
 
     # -- shared work ----------------------------------------------------------------------------
     def profile(self, changes: dict):
@@ -168,7 +176,8 @@ class Evaluator:
 
     def row(self, index: int, cid: str, values: tuple) -> dict:
         row: dict[str, Any] = {"index": index, "config_id": cid}
-        for a, kind, v in zip(self.axes, self._kinds, values):
+        axes, _, kinds = self._view
+        for a, kind, v in zip(axes, kinds, values):
             row[a.key] = column_value(a, kind, v)
         try:
             res, cfg = self.result(values)
@@ -232,15 +241,24 @@ def evaluator(job: Job) -> Evaluator:
         return ev
 
 
-def run_chunk(job: Job, items) -> list[dict]:
-    """The rows of one chunk (in this process)."""
-    return evaluator(job).run(items)
+def run_chunk(job: Job, items):
+    """The rows of one chunk (in this process): an Arrow table of ``job.schema`` (columns travel
+    between processes as a few buffers, not as thousands of dicts), or row dicts without one."""
+    rows = evaluator(job).run(items, job.axes)
+    if job.schema is None:
+        return rows
+    from .store import table  # noqa: PLC0415
+
+    return table(rows, job.schema)
 
 
-def run_remote(job: Job, items) -> list[dict]:
-    """A Dask task: the rows of one chunk; the worker's own progress bars stay off."""
+def run_remote(job: Job, items: bytes):
+    """A Dask task: the rows of one chunk (its items pickled: Dask then sends one buffer instead of
+    walking every item for futures); the worker's own progress bars stay off."""
+    import pickle  # noqa: PLC0415
+
     os.environ["NPUKIT_PROGRESS"] = "0"
-    return evaluator(job).run(items)
+    return run_chunk(job, pickle.loads(items))
 
 
 _LOCAL: dict = {}
@@ -255,7 +273,7 @@ def init_local(job_bytes: bytes) -> None:
     evaluator(job).model.module  # noqa: B018 - import now, not in the first chunk
 
 
-def run_local(items) -> list[dict]:
+def run_local(items):
     return run_chunk(_LOCAL["job"], items)
 
 

@@ -96,13 +96,18 @@ class Grid:
     def points(self) -> list[tuple]:
         """Every configuration's values (one per axis), in grid order."""
         vals = [a.values for a in self.axes]
+        return [tuple(v[k] for v, k in zip(vals, pos)) for pos in self.positions()]
+
+    def positions(self) -> list[tuple[int, ...]]:
+        """Every configuration as the position of its value in each axis's values, in grid order
+        (what a sweep sorts and sends to its workers: small integers, not the values)."""
+        sizes = [range(len(a.values)) for a in self.axes]
         if self.mode == "list":
-            n = len(self)
-            return [tuple(v[i] if len(v) > 1 else v[0] for v in vals) for i in range(n)]
+            return [tuple(i if len(r) > 1 else 0 for r in sizes) for i in range(len(self))]
         if self.mode == "random":
             picks = sorted(random.Random(self.seed).sample(range(self.size), int(self.samples)))
-            return [_decode(k, vals) for k in picks]
-        return list(itertools.product(*vals))
+            return [_decode(k, sizes) for k in picks]
+        return list(itertools.product(*sizes))
 
     @property
     def digest(self) -> str:
@@ -321,18 +326,43 @@ def config_of(axes: tuple[Axis, ...], values: tuple, soc) -> Config:
     return cfg
 
 
-def sort_key(axes: tuple[Axis, ...], values: tuple) -> tuple[str, str, str]:
-    """(what the partition depends on, the other profile changes, the rest): sorting points by it
-    groups the configurations that share a partition, then a profile."""
-    part, socs, rest = [], [], []
-    for a, v in zip(axes, values):
-        if a.kind in ("support", "pin", "placement") or (a.kind == "soc" and moves_ops(a.target[0])):
-            part.append([a.key, v])
-        elif a.kind == "soc":
-            socs.append([a.key, v])
-        else:
-            rest.append([a.key, v])
-    return canon(part), canon(socs), canon(rest)
+def _group(a: Axis) -> int:
+    """0: the partition depends on it; 1: another profile change; 2: the rest."""
+    if a.kind in ("support", "pin", "placement") or (a.kind == "soc" and moves_ops(a.target[0])):
+        return 0
+    return 1 if a.kind == "soc" else 2
+
+
+class PointKeys:
+    """``config_id`` and a sort key of the many points of one grid given as value positions
+    (``Grid.positions``), each value's canonical text worked out once.  The sort key is (what the
+    partition depends on, the other profile changes, the rest): sorting points by it groups the
+    configurations that share a partition, then a profile."""
+
+    def __init__(self, axes: tuple[Axis, ...]):
+        self.axes = axes
+        self._keys = [canon(a.key) for a in axes]
+        self._groups = [_group(a) for a in axes]
+        self._texts: list[list] = [[None] * len(a.values) for a in axes]
+
+    def values(self, pos: tuple[int, ...]) -> tuple:
+        return tuple(a.values[k] for a, k in zip(self.axes, pos))
+
+    def config_id(self, pos: tuple[int, ...]) -> str:
+        """``config_id`` of the point (the same text, hashed)."""
+        parts = []
+        for j, k in enumerate(pos):
+            t = self._texts[j][k]
+            if t is None:
+                t = self._texts[j][k] = canon(self.axes[j].values[k])
+            parts.append(f"[{self._keys[j]},{t}]")
+        return hashlib.sha256(f"[{','.join(parts)}]".encode()).hexdigest()[:16]
+
+    def sort_key(self, pos: tuple[int, ...]) -> tuple:
+        groups: tuple[list, list, list] = ([], [], [])
+        for g, k in zip(self._groups, pos):
+            groups[g].append(k)
+        return tuple(groups[0]), tuple(groups[1]), tuple(groups[2])
 
 
 def axis_type(a: Axis) -> str:

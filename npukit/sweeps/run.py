@@ -22,8 +22,8 @@ from ..config import Config
 from ..soc import load_soc
 from .check import check_grid
 from .evaluate import ERROR_COLUMNS, MEMORY_COLUMNS, Job, flatten, run_chunk, run_remote
-from .grid import axis_type, config_id, has_placement, load_grid, sort_key
-from .store import Store, SweepError, arrow_schema, dedupe, table
+from .grid import PointKeys, axis_type, has_placement, load_grid
+from .store import Store, SweepError, arrow_schema, concat, dedupe
 
 
 def sweep(model, soc, grid, client=None, error: bool = False, workers: int | None = None, out=None, *,
@@ -56,13 +56,15 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
             "data": data.key if data is not None else "", "paths": {"model": str(m.graph.path), "soc": soc.name,
                                                                      "grid": g.where}}  # fmt: skip
     schema = arrow_schema(columns(job), meta)
-    items = [(i, config_id(g.axes, v), v) for i, v in enumerate(g.points())]
+    job = replace(job, schema=schema)
+    keys = PointKeys(g.axes)
+    items = list(enumerate(g.positions()))  # (index, value positions): workers make the values and ids
     store = Store(out, schema, meta) if out is not None else None
     done = store.open() if store is not None else set()
-    todo = [it for it in items if it[1] not in done]
-    todo.sort(key=lambda it: (sort_key(g.axes, it[2]), it[0]))
-    rows: list[dict] = []
-    sink = store.add if store is not None else rows.extend
+    todo = [it for it in items if keys.config_id(it[1]) not in done] if done else items
+    todo.sort(key=lambda it: (keys.sort_key(it[1]), it[0]))
+    parts: list = []  # Arrow tables, one per finished chunk
+    sink = store.add if store is not None else parts.append
     if todo:
         _run(job, todo, sink, client, workers, progress, chunk_size, total=len(items), initial=len(items) - len(todo))
     if store is not None:
@@ -70,7 +72,7 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
     else:
         import pyarrow.compute as pc  # noqa: PLC0415
 
-        t = table(rows, schema)
+        t = concat(parts, schema)
         t = dedupe(t.take(pc.sort_indices(t, [("index", "ascending")])))
     return t.to_pandas()
 
@@ -128,9 +130,9 @@ def _run(job: Job, todo, sink, client, workers, progress, chunk_size, total, ini
     try:
         if n == 0:
             for ch in chunks:
-                rows = run_chunk(job, ch)
-                sink(rows)
-                bar is not None and bar.update(len(rows))
+                chunk = run_chunk(job, ch)
+                sink(chunk)
+                bar is not None and bar.update(chunk.num_rows)
             return None
         return _run_pool(job, chunks, sink, min(n, len(chunks)), bar)
     finally:
@@ -162,12 +164,12 @@ def _run_pool(job: Job, chunks, sink, n: int, bar) -> None:
             for f in finished:
                 pending.pop(f)
                 try:
-                    rows = f.result()
+                    chunk = f.result()
                 except BrokenProcessPool as e:
                     raise SweepError(f"a worker process died ({e}); the finished configurations are kept: run the "
                                      "same sweep again to resume") from None  # fmt: skip
-                sink(rows)
-                bar is not None and bar.update(len(rows))
+                sink(chunk)
+                bar is not None and bar.update(chunk.num_rows)
                 nxt = next(it, None)
                 if nxt is not None:
                     pending[ex.submit(run_local, nxt)] = nxt
@@ -207,18 +209,18 @@ def _run_dask(job: Job, todo, sink, client, progress, chunk_size, slow, total, i
         it = iter(chunks)
         ac = as_completed()
         for ch in it:
-            ac.add(client.submit(run_remote, job_f, ch, pure=False))
+            ac.add(client.submit(run_remote, job_f, pickle.dumps(ch), pure=False))
             if ac.count() >= 2 * n:
                 break
         try:
             for f in ac:
-                rows = f.result()
+                chunk = f.result()
                 f.release()
-                sink(rows)
-                bar is not None and bar.update(len(rows))
+                sink(chunk)
+                bar is not None and bar.update(chunk.num_rows)
                 nxt = next(it, None)
                 if nxt is not None:
-                    ac.add(client.submit(run_remote, job_f, nxt, pure=False))
+                    ac.add(client.submit(run_remote, job_f, pickle.dumps(nxt), pure=False))
         finally:
             if bar is not None:
                 bar.close()

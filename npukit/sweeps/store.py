@@ -38,6 +38,13 @@ def table(rows: list[dict], schema):
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+def concat(tables: list, schema):
+    """One table of chunk tables (``schema``'s, also when there are none)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
 def _meta_of(schema) -> dict | None:
     raw = (schema.metadata or {}).get(META_KEY)
     return json.loads(raw) if raw else None
@@ -91,16 +98,17 @@ class Store:
     def _part_files(self) -> list[Path]:
         return sorted(p for p in self.parts.glob("part-*.parquet"))
 
-    def add(self, rows: list[dict]) -> None:
-        """Write one finished chunk now (atomically)."""
+    def add(self, rows) -> None:
+        """Write one finished chunk (an Arrow table, or row dicts) now (atomically)."""
         import pyarrow.parquet as pq  # noqa: PLC0415
 
-        if not rows:
+        t = rows if hasattr(rows, "num_rows") else table(rows, self.schema)
+        if not t.num_rows:
             return
         path = self.parts / f"part-{self.seq:06d}.parquet"
         self.seq += 1
         tmp = path.with_suffix(".tmp")
-        pq.write_table(table(rows, self.schema), tmp)
+        pq.write_table(t, tmp)
         os.replace(tmp, path)
 
     def finish(self):

@@ -159,3 +159,80 @@ def test_an_offloaded_partition_is_one_call(tmp_path):
     kt_arrives = tl[tl.index.str.startswith("transfer kt")].end_us.max()
     assert tl.loc["q", "start_us"] >= kt_arrives  # q waits for its call's other input
     assert tl.loc["scores", "start_us"] == pytest.approx(tl.loc["q", "end_us"])
+
+
+def _reference_schedule(t, plan, soc, ops, bounds):
+    """The list schedule stated directly, one item at a time with dicts of when each lane is free
+    and when each tensor is ready where (the compiled ``timeline.Program`` must give the same)."""
+    g = t.g
+    free, busy, items, ready = {}, {}, [], {}
+
+    def run(lane, at, dur, label, kind, op_id=-1, tensor="", resource=""):
+        res = resource or lane
+        start = max(free.get(res, 0.0), at)
+        free[res] = start + dur
+        busy[lane] = busy.get(lane, 0.0) + dur
+        items.append((lane, label, kind, start, start + dur, op_id, tensor))
+        return start + dur
+
+    def ship(b, at):
+        name = g.tensors[b.tensor].name or b.tensor
+        steps = []
+        if b.layout_us:
+            steps.append((b.layout_on != b.src, b.layout_on, b.layout_us, f"layout {name}", "layout"))
+        if b.quantize_us:
+            steps.append((b.quantize_on != b.src, b.quantize_on, b.quantize_us, f"{b.quantize_kind} {name}", "quantize"))
+        for lane, dur, label, kind in [s[1:] for s in steps if not s[0]]:
+            at = run(lane, at, dur, label, kind, tensor=b.tensor)
+        at = run(f"{b.src} -> {b.dst}", at, b.transfer_us, f"transfer {name} {b.src}->{b.dst}", "transfer",
+                 tensor=b.tensor, resource=b.lane)  # fmt: skip
+        for lane, dur, label, kind in [s[1:] for s in steps if s[0]]:
+            at = run(lane, at, dur, label, kind, tensor=b.tensor)
+        ready[(b.tensor, b.dst)] = at
+
+    for tid in g.inputs:
+        for b in [b for b in bounds if b.tensor == tid]:
+            ship(b, 0.0)
+    for part in plan.partitions:
+        call = 0.0
+        if part.processor != soc.host:
+            call = max([ready.get((x, part.processor), 0.0) for i in part.ops for x in t.act_inputs[i]
+                        if g.tensors[x].producer is None or plan.partition[g.tensors[x].producer] != part.pid],
+                       default=0.0)  # fmt: skip
+        for i in part.ops:
+            p = plan.processor[i]
+            at = max([call] + [ready.get((x, p), 0.0) for x in t.act_inputs[i]])
+            end = run(p, at, ops[i].latency_us, g.ops[i].name, "op", i)
+            for x in g.ops[i].outputs:
+                ready[(x, p)] = end
+                for b in [b for b in bounds if b.tensor == x]:
+                    ship(b, end)
+    return items, max((it[4] for it in items), default=0.0), busy
+
+
+@pytest.mark.parametrize("sample", ["digits_cnn.onnx", "mobilenet_v1_025_int8.tflite", "tiny_detector.onnx",
+                                    "digits_cnn_qdq.onnx"])  # fmt: skip
+def test_compiled_schedule_equals_the_list_schedule_stated_directly(sample):
+    """Every bundled profile, both placements, per-processor bit-widths that add quantize steps and
+    pins that move ops: items, makespan and busy time equal to the last bit."""
+    from npukit import pipeline
+
+    m = pipeline.load(SAMPLES / sample)
+    t = pipeline.tables(m)
+    names = [op.source for op in m.graph.ops]
+    n = 0
+    for prof in sorted(p.stem for p in (ROOT / "npukit" / "profiles").glob("*.toml")):
+        soc = npukit.load_soc(prof)
+        cfgs = [npukit.Config(), npukit.Config(placement="first-fit"),
+                npukit.Config(placement="first-fit", bits=tuple((p.name, p.bits[0]) for p in soc.processors)),
+                npukit.Config(placement="first-fit", pins=((names[len(names) // 2], soc.host),))]  # fmt: skip
+        for cfg in cfgs:
+            try:
+                r = pipeline.evaluate(m, soc, cfg)
+            except npukit.NpukitError:
+                continue
+            items, makespan, busy = _reference_schedule(t, r.plan, soc, r.ops, r.bounds)
+            assert [tuple(it) for it in r.schedule.items] == items, (prof, cfg)
+            assert r.schedule.makespan_us == makespan and r.schedule.busy_us == busy, (prof, cfg)
+            n += 1
+    assert n >= 14  # (at least two configurations on each of the seven profiles)

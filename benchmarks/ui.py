@@ -10,12 +10,16 @@
     and one task), so it includes the round trip through the kernel and the Study's own edit.  The
     first two support toggles build new partitions in TVM and new layouts: they are reported apart
     ("cold"); later toggles between the same two configs hit the Study's and the layout's caches.
+    Under the cost policy an edit whose placement is not cached is answered twice (issue 15): at
+    once with first-fit estimates, the request still "working", then with its cost placement from a
+    thread.  The figures above are the first answer; ``*_last_answer`` is click -> the request
+    answered (``data-busy`` back to "0") and painted.
 (b) first render of a generated ~10,000-op chain (conv/relu/conv/relu/add/softmax blocks, a tanh
     every third block: thousands of partitions over arm, dsp and dla), collapsed by partition: from
     the `study.show()` call in the kernel (Python clock) to the first painted frame and to the
     complete layout (browser clock, same machine).  Building the Study itself (TVM import and
     partition, ~1 min) happens in an earlier cell and is not part of the figure.
-Goals: p95 <= 150 ms, first render <= 3 s.
+Goals: p95 <= 150 ms (issue 15: <= 100 ms for every edit kind, its first included), first render <= 3 s.
 """
 
 from __future__ import annotations
@@ -46,8 +50,11 @@ MEASURE_JS = """
 () => {
   const root = document.querySelector('[data-testid="npukit-root"]');
   const graph = root.querySelector('[data-testid="graph"]');
-  const b = window.__npkBench = { start: null, waitFor: null, results: [] };
-  const onInput = (e) => { if (b.start === null) b.start = e.timeStamp; };
+  const b = window.__npkBench = { start: null, waitFor: null, results: [], settleStart: null, settled: [] };
+  const onInput = (e) => {
+    if (b.start === null) b.start = e.timeStamp;
+    if (b.settleStart === null) b.settleStart = e.timeStamp;
+  };
   root.addEventListener('click', onInput, true);
   root.addEventListener('change', onInput, true);
   const done = () => {
@@ -57,12 +64,25 @@ MEASURE_JS = """
       ch.port2.postMessage(0);
     });
   };
+  // the last answer: the request is answered (data-busy back to "0"), painted
+  const settled = () => {
+    const t0 = b.settleStart;
+    b.settleStart = null;
+    requestAnimationFrame(() => {
+      const ch = new MessageChannel();
+      ch.port1.onmessage = () => { b.settled.push(performance.now() - t0); };
+      ch.port2.postMessage(0);
+    });
+  };
   new MutationObserver((muts) => {
+    for (const m of muts) {
+      if (m.attributeName === 'data-busy' && b.settleStart !== null && root.dataset.busy === '0') settled();
+    }
     if (b.start === null || b.waitFor === null) return;
     for (const m of muts) {
       if (m.attributeName === b.waitFor) { b.waitFor = null; done(); return; }
     }
-  }).observe(root, { attributes: true, subtree: true, attributeFilter: ['data-rev', 'data-paint'] });
+  }).observe(root, { attributes: true, subtree: true, attributeFilter: ['data-rev', 'data-paint', 'data-busy'] });
 }
 """
 
@@ -84,12 +104,18 @@ def summary(xs):
             "max_ms": round(max(xs), 1), "mean_ms": round(statistics.fmean(xs), 1)}  # fmt: skip
 
 
-def measure(page, action, attr, timeout_ms=120_000):
-    """Run one user action and return its click -> repaint time in ms (measured in the page)."""
-    n = page.evaluate("() => window.__npkBench.results.length")
-    page.evaluate(f"() => {{ window.__npkBench.start = null; window.__npkBench.waitFor = '{attr}'; }}")
+def measure(page, action, attr, timeout_ms=120_000, settle: list | None = None):
+    """Run one user action and return its click -> repaint time in ms (measured in the page): the
+    first answer.  ``settle``: a request to the kernel; the click -> last answer time (the request
+    answered: under the cost policy an edit is first shown with first-fit estimates while its
+    placement is computed) is appended to it, after waiting for it."""
+    n, k = page.evaluate("() => [window.__npkBench.results.length, window.__npkBench.settled.length]")
+    page.evaluate(f"() => {{ const b = window.__npkBench; b.start = null; b.settleStart = null; b.waitFor = '{attr}'; }}")
     action()
     page.wait_for_function(f"() => window.__npkBench.results.length > {n}", timeout=timeout_ms)
+    if settle is not None:
+        page.wait_for_function(f"() => window.__npkBench.settled.length > {k}", timeout=timeout_ms)
+        settle.append(page.evaluate("() => window.__npkBench.settled[window.__npkBench.settled.length - 1]"))
     return page.evaluate("() => window.__npkBench.results[window.__npkBench.results.length - 1]")
 
 
@@ -201,22 +227,25 @@ def bench_clicks(browser, lab, clicks: int) -> dict:
     # as a user's would)
     page.hover(f'{ROOT} [data-testid="bits-arm"]')
     page.evaluate("() => { window.__npukitTrace = []; }")
-    bits = []
+    bits, bits_last = [], []
     for i in range(clicks + 2):
         v = "fp16" if i % 2 == 0 else "fp32"
-        bits.append(measure(page, lambda v=v: page.select_option(f'{ROOT} [data-testid="bits-arm"]', v), "data-rev"))
+        bits.append(measure(page, lambda v=v: page.select_option(f'{ROOT} [data-testid="bits-arm"]', v), "data-rev",
+                            settle=bits_last))  # fmt: skip
     out["bits_cold_ms"] = [round(x, 1) for x in bits[:2]]
     out["bits"] = summary(bits[2:])
+    out["bits_last_answer"] = {"cold_ms": [round(x, 1) for x in bits_last[:2]], **summary(bits_last[2:])}
     out["bits_phases"] = phases(page)
     log("1k: bit-widths done")
 
     # op support: dsp softmax off/on, a new partition structure each time
-    sup = []
+    sup, sup_last = [], []
     box = f'{ROOT} [data-testid="support-dsp-softmax"]'
     for _ in range(clicks + 2):
-        sup.append(measure(page, lambda: page.click(box), "data-rev"))
+        sup.append(measure(page, lambda: page.click(box), "data-rev", settle=sup_last))
     out["support_cold_ms"] = [round(x, 1) for x in sup[:2]]
     out["support_toggle"] = summary(sup[2:])
+    out["support_last_answer"] = {"cold_ms": [round(x, 1) for x in sup_last[:2]], **summary(sup_last[2:])}
     out["support_phases"] = phases(page)
     out["all_warm"] = summary(sel + bits[2:] + sup[2:])
     out["nodes_drawn"] = int(page.get_attribute(f'{ROOT} [data-testid="graph"]', "data-nodes") or 0)
@@ -294,6 +323,10 @@ def main(argv=None) -> int:
             c["select_node"]["p95_ms"], c["bits"]["p95_ms"], c["support_toggle"]["p95_ms"]
         )
         <= 150,
+        # issue 15: every edit kind, the first of a kind included (the first answer)
+        "first_answer_p95_le_100ms_incl_cold": max(
+            c["select_node"]["p95_ms"], c["bits"]["p95_ms"], c["support_toggle"]["p95_ms"],
+            *c["bits_cold_ms"], *c["support_cold_ms"]) <= 100,
     }
     if "first_render_10k" in result:
         result["goals"]["first_render_10k_le_3s"] = result["first_render_10k"]["first_paint_ms"] <= 3000

@@ -469,6 +469,11 @@ def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
     return bits_of, runs
 
 
+def partition_cached(model: Model, soc: SocProfile, cfg: Config) -> bool:
+    """Is the partition of ``cfg`` at hand (``partition`` would answer from its cache)?"""
+    return CHOICES.get((model.key, soc.digest, cfg.partition_key)) is not None
+
+
 def partition(model: Model, soc: SocProfile, cfg: Config):
     """The BYOC partition of a config (TVM's FuseOpsByPattern + MergeCompositeFunctions, read back
     as a Plan).  "first-fit": under the verdicts of the user's support edits and pins.  "cost": the
@@ -507,17 +512,18 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
 
 
 _SETTLED: set = set()
-SETTLE_MIN_OPS = 500  # smaller models' edits allocate too little for the collector's pauses to show
 
 
 def _settle(model: Model) -> None:
-    """Once per model of SETTLE_MIN_OPS ops or more, after its first partition: collect garbage,
-    then move every object alive (the imported model, its module, tables and first verdicts: most
-    of a session's long-lived objects) out of the collector's view (``gc.freeze``), so the full
-    collections that edits trigger no longer walk them.  On the 1,161-op transformer this took a
-    support toggle's p95 from ~130 ms to ~24 ms.  Objects frozen are still freed when no longer referenced; only
-    reference cycles among them would stay.  ``NPUKIT_GC_FREEZE=0`` turns it off."""
-    if model.key in _SETTLED or len(model.graph.ops) < SETTLE_MIN_OPS or os.environ.get("NPUKIT_GC_FREEZE") == "0":
+    """Once per model, after its first partition: collect garbage, then move every object alive
+    (the libraries imported -- tvm, onnx, pandas --, the imported model, its module, tables and
+    first verdicts: most of a session's long-lived objects) out of the collector's view
+    (``gc.freeze``), so the full collections that edits trigger no longer walk them.  On the 1,161-op
+    transformer this took a support toggle's p95 from ~130 ms to ~24 ms; at MobileNet size a full
+    collection of the libraries alone took ~50 ms, one toggle in twenty.  Objects frozen are still
+    freed when no longer referenced; only reference cycles among them would stay.
+    ``NPUKIT_GC_FREEZE=0`` turns it off."""
+    if model.key in _SETTLED or os.environ.get("NPUKIT_GC_FREEZE") == "0":
         return
     _SETTLED.add(model.key)
     gc.collect()

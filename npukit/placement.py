@@ -263,14 +263,24 @@ class Additive:
             return 0.0
         return self.call_us(p)
 
+    def _terms(self, k: int) -> list[tuple[str, int, tuple[int, ...], bool]]:
+        """The boundary terms group ``k`` touches: (tensor, producer group or -1, consumer groups, is
+        a model output) of what it produces and what it reads from outside."""
+        memo = self.__dict__.setdefault("_terms_cache", {})
+        terms = memo.get(k)
+        if terms is None:
+            outs = self._outs()
+            terms = [(tid, k, cons, o) for tid, cons, o in outs[k]]
+            for tid, pk in self.ins[k]:
+                src = outs[pk] if pk >= 0 else self._outs_cache[1]
+                terms += [(tid, pk, cons, o) for t2, cons, o in src if t2 == tid]
+            memo[k] = terms
+        return terms
+
     def delta(self, assign: list[str], k: int, q: str) -> float:
         """total(assign with group k on q) - total(assign), from the terms group k touches."""
-        outs = self._outs()
         host = self.ev.soc.host
-        terms = [(tid, k, cons, o) for tid, cons, o in outs[k]]  # (tensor, producer group or -1, ...)
-        for tid, pk in self.ins[k]:
-            src = outs[pk] if pk >= 0 else self._outs_cache[1]
-            terms += [(tid, pk, cons, o) for t2, cons, o in src if t2 == tid]
+        terms = self._terms(k)
 
         def local(a) -> float:
             x = self.kernel_us(k, a[k]) + self._call(a, k) + (self._call(a, k + 1) if k + 1 < len(a) else 0.0)
@@ -318,20 +328,17 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     gkey = hashlib.blake2b(repr([tuple(grp) for grp in groups]).encode(), digest_size=16).digest()
     code = {p: k for k, p in enumerate(soc.names)}  # the same on every call (the memo outlives it)
 
-    joined: dict[tuple[int, str], str] = {}
+    # per (group, processor): the processor's code and the group's bit-widths there, as bytes
+    frags: dict[tuple[int, str], bytes] = {}
 
-    def group_bits(k: int, p: str) -> str:
-        v = joined.get((k, p))
+    def frag(k: int, p: str) -> bytes:
+        v = frags.get((k, p))
         if v is None:
-            v = joined[(k, p)] = "\0".join(table[p][i] for i in groups[k])
+            v = frags[(k, p)] = bytes((code[p],)) + "\0".join(table[p][i] for i in groups[k]).encode() + b"\1"
         return v
 
     def memo_key(a) -> bytes:
-        h = hashlib.blake2b(gkey, digest_size=16)
-        h.update(bytes(code[p] for p in a))
-        h.update(b"|")
-        h.update("\0".join(group_bits(k, p) for k, p in enumerate(a)).encode())
-        return h.digest()
+        return hashlib.blake2b(gkey + b"".join([frag(k, p) for k, p in enumerate(a)]), digest_size=16).digest()
 
     def score(a) -> tuple[float, float]:
         a = tuple(a)

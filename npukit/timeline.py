@@ -43,36 +43,45 @@ class Item(NamedTuple):
 
 class Program:
     """The shape of one plan's schedule: its steps in order, each with the resource it holds, the
-    lane it is drawn in, the earlier steps it waits for and where its duration comes from."""
+    lane it is drawn in, the earlier steps it waits for and where its duration comes from.
 
-    __slots__ = ("n_res", "steps", "lane", "lanes", "labels", "conv")
+    Only the first op of an offloaded call waits for what the call reads from outside: the others
+    follow it on the same processor, which is free no earlier than that."""
+
+    __slots__ = ("n_res", "steps", "lane", "lanes", "refs", "conv", "_g", "_bounds")
 
     def __init__(self, tables: Tables, plan: Plan, soc: SocProfile, bounds: Sequence[BoundaryCost]):
         g = tables.g
         tensors = g.tensors
         n_ops, nb = len(g.ops), len(bounds)
+        self._g = g
+        self._bounds = [(b.tensor, b.src, b.dst, b.quantize_kind) for b in bounds]  # for the labels
         res_ix: dict[str, int] = {}
         lane_ix: dict[str, int] = {}
         res: list[int] = []
         lane: list[int] = []
         deps: list[tuple[int, ...]] = []
-        src: list[int] = []  # index into ``run``'s durations: op latencies, then the boundaries' layout,
-        # quantize and transfer times
-        labels: list[tuple] = []  # (label, kind, op_id, tensor) per step
+        # where each step's duration is in ``run``'s vector: op latencies, then the boundaries'
+        # layout, quantize and transfer times
+        src: list[int] = []
+        refs: list[tuple[str, int]] = []  # (kind, op id or boundary index): the item's label, made when read
         conv: list[int] = []  # steps that are conversions (layout / quantize)
         ready: dict[tuple[str, str], int] = {}  # (tensor, processor) -> step that makes it available
 
-        def step(lane_name: str, after: tuple[int, ...], where: int, label: str, kind: str, op_id: int = -1,
-                 tensor: str = "", resource: str = "") -> int:  # fmt: skip
-            r = resource or lane_name
-            res.append(res_ix.setdefault(r, len(res_ix)))
-            lane.append(lane_ix.setdefault(lane_name, len(lane_ix)))
+        def step(lane_name: str, after: tuple[int, ...], where: int, kind: str, ref: int, resource: str = "") -> int:
+            k = len(res)
+            r = res_ix.get(resource or lane_name)
+            if r is None:
+                r = res_ix[resource or lane_name] = len(res_ix)
+            ln = lane_ix.get(lane_name)
+            if ln is None:
+                ln = lane_ix[lane_name] = len(lane_ix)
+            res.append(r)
+            lane.append(ln)
             deps.append(after)
             src.append(where)
-            labels.append((label, kind, op_id, tensor))
-            if kind in ("layout", "quantize"):
-                conv.append(len(res) - 1)
-            return len(res) - 1
+            refs.append((kind, ref))
+            return k
 
         by_tensor: dict[str, list[int]] = {}
         for j, b in enumerate(bounds):
@@ -81,19 +90,20 @@ class Program:
         def ship(j: int, after: tuple[int, ...]) -> None:
             b = bounds[j]
             t = after
-            name = tensors[b.tensor].name or b.tensor
-            qlabel = f"{b.quantize_kind} {name}" if b.quantize_us else ""
             lay, qua, xfer = n_ops + j, n_ops + nb + j, n_ops + 2 * nb + j
             if b.layout_us and b.layout_on == b.src:
-                t = (step(b.layout_on, t, lay, f"layout {name}", "layout", tensor=b.tensor),)
+                conv.append(len(res))
+                t = (step(b.layout_on, t, lay, "layout", j),)
             if b.quantize_us and b.quantize_on == b.src:
-                t = (step(b.quantize_on, t, qua, qlabel, "quantize", tensor=b.tensor),)
-            t = (step(f"{b.src} -> {b.dst}", t, xfer, f"transfer {name} {b.src}->{b.dst}",
-                      "transfer", tensor=b.tensor, resource=b.lane),)  # fmt: skip
+                conv.append(len(res))
+                t = (step(b.quantize_on, t, qua, "quantize", j),)
+            t = (step(f"{b.src} -> {b.dst}", t, xfer, "transfer", j, b.lane),)
             if b.layout_us and b.layout_on != b.src:
-                t = (step(b.layout_on, t, lay, f"layout {name}", "layout", tensor=b.tensor),)
+                conv.append(len(res))
+                t = (step(b.layout_on, t, lay, "layout", j),)
             if b.quantize_us and b.quantize_on != b.src:
-                t = (step(b.quantize_on, t, qua, qlabel, "quantize", tensor=b.tensor),)
+                conv.append(len(res))
+                t = (step(b.quantize_on, t, qua, "quantize", j),)
             ready[(b.tensor, b.dst)] = t[0]
 
         for tid in g.inputs:  # boundaries of model inputs leave at time 0
@@ -101,35 +111,49 @@ class Program:
                 ship(j, ())
         act_inputs = tables.act_inputs
         processor, partition = plan.processor, plan.partition
+        host = soc.host
         for part in plan.partitions:
-            call: set[int] = set()
-            if part.processor != soc.host:  # one call: wait for everything it reads from outside
+            call: list[int] = []
+            if part.processor != host:  # one call: wait for everything it reads from outside
+                pp, pid = part.processor, part.pid
                 for i in part.ops:
                     for t in act_inputs[i]:
                         p = tensors[t].producer
-                        if p is None or partition[p] != part.pid:
-                            k = ready.get((t, part.processor))
+                        if p is None or partition[p] != pid:
+                            k = ready.get((t, pp))
                             if k is not None:
-                                call.add(k)
+                                call.append(k)
             for i in part.ops:
-                op = g.ops[i]
                 proc = processor[i]
-                after = set(call)
+                after = call
+                call = []
                 for t in act_inputs[i]:
                     k = ready.get((t, proc))
                     if k is not None:
-                        after.add(k)
-                k = step(proc, tuple(sorted(after)), i, op.name, "op", i)
-                for t in op.outputs:
+                        after.append(k)
+                k = step(proc, tuple(after), i, "op", i)
+                for t in g.ops[i].outputs:
                     ready[(t, proc)] = k
-                    for j in by_tensor.get(t, ()):
-                        ship(j, (k,))
+                    js = by_tensor.get(t)
+                    if js:
+                        for j in js:
+                            ship(j, (k,))
         self.n_res = len(res_ix)
         self.steps = tuple(zip(res, deps, src))
         self.lane = tuple(lane)
         self.lanes = tuple(lane_ix)  # lane names in the order of first use
-        self.labels = tuple(labels)
+        self.refs = tuple(refs)
         self.conv = tuple(conv)
+
+    def label(self, kind: str, ref: int) -> tuple[str, int, str]:
+        """(item text, op id, tensor id) of a step."""
+        if kind == "op":
+            return self._g.ops[ref].name, ref, ""
+        tid, a, b, qkind = self._bounds[ref]
+        name = self._g.tensors[tid].name or tid
+        if kind == "transfer":
+            return f"transfer {name} {a}->{b}", -1, tid
+        return (f"layout {name}" if kind == "layout" else f"{qkind} {name}"), -1, tid
 
     def run(self, ops: Sequence[OpCost], bounds: Sequence[BoundaryCost]) -> Schedule:
         dur = [c.latency_us for c in ops]
@@ -179,9 +203,11 @@ class Schedule:
     def items(self) -> tuple[Item, ...]:
         if self._items is None:
             p = self._prog
-            self._items = tuple(Item(p.lanes[ln], label, kind, s, e, op_id, tensor)
-                                for ln, (label, kind, op_id, tensor), s, e
-                                in zip(p.lane, p.labels, self._starts, self._ends))  # fmt: skip
+            items = []
+            for ln, (kind, ref), s, e in zip(p.lane, p.refs, self._starts, self._ends):
+                text, op_id, tensor = p.label(kind, ref)
+                items.append(Item(p.lanes[ln], text, kind, s, e, op_id, tensor))
+            self._items = tuple(items)
         return self._items
 
 

@@ -192,12 +192,13 @@ def values_model(study, pack: bool = False) -> dict[str, Any]:
 
     soc = study.soc
     g = study.graph
-    costs = study.costs
+    r = study.result
+    ops = r.ops  # the rows of ``study.costs``, read directly (no DataFrame on every edit)
     bits_index = {b: i for i, b in enumerate(BITS)}
     out: dict[str, Any] = {"bits_names": list(BITS)}
-    out["bits"] = _col([bits_index[b] for b in costs["bits"].tolist()], PACKED["bits"], pack)
+    out["bits"] = _col([bits_index[c.bits] for c in ops], PACKED["bits"], pack)
     for col in ("latency_us", "energy_uj", "macs", "bytes", "cycles", "compute_cycles", "memory_cycles"):
-        out[col] = _col(costs[col].to_numpy(dtype="f8"), PACKED[col], pack)
+        out[col] = _col(np.array([getattr(c, col) for c in ops], dtype="f8"), PACKED[col], pack)
 
     # boundaries (columns): study.boundaries rows are in study.plan.boundaries order (consumer op ids there)
     bdf = study.boundaries
@@ -233,19 +234,19 @@ def values_model(study, pack: bool = False) -> dict[str, Any]:
            for c in ("bytes", "transfer_us", "layout_us", "quantize_us", "energy_uj")},
     }  # fmt: skip
 
-    tl = study.timeline
-    lanes = list(soc.names) + sorted({ln for ln in tl["lane"].tolist() if ln not in soc.names})
+    items = r.schedule.items  # the rows of ``study.timeline``
+    lanes = list(soc.names) + sorted({it.lane for it in items if it.lane not in soc.names})
     lane_index = {ln: i for i, ln in enumerate(lanes)}
     kind_index = {k: i for i, k in enumerate(TIMELINE_KINDS)}
     out["timeline"] = {
         "lanes": lanes,
         "kinds": list(TIMELINE_KINDS),
-        "lane": _col([lane_index[x] for x in tl["lane"].tolist()], PACKED["lane"], pack),
-        "kind": _col([kind_index.get(x, 0) for x in tl["kind"].tolist()], PACKED["kind"], pack),
-        "start_us": _col(tl["start_us"].to_numpy(dtype="f8"), PACKED["start_us"], pack),
-        "end_us": _col(tl["end_us"].to_numpy(dtype="f8"), PACKED["end_us"], pack),
-        "op_id": _col(tl["op_id"].to_numpy(dtype="i8"), PACKED["op_id"], pack),
-        "item": _strs(tl["item"].tolist(), pack),
+        "lane": _col([lane_index[it.lane] for it in items], PACKED["lane"], pack),
+        "kind": _col([kind_index.get(it.kind, 0) for it in items], PACKED["kind"], pack),
+        "start_us": _col(np.array([it.start_us for it in items], dtype="f8"), PACKED["start_us"], pack),
+        "end_us": _col(np.array([it.end_us for it in items], dtype="f8"), PACKED["end_us"], pack),
+        "op_id": _col(np.array([it.op_id for it in items], dtype="i8"), PACKED["op_id"], pack),
+        "item": _strs([it.item for it in items], pack),
     }
     out["totals"] = _jsonable(study.totals)
     return out

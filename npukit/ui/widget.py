@@ -10,6 +10,7 @@ elsewhere (another cell) refresh the widget the same way.
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from collections import OrderedDict
@@ -18,13 +19,17 @@ from pathlib import Path
 import anywidget
 import traitlets as t
 
+from .. import pipeline as pl
 from .. import progress
 from ..errors import NpukitError
 from . import viewmodel as vm
 from .building import BuildJob
 from .codeview import CodeState, code_key
+from .pending import Draft, Placing, provisional
 
 _STATIC = Path(__file__).parent / "static"
+
+TWO_PHASE = ("support", "pin", "unpin", "bits", "layer_bits", "reset")  # edits that may move ops
 
 EXPORTS = {
     "model_explorer": ("to_model_explorer", "Model Explorer JSON"),
@@ -59,6 +64,9 @@ class StudyWidget(anywidget.AnyWidget):
         self._error_auto = False
         self._code = CodeState()
         self.build_job: BuildJob | None = None
+        self.pending: Placing | None = None  # an edit whose cost placement is being computed
+        self._shown = study  # what the view shows: the Study, or a Draft while a placement is pending
+        self._lock = threading.RLock()
         t0 = time.perf_counter()
         state = {
             "graph": vm.graph_model(study, pack=True),
@@ -90,39 +98,47 @@ class StudyWidget(anywidget.AnyWidget):
     def study(self):
         return self._study
 
-    def _placement(self) -> dict:
-        key = vm.placement_key(self._study)
+    def _placement(self, study=None) -> dict:
+        study = study or self._study
+        if study is not self._study and study.result.partitioned is self._shown.result.partitioned:
+            return self.placement  # a provisional view on the placement on screen: it stays as drawn
+        key = vm.placement_key(study) + (f" ({study.note})" if study is not self._study else "")
         hit = self._pcache.get(key)
         if hit is None:
-            hit = self._pcache[key] = vm.placement_model(self._study, pack=True)
+            hit = self._pcache[key] = {**vm.placement_model(study, pack=True), "key": key}
             while len(self._pcache) > 16:
                 self._pcache.popitem(last=False)
         else:
             self._pcache.move_to_end(key)
         return hit
 
-    def _values(self) -> dict:
-        key = self._study.config.to_json()
+    def _values(self, study=None) -> dict:
+        study = study or self._study
+        key = study.config.to_json() + (f" ({study.note})" if study is not self._study else "")
         hit = self._vcache.get(key)
         if hit is None:
-            hit = self._vcache[key] = vm.values_model(self._study, pack=True)
+            hit = self._vcache[key] = vm.values_model(study, pack=True)
             while len(self._vcache) > 16:
                 self._vcache.popitem(last=False)
         else:
             self._vcache.move_to_end(key)
         return hit
 
-    def _refresh(self, seq, level: str | None, text: str | None, t0: float, before: dict | None = None) -> None:
+    def _refresh(self, seq, level: str | None, text: str | None, t0: float, before: dict | None = None,
+                 shown=None) -> None:  # fmt: skip
         """Push the Study's current state: one comm message for everything that changed.  A level of
-        None keeps the last message (a request that only fetched data, like the code)."""
+        None keeps the last message (a request that only fetched data, like the code).  ``shown``: a
+        provisional view of the Study to show instead (``pending.Draft``)."""
         self._rev += 1
         if level is None:
             level, text = self.status.get("level", "info"), self.status.get("text", "")
+        shown = shown or self._study
         with self.hold_sync():
             try:
-                self.placement = self._placement()
-                self.values = self._values()
-                self.controls = vm.controls_model(self._study)
+                self.placement = self._placement(shown)
+                self._shown = shown
+                self.values = self._values(shown)
+                self.controls = vm.controls_model(shown)
                 self.errors = self._errors()
                 if level == "ok" and text.endswith("\u2192"):
                     text = f"{text} {_change(before, self.values.get('totals'))}"
@@ -146,6 +162,10 @@ class StudyWidget(anywidget.AnyWidget):
     def _on_msg(self, _widget, content, _buffers) -> None:
         if not isinstance(content, dict):
             return
+        with self._lock:  # (a placement finished in a thread waits for the request being answered)
+            self._answer(content)
+
+    def _answer(self, content: dict) -> None:
         seq = content.get("seq")
         t0 = time.perf_counter()
         before = self.values.get("totals")
@@ -154,15 +174,85 @@ class StudyWidget(anywidget.AnyWidget):
         with self.hold_sync(), progress.listen(lambda line: self._working(seq, line)):
             with progress.step(self._step_name(content)):  # whatever the request changes leaves in one message
                 self._editing = True
+                shown = None
                 try:
-                    level, text = self._dispatch(content)
+                    if content.get("type") in TWO_PHASE and self._study.config.placement == "cost":
+                        shown = self._begin_placing(content, seq, t0, before)
+                    if isinstance(shown, tuple):  # made at once
+                        (level, text), shown = shown, None
+                    elif shown is None:
+                        self._finish_pending()
+                        level, text = self._dispatch(content)
                 except NpukitError as e:
                     level, text = "error", str(e)
                 except Exception as e:  # noqa: BLE001 - shown in the status line, never in the Jupyter log
                     level, text = "error", f"unexpected {type(e).__name__}: {e}"
                 finally:
                     self._editing = False
-                self._refresh(seq, level, text, t0, before)
+                if shown is not None:  # estimates now (no request answered: the front end stays
+                    # "working"); the edit's cost placement when it is ready
+                    self._refresh(None, "info", f"placing ops by cost ({shown.note})\u2026", t0, shown=shown)
+                else:
+                    self._refresh(seq, level, text, t0, before)
+        if shown is not None and self.pending is not None:
+            self.pending.start()  # now that the first answer is sent (the thread would slow it down)
+
+    # ------------------------------------------------------------------------------------------
+    # edits under the cost policy: estimates at once, the cost placement from a thread (see
+    # npukit.ui.pending)
+
+    def _begin_placing(self, content: dict, seq, t0: float, before: dict | None):
+        """Start the two-phase edit: the Draft to show now; or (level, text): the edit is made (its
+        placement was cached; a pending edit it builds on is dropped, never computed); or None:
+        answer it the ordinary way."""
+        base = self.pending.cfg if self.pending is not None else self._study.config
+        draft = Draft(self._study, base)
+        level, text = self._dispatch(content, draft)
+        cfg = draft.proposed
+        if cfg is None or level != "ok":
+            return None
+        if pl.partition_cached(self._study._model, self._study.soc, cfg):  # noqa: SLF001
+            self.pending = None
+            self._study._apply(cfg)  # noqa: SLF001 - a cache hit: the checks of a direct edit
+            return level, text
+        got = provisional(self._study, cfg, self._shown.result.partitioned)
+        if got is None:
+            return None
+        res, how = got
+        self.pending = Placing(self._study, cfg, self._placed, seq=seq, text=text, before=before, t0=t0)
+        return Draft(self._study, cfg, res, note=how)
+
+    def _placed(self, job: Placing) -> None:
+        """The cost placement of a pending edit is ready: switch the Study to it and show it (unless
+        another edit replaced it, or the widget closed)."""
+        with self._lock:
+            if job is not self.pending or self.comm is None:
+                return
+            self.pending = None
+            level, text = self._switch(job)
+            self._refresh(job.seq, level, text, job.t0, job.before)
+
+    def _switch(self, job: Placing) -> tuple[str, str]:
+        self._editing = True
+        try:
+            if job.error is not None:
+                raise job.error
+            self._study._apply(job.cfg)  # noqa: SLF001 - a cache hit: the same checks as a direct edit
+            return "ok", job.text
+        except NpukitError as e:
+            return "error", str(e)
+        except Exception as e:  # noqa: BLE001
+            return "error", f"unexpected {type(e).__name__}: {e}"
+        finally:
+            self._editing = False
+
+    def _finish_pending(self) -> None:
+        """Settle a pending edit now (before a request that reads or changes the Study)."""
+        job, self.pending = self.pending, None
+        if job is not None:
+            level, text = self._switch(job)
+            if level == "error":
+                raise NpukitError(f"the pending edit failed: {text}")
 
     def _working(self, seq, line: str | None) -> None:
         """One interim status line of a long request (``None``: the step it named ended)."""
@@ -187,8 +277,8 @@ class StudyWidget(anywidget.AnyWidget):
             return "generating the code"
         return "updating the view"
 
-    def _dispatch(self, m: dict) -> tuple[str, str]:
-        s = self._study
+    def _dispatch(self, m: dict, s=None) -> tuple[str, str]:
+        s = s or self._study
         kind = m.get("type")
         if kind == "support":
             on = bool(m["enabled"])
@@ -322,6 +412,7 @@ class StudyWidget(anywidget.AnyWidget):
                 study.unsubscribe(on_change)
                 return
             if not w._editing and w.comm is not None:
+                w.pending = None  # an edit made elsewhere replaces one whose placement is pending
                 w._refresh(None, "info", "updated from Python", time.perf_counter())
 
         self._listener = on_change

@@ -175,13 +175,21 @@ def recording_widget(study):
 
 
 def request(w, **msg) -> dict:
-    """Send one request as the front end does; return the one state update it caused."""
+    """Send one request as the front end does; return the state update that answered it.  An edit
+    under the cost policy whose placement is not cached is answered twice: at once with first-fit
+    estimates (a status of no request), then from a thread when its placement is ready."""
     n = len(w.sent)
     w._on_msg(w, {"seq": 100 + n, **msg}, [])
+    job = w.pending
+    if job is not None:
+        job.wait(600)
+        assert w.pending is None, f"{msg}: the placement did not finish"
     updates = [m for m in w.sent[n:] if m["data"]["method"] == "update"]
-    assert len(updates) == 1, f"{msg}: {len(updates)} updates"
+    assert 1 <= len(updates) <= 2, f"{msg}: {len(updates)} updates"
+    if len(updates) == 2:
+        assert updates[0]["data"]["state"]["status"]["seq"] is None
     assert w.status["seq"] == 100 + n
-    return updates[0]["data"]["state"]
+    return updates[-1]["data"]["state"]
 
 
 @contextmanager
@@ -211,10 +219,12 @@ def rev(page) -> int:
 
 
 def edit(page, action, timeout_ms: int = 120_000) -> None:
-    """Do something that sends one request, then wait until the widget applied its answer and
+    """Do something that sends one request, then wait until the widget applied its (last) answer and
     repainted the open tab (the widget draws the tab one animation frame plus one task after it
-    applies an update; a frame plus a task queued after that runs after it)."""
+    applies an update; a frame plus a task queued after that runs after it).  ``data-busy`` stays
+    "1" while an edit under the cost policy shows first-fit estimates and its placement runs."""
     before = rev(page)
     action()
-    page.wait_for_function(f"() => +document.querySelector('{WIDGET}').dataset.rev > {before}", timeout=timeout_ms)
+    page.wait_for_function(f"() => {{ const r = document.querySelector('{WIDGET}').dataset; "
+                           f"return +r.rev > {before} && r.busy === '0'; }}", timeout=timeout_ms)  # fmt: skip
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)))")

@@ -399,6 +399,9 @@ export class App {
     if (busy) text = this.working ? "working: " + this.working : "working…" + (text ? "  · last: " + text : "");
     this.statusEl.className = "nk-status nk-" + level + (busy ? " nk-working" : "");
     this.statusEl.dataset.level = level;
+    // "1" from a request until its answer: a first answer that is not the last (an edit under the cost
+    // policy shows first-fit estimates while its placement is computed) keeps it "1"
+    this.root.dataset.busy = busy ? "1" : "0";
     this.statusEl.textContent = text || "ready";
   }
 

@@ -1,0 +1,126 @@
+"""Edits under the cost policy in two phases, so that the kernel answers at once.
+
+Under the cost-aware placement a support toggle, a pin or a bit-width edit needs a new placement
+decision: milliseconds on small models, tenths of a second on the 1,161-op transformer, seconds
+at 10,000 ops.  The widget does not wait for it.  It answers at once with the placement on the
+screen re-estimated under the edit when that placement still obeys it (a bit-width edit; a toggle
+or a pin it already honours), else with the edit's first-fit placement (a few milliseconds), and
+the status line says so: "working:
+placing ops by cost (estimates on the current placement meanwhile)".  Meanwhile a ``Placing`` job computes the
+cost placement and its estimates in a thread, through the pipeline's pure, cached steps.  When they
+are ready the Study switches to the edit, now a cache hit, and the widget shows the real answer.
+
+An edit made meanwhile builds on the pending one and replaces it; an answer nobody waits for is
+dropped.  Any other request (export, code, build, a policy switch) first settles the pending edit,
+so it acts on the state the user sees.  The Study itself stays synchronous: ``study.result`` is
+always the real answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+
+from .. import pipeline as pl
+from ..config import Config
+from ..study import Study
+
+
+class Draft(Study):
+    """A view of ``study`` under ``config``: its edit methods only record the config they would
+    switch to (checked as far as ``pipeline.check`` goes, without partitioning), and its result is
+    the one given (the provisional first-fit one)."""
+
+    def __init__(self, study: Study, config: Config, result: pl.Result | None = None, note: str = ""):  # noqa: D107 - no Study.__init__: nothing is imported or partitioned
+        self.__dict__.update(study.__dict__)
+        self._listeners = []
+        self._config = config
+        self._result = result
+        self.note = note  # how the result was made ("estimates on the current placement meanwhile")
+        self.proposed: Config | None = None
+
+    def _apply(self, cfg: Config) -> None:
+        pl.check(self._model, self.soc, cfg)
+        self.proposed = cfg
+
+    @property
+    def result(self) -> pl.Result:
+        return self._result if self._result is not None else super().result
+
+
+def provisional(study: Study, cfg: Config, shown=None) -> tuple[pl.Result, str] | None:
+    """What to show at once for an edit to ``cfg`` under the cost policy, and how the status line
+    says so: the placement on screen (``shown``: a Partitioned) re-estimated under ``cfg`` when it
+    still obeys ``cfg`` (a bit-width edit, a toggle or pin it already honours: nothing moves on the
+    screen), else the edit's first-fit placement.  None when there is nothing to wait for (the cost
+    placement of ``cfg`` is cached) or neither can show it: the edit is then made directly."""
+    model, soc = study._model, study.soc  # noqa: SLF001
+    if cfg.placement != "cost" or pl.partition_cached(model, soc, cfg):
+        return None
+    try:
+        if shown is not None and obeys(study, cfg, shown.plan):
+            return pl.estimate(model, soc, cfg, shown), "estimates on the current placement meanwhile"
+        ff = dataclasses.replace(cfg, placement="first-fit")
+        res = pl.evaluate(model, soc, ff)
+        pl.check_placed(model, soc, ff, res.plan)
+        return res, "first-fit estimates meanwhile"
+    except Exception:  # noqa: BLE001 - whatever it is, the direct edit reports it in full
+        return None
+
+
+def obeys(study: Study, cfg: Config, plan) -> bool:
+    """Does ``plan`` keep ``cfg``'s rules: every op on the host or on a processor that accepts it,
+    every pin held, every layer's bit-width runnable where the layer is?"""
+    model, soc = study._model, study.soc  # noqa: SLF001
+    vs = pl.verdicts(model, soc, cfg)
+    host = soc.host
+    if any(p != host and not vs[(i, p)].ok for i, p in enumerate(plan.processor)):
+        return False
+    g = model.graph
+    if any(plan.processor[i] != p for i, p in pl.pins_of(g, cfg).items()):
+        return False
+    procs = {p.name: p for p in soc.processors}
+    return all(b in procs[plan.processor[i]].macs_per_cycle for i, b in pl.layer_bits_of(g, cfg).items())
+
+
+class Placing:
+    """The cost placement of ``cfg`` and its estimates, computed in a daemon thread; ``done(job)``
+    is called when they are ready (or failed: ``job.error``), on the kernel's event loop when the
+    job was started from it, else from the thread."""
+
+    def __init__(self, study: Study, cfg: Config, done: Callable[[Placing], None], *, seq=None, text: str = "",
+                 before: dict | None = None, t0: float | None = None):  # fmt: skip
+        self.cfg, self.seq, self.text, self.before = cfg, seq, text, before
+        self.t0 = time.perf_counter() if t0 is None else t0  # when the edit was asked for
+        self.error: BaseException | None = None
+        self._model, self._soc, self._done = study._model, study.soc, done  # noqa: SLF001
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self.thread = threading.Thread(target=self._run, name="npukit-widget-placing", daemon=True)
+
+    def start(self) -> Placing:
+        self.thread.start()
+        return self
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the placement (scripts and tests)."""
+        self.thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            pl.evaluate(self._model, self._soc, self.cfg)  # the partition, then the estimates: cached
+        except Exception as e:  # noqa: BLE001 - reported by the widget, never lost in a thread
+            self.error = e
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._done, self)
+                return
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+        self._done(self)

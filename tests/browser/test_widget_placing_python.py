@@ -1,0 +1,167 @@
+"""Issue 15, the widget's Python side (no browser): an edit under the cost policy is answered at
+once with first-fit estimates, marked as still placing, and then with its cost placement from a
+thread; edits made meanwhile build on it; other requests settle it first."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+
+from .lab import REPO
+from .test_widget_polish_python import attach
+
+SAMPLES = REPO / "sample_models"
+
+
+@pytest.fixture
+def held(monkeypatch):
+    """Placements wait for ``release`` (so the test sees the first answer before the second)."""
+    from npukit import pipeline
+    from npukit.ui import pending
+
+    gate = threading.Event()
+    run = pending.Placing._run
+
+    def slow(self):
+        gate.wait(120)
+        run(self)
+
+    monkeypatch.setattr(pending.Placing, "_run", slow)
+    pipeline.clear_caches()  # every placement below is computed, never a cache hit
+    yield gate
+    gate.set()
+
+
+def updates(w, n0: int) -> list[dict]:
+    return [m["state"] for m in w.sent[n0:] if m["method"] == "update"]
+
+
+def test_a_cost_edit_shows_first_fit_at_once_then_its_placement(held):
+    import npukit
+    from npukit import pipeline
+    from npukit.opset import canonical
+    from npukit.ui import viewmodel as vm
+
+    s = npukit.Study(SAMPLES / "mobilenet_v1_025_int8.tflite", "arm-dsp-dla")
+    w = attach(s)
+    try:
+        old = s.config
+        n0 = len(w.sent)
+        w._on_msg(w, {"seq": 7, "type": "support", "processor": "dla", "op": "clip", "enabled": False}, [])
+        first = updates(w, n0)
+        assert len(first) == 1 and w.pending is not None
+        # the first answer answers no request: the front end stays "working"; it says why
+        assert w.status["seq"] is None and w.status["text"].startswith("placing ops by cost (first-fit estimates")
+        assert s.config == old  # the Study switches only when its placement is ready
+        new = old.with_support("dla", canonical("clip"), False)
+        ff = pipeline.evaluate(s._model, s.soc, dataclasses.replace(new, placement="first-fit"))
+        assert w.values["totals"]["latency_us"] == pytest.approx(ff.totals["latency_us"], rel=1e-12)
+        assert w.controls["placement"] == "cost" and ("dla", canonical("clip")) in {tuple(e.split(":")) for e in w.controls["edited"]}
+        assert w.placement["key"].endswith("(first-fit estimates meanwhile)")  # clip ran on the DLA
+        job = w.pending
+        held.set()
+        job.wait(120)
+        final = updates(w, n0)
+        assert len(final) == 2 and w.pending is None
+        assert s.config == new and w.status["seq"] == 7 and w.status["level"] == "ok"
+        assert w.status["text"].startswith("dla: clip off \u2192 latency ")
+        assert w.values["totals"]["latency_us"] == pytest.approx(s.totals["latency_us"], rel=1e-12)
+        assert w.placement == vm.placement_model(s, pack=True) and w.values == vm.values_model(s, pack=True)
+    finally:
+        w.close()
+
+
+def test_a_bit_width_edit_is_first_estimated_on_the_placement_on_screen(held):
+    """Nothing moves on the screen until the cost placement of the new widths is known."""
+    import npukit
+    from npukit import pipeline
+    from npukit.ui import viewmodel as vm
+
+    s = npukit.Study(SAMPLES / "mobilenet_v1_025_int8.tflite", "arm-dsp-dla")
+    w = attach(s)
+    try:
+        part = s.result.partitioned
+        before = {k: v for k, v in w.placement.items() if k != "key"}
+        w._on_msg(w, {"seq": 3, "type": "bits", "processor": "dla", "bits": "fp16"}, [])
+        job = w.pending
+        assert job is not None and w.status["text"].startswith(
+            "placing ops by cost (estimates on the current placement meanwhile)")
+        assert {k: v for k, v in w.placement.items() if k != "key"} == before
+        want = pipeline.estimate(s._model, s.soc, s.config.with_bits("fp16", processor="dla"), part)
+        assert w.values["totals"] == vm.values_model(pending_view(s, want), pack=True)["totals"]
+        assert w.values["totals"]["latency_us"] == want.totals["latency_us"]
+        held.set()
+        job.wait(120)
+        assert dict(s.config.bits) == {"dla": "fp16"} and w.status["seq"] == 3
+        assert w.values == vm.values_model(s, pack=True)
+    finally:
+        w.close()
+
+
+def pending_view(s, result):
+    from npukit.ui.pending import Draft
+
+    return Draft(s, result.config, result)
+
+
+def test_edits_made_meanwhile_build_on_the_pending_one(held):
+    import npukit
+    from npukit.opset import canonical
+
+    s = npukit.Study(SAMPLES / "mobilenet_v1_025_int8.tflite", "arm-dsp-dla")
+    w = attach(s)
+    try:
+        old = s.config
+        n0 = len(w.sent)
+        w._on_msg(w, {"seq": 1, "type": "support", "processor": "dla", "op": "clip", "enabled": False}, [])
+        first = w.pending
+        w._on_msg(w, {"seq": 2, "type": "bits", "processor": "dsp", "bits": "int16"}, [])
+        second = w.pending
+        assert second is not None and second is not first and w.status["seq"] is None
+        held.set()
+        first.wait(120)
+        second.wait(120)
+        want = old.with_support("dla", canonical("clip"), False).with_bits("int16", processor="dsp")
+        assert s.config == want and w.status["seq"] == 2 and w.status["level"] == "ok"
+        # three answers: two provisional ones and the last edit's; the first placement's was dropped
+        assert [u["status"]["seq"] for u in updates(w, n0)] == [None, None, 2]
+    finally:
+        w.close()
+
+
+def test_another_request_settles_the_pending_edit_first(held, tmp_path):
+    import npukit
+
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    w = attach(s)
+    try:
+        w._on_msg(w, {"seq": 1, "type": "pin", "node": s.graph.ops[0].source, "processor": "arm"}, [])
+        assert w.pending is not None
+        held.set()
+        w._on_msg(w, {"seq": 2, "type": "placement", "placement": "first-fit"}, [])
+        assert w.pending is None
+        assert dict(s.config.pins) == {s.graph.ops[0].source: "arm"} and s.config.placement == "first-fit"
+        assert w.status["seq"] == 2 and w.status["level"] == "ok"
+    finally:
+        w.close()
+
+
+def test_an_edit_from_python_replaces_a_pending_one(held):
+    import npukit
+
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    w = attach(s)
+    try:
+        w._on_msg(w, {"seq": 1, "type": "support", "processor": "dsp", "op": "softmax", "enabled": False}, [])
+        job = w.pending
+        assert job is not None
+        s.set_bits("int16", processor="dsp")  # another cell
+        assert w.pending is None and w.status["text"] == "updated from Python"
+        held.set()
+        job.wait(120)
+        assert not s.config.disabled  # the toggle was replaced by the edit from Python
+        assert dict(s.config.bits) == {"dsp": "int16"} and w.status["text"] == "updated from Python"
+    finally:
+        w.close()

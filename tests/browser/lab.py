@@ -175,9 +175,10 @@ def recording_widget(study):
 
 
 def request(w, **msg) -> dict:
-    """Send one request as the front end does; return the state update that answered it.  An edit
-    under the cost policy whose placement is not cached is answered twice: at once with first-fit
-    estimates (a status of no request), then from a thread when its placement is ready."""
+    """Send one request as the front end does; return the state it sent in answer.  An edit under
+    the cost policy whose placement is not cached is answered twice: at once with provisional
+    estimates (a status of no request), then from a thread when its placement is ready; the two
+    updates are merged."""
     n = len(w.sent)
     w._on_msg(w, {"seq": 100 + n, **msg}, [])
     job = w.pending
@@ -189,7 +190,7 @@ def request(w, **msg) -> dict:
     if len(updates) == 2:
         assert updates[0]["data"]["state"]["status"]["seq"] is None
     assert w.status["seq"] == 100 + n
-    return updates[-1]["data"]["state"]
+    return {k: v for u in updates for k, v in u["data"]["state"].items()}  # (a trait the second left alone: the first's)
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from contextlib import contextmanager
 
 import pytest
 
@@ -34,19 +35,29 @@ def held(monkeypatch):
     gate.set()
 
 
+@contextmanager
+def widget(sample: str):
+    """(Study on arm-dsp-dla under the cost policy, its widget recording what it sends)."""
+    import npukit
+
+    s = npukit.Study(SAMPLES / sample, "arm-dsp-dla")
+    w = attach(s)
+    try:
+        yield s, w
+    finally:
+        w.close()
+
+
 def updates(w, n0: int) -> list[dict]:
     return [m["state"] for m in w.sent[n0:] if m["method"] == "update"]
 
 
 def test_a_cost_edit_shows_first_fit_at_once_then_its_placement(held):
-    import npukit
     from npukit import pipeline
     from npukit.opset import canonical
     from npukit.ui import viewmodel as vm
 
-    s = npukit.Study(SAMPLES / "mobilenet_v1_025_int8.tflite", "arm-dsp-dla")
-    w = attach(s)
-    try:
+    with widget("mobilenet_v1_025_int8.tflite") as (s, w):
         old = s.config
         n0 = len(w.sent)
         w._on_msg(w, {"seq": 7, "type": "support", "processor": "dla", "op": "clip", "enabled": False}, [])
@@ -58,7 +69,9 @@ def test_a_cost_edit_shows_first_fit_at_once_then_its_placement(held):
         new = old.with_support("dla", canonical("clip"), False)
         ff = pipeline.evaluate(s._model, s.soc, dataclasses.replace(new, placement="first-fit"))
         assert w.values["totals"]["latency_us"] == pytest.approx(ff.totals["latency_us"], rel=1e-12)
-        assert w.controls["placement"] == "cost" and ("dla", canonical("clip")) in {tuple(e.split(":")) for e in w.controls["edited"]}
+        assert w.controls["placement"] == "cost" and ("dla", canonical("clip")) in {
+            tuple(e.split(":")) for e in w.controls["edited"]
+        }
         assert w.placement["key"].endswith("(first-fit estimates meanwhile)")  # clip ran on the DLA
         job = w.pending
         held.set()
@@ -69,25 +82,21 @@ def test_a_cost_edit_shows_first_fit_at_once_then_its_placement(held):
         assert w.status["text"].startswith("dla: clip off \u2192 latency ")
         assert w.values["totals"]["latency_us"] == pytest.approx(s.totals["latency_us"], rel=1e-12)
         assert w.placement == vm.placement_model(s, pack=True) and w.values == vm.values_model(s, pack=True)
-    finally:
-        w.close()
 
 
 def test_a_bit_width_edit_is_first_estimated_on_the_placement_on_screen(held):
     """Nothing moves on the screen until the cost placement of the new widths is known."""
-    import npukit
     from npukit import pipeline
     from npukit.ui import viewmodel as vm
 
-    s = npukit.Study(SAMPLES / "mobilenet_v1_025_int8.tflite", "arm-dsp-dla")
-    w = attach(s)
-    try:
+    with widget("mobilenet_v1_025_int8.tflite") as (s, w):
         part = s.result.partitioned
         before = {k: v for k, v in w.placement.items() if k != "key"}
         w._on_msg(w, {"seq": 3, "type": "bits", "processor": "dla", "bits": "fp16"}, [])
         job = w.pending
         assert job is not None and w.status["text"].startswith(
-            "placing ops by cost (estimates on the current placement meanwhile)")
+            "placing ops by cost (estimates on the current placement meanwhile)"
+        )
         assert {k: v for k, v in w.placement.items() if k != "key"} == before
         want = pipeline.estimate(s._model, s.soc, s.config.with_bits("fp16", processor="dla"), part)
         assert w.values["totals"] == vm.values_model(pending_view(s, want), pack=True)["totals"]
@@ -96,8 +105,6 @@ def test_a_bit_width_edit_is_first_estimated_on_the_placement_on_screen(held):
         job.wait(120)
         assert dict(s.config.bits) == {"dla": "fp16"} and w.status["seq"] == 3
         assert w.values == vm.values_model(s, pack=True)
-    finally:
-        w.close()
 
 
 def pending_view(s, result):
@@ -107,12 +114,9 @@ def pending_view(s, result):
 
 
 def test_edits_made_meanwhile_build_on_the_pending_one(held):
-    import npukit
     from npukit.opset import canonical
 
-    s = npukit.Study(SAMPLES / "mobilenet_v1_025_int8.tflite", "arm-dsp-dla")
-    w = attach(s)
-    try:
+    with widget("mobilenet_v1_025_int8.tflite") as (s, w):
         old = s.config
         n0 = len(w.sent)
         w._on_msg(w, {"seq": 1, "type": "support", "processor": "dla", "op": "clip", "enabled": False}, [])
@@ -127,16 +131,10 @@ def test_edits_made_meanwhile_build_on_the_pending_one(held):
         assert s.config == want and w.status["seq"] == 2 and w.status["level"] == "ok"
         # three answers: two provisional ones and the last edit's; the first placement's was dropped
         assert [u["status"]["seq"] for u in updates(w, n0)] == [None, None, 2]
-    finally:
-        w.close()
 
 
 def test_another_request_settles_the_pending_edit_first(held, tmp_path):
-    import npukit
-
-    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
-    w = attach(s)
-    try:
+    with widget("digits_cnn.onnx") as (s, w):
         w._on_msg(w, {"seq": 1, "type": "pin", "node": s.graph.ops[0].source, "processor": "arm"}, [])
         assert w.pending is not None
         held.set()
@@ -144,16 +142,10 @@ def test_another_request_settles_the_pending_edit_first(held, tmp_path):
         assert w.pending is None
         assert dict(s.config.pins) == {s.graph.ops[0].source: "arm"} and s.config.placement == "first-fit"
         assert w.status["seq"] == 2 and w.status["level"] == "ok"
-    finally:
-        w.close()
 
 
 def test_an_edit_from_python_replaces_a_pending_one(held):
-    import npukit
-
-    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
-    w = attach(s)
-    try:
+    with widget("digits_cnn.onnx") as (s, w):
         w._on_msg(w, {"seq": 1, "type": "support", "processor": "dsp", "op": "softmax", "enabled": False}, [])
         job = w.pending
         assert job is not None
@@ -163,5 +155,3 @@ def test_an_edit_from_python_replaces_a_pending_one(held):
         job.wait(120)
         assert not s.config.disabled  # the toggle was replaced by the edit from Python
         assert dict(s.config.bits) == {"dsp": "int16"} and w.status["text"] == "updated from Python"
-    finally:
-        w.close()

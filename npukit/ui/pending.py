@@ -28,6 +28,9 @@ from .. import pipeline as pl
 from ..config import Config
 from ..study import Study
 
+ON_SCREEN = "estimates on the current placement meanwhile"  # how a provisional view was made
+FIRST_FIT = "first-fit estimates meanwhile"
+
 
 class Draft(Study):
     """A view of ``study`` under ``config``: its edit methods only record the config they would
@@ -62,11 +65,11 @@ def provisional(study: Study, cfg: Config, shown=None) -> tuple[pl.Result, str] 
         return None
     try:
         if shown is not None and obeys(study, cfg, shown.plan):
-            return pl.estimate(model, soc, cfg, shown), "estimates on the current placement meanwhile"
+            return pl.estimate(model, soc, cfg, shown), ON_SCREEN
         ff = dataclasses.replace(cfg, placement="first-fit")
         res = pl.evaluate(model, soc, ff)
         pl.check_placed(model, soc, ff, res.plan)
-        return res, "first-fit estimates meanwhile"
+        return res, FIRST_FIT
     except Exception:  # noqa: BLE001 - whatever it is, the direct edit reports it in full
         return None
 
@@ -96,6 +99,7 @@ class Placing:
         self.cfg, self.seq, self.text, self.before = cfg, seq, text, before
         self.t0 = time.perf_counter() if t0 is None else t0  # when the edit was asked for
         self.error: BaseException | None = None
+        self.computed = threading.Event()  # set when the placement is computed, before it is delivered
         self._model, self._soc, self._done = study._model, study.soc, done  # noqa: SLF001
         try:
             self._loop = asyncio.get_running_loop()
@@ -103,12 +107,16 @@ class Placing:
             self._loop = None
         self.thread = threading.Thread(target=self._run, name="npukit-widget-placing", daemon=True)
 
+    @property
+    def started(self) -> bool:
+        return self.thread.ident is not None
+
     def start(self) -> Placing:
         self.thread.start()
         return self
 
     def wait(self, timeout: float | None = None) -> None:
-        """Wait for the placement (scripts and tests)."""
+        """Wait for the placement and its delivery (scripts and tests)."""
         self.thread.join(timeout)
 
     def _run(self) -> None:
@@ -116,6 +124,7 @@ class Placing:
             pl.evaluate(self._model, self._soc, self.cfg)  # the partition, then the estimates: cached
         except Exception as e:  # noqa: BLE001 - reported by the widget, never lost in a thread
             self.error = e
+        self.computed.set()
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:

@@ -25,7 +25,7 @@ from ..errors import NpukitError
 from . import viewmodel as vm
 from .building import BuildJob
 from .codeview import CodeState, code_key
-from .pending import Draft, Placing, provisional
+from .pending import ON_SCREEN, Draft, Placing, provisional
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -66,6 +66,7 @@ class StudyWidget(anywidget.AnyWidget):
         self.build_job: BuildJob | None = None
         self.pending: Placing | None = None  # an edit whose cost placement is being computed
         self._shown = study  # what the view shows: the Study, or a Draft while a placement is pending
+        self._config = study.config  # the Study's config when the view was last refreshed
         self._lock = threading.RLock()
         t0 = time.perf_counter()
         state = {
@@ -100,7 +101,7 @@ class StudyWidget(anywidget.AnyWidget):
 
     def _placement(self, study=None) -> dict:
         study = study or self._study
-        if study is not self._study and study.result.partitioned is self._shown.result.partitioned:
+        if study is not self._study and study.note == ON_SCREEN:
             return self.placement  # a provisional view on the placement on screen: it stays as drawn
         key = vm.placement_key(study) + (f" ({study.note})" if study is not self._study else "")
         hit = self._pcache.get(key)
@@ -114,6 +115,8 @@ class StudyWidget(anywidget.AnyWidget):
 
     def _values(self, study=None) -> dict:
         study = study or self._study
+        if study is not self._study and study.note == ON_SCREEN:
+            return vm.values_model(study, pack=True)  # on the placement on screen: not a function of the config
         key = study.config.to_json() + (f" ({study.note})" if study is not self._study else "")
         hit = self._vcache.get(key)
         if hit is None:
@@ -137,6 +140,7 @@ class StudyWidget(anywidget.AnyWidget):
             try:
                 self.placement = self._placement(shown)
                 self._shown = shown
+                self._config = self._study.config
                 self.values = self._values(shown)
                 self.controls = vm.controls_model(shown)
                 self.errors = self._errors()
@@ -169,51 +173,63 @@ class StudyWidget(anywidget.AnyWidget):
         seq = content.get("seq")
         t0 = time.perf_counter()
         before = self.values.get("totals")
+        shown = None
         # a long request reports its steps as they run ("working: measuring error: 120/450
         # samples"): custom messages, since the traits are held until the request ends
-        with self.hold_sync(), progress.listen(lambda line: self._working(seq, line)):
-            with progress.step(self._step_name(content)):  # whatever the request changes leaves in one message
-                self._editing = True
-                shown = None
-                try:
-                    if content.get("type") in TWO_PHASE and self._study.config.placement == "cost":
-                        shown = self._begin_placing(content, seq, t0, before)
-                    if isinstance(shown, tuple):  # made at once
-                        (level, text), shown = shown, None
-                    elif shown is None:
-                        self._finish_pending()
-                        level, text = self._dispatch(content)
-                except NpukitError as e:
-                    level, text = "error", str(e)
-                except Exception as e:  # noqa: BLE001 - shown in the status line, never in the Jupyter log
-                    level, text = "error", f"unexpected {type(e).__name__}: {e}"
-                finally:
-                    self._editing = False
-                if shown is not None:  # estimates now (no request answered: the front end stays
-                    # "working"); the edit's cost placement when it is ready
-                    self._refresh(None, "info", f"placing ops by cost ({shown.note})\u2026", t0, shown=shown)
-                else:
-                    self._refresh(seq, level, text, t0, before)
-        if shown is not None and self.pending is not None:
-            self.pending.start()  # now that the first answer is sent (the thread would slow it down)
+        try:
+            with self.hold_sync(), progress.listen(lambda line: self._working(seq, line)):
+                with progress.step(self._step_name(content)):  # whatever the request changes leaves in one message
+                    self._editing = True
+                    try:
+                        shown = self._on_pending(content, seq, t0, before)
+                        if isinstance(shown, tuple):  # made at once
+                            (level, text), shown = shown, None
+                        elif shown is None:
+                            self._finish_pending()
+                            level, text = self._dispatch(content)
+                    except NpukitError as e:
+                        level, text = "error", str(e)
+                    except Exception as e:  # noqa: BLE001 - shown in the status line, never in the Jupyter log
+                        level, text = "error", f"unexpected {type(e).__name__}: {e}"
+                    finally:
+                        self._editing = False
+                    if shown is not None:  # estimates now (no request answered: the front end stays
+                        # "working"); the edit's cost placement when it is ready
+                        self._refresh(None, "info", f"placing ops by cost ({shown.note})\u2026", t0, shown=shown)
+                    elif self.pending is not None:  # a bad edit while a placement runs: say so, keep
+                        # the view and the "working"; the placement's answer will answer this request too
+                        self.pending.seq = seq
+                        self._refresh(None, level, text, t0, shown=self._shown)
+                    else:
+                        self._refresh(seq, level, text, t0, before)
+        finally:
+            job = self.pending
+            if job is not None and not job.started:
+                job.start()  # now that the first answer is sent (the thread would slow it down)
 
     # ------------------------------------------------------------------------------------------
     # edits under the cost policy: estimates at once, the cost placement from a thread (see
     # npukit.ui.pending)
 
-    def _begin_placing(self, content: dict, seq, t0: float, before: dict | None):
-        """Start the two-phase edit: the Draft to show now; or (level, text): the edit is made (its
-        placement was cached; a pending edit it builds on is dropped, never computed); or None:
-        answer it the ordinary way."""
+    def _on_pending(self, content: dict, seq, t0: float, before: dict | None):
+        """A request that may go two ways while the cost policy places ops: the Draft to show now
+        (a placement started), or (level, text): made at once (its placement is cached, or it
+        switches the policy away from cost: a pending placement it builds on is never waited
+        for), or None: answer it the ordinary way (a pending edit is settled first)."""
+        kind = content.get("type")
         base = self.pending.cfg if self.pending is not None else self._study.config
-        draft = Draft(self._study, base)
+        if not ((kind in TWO_PHASE and base.placement == "cost") or (kind == "placement" and self.pending)):
+            return None
+        # edits build on the pending config; checks that need a plan use the one on screen
+        draft = Draft(self._study, base, self._shown.result)
         level, text = self._dispatch(content, draft)
         cfg = draft.proposed
-        if cfg is None or level != "ok":
+        if cfg is None or level != "ok" or (kind == "placement" and cfg.placement == "cost"):
             return None
-        if pl.partition_cached(self._study._model, self._study.soc, cfg):  # noqa: SLF001
-            self.pending = None
-            self._study._apply(cfg)  # noqa: SLF001 - a cache hit: the checks of a direct edit
+        model, soc = self._study._model, self._study.soc  # noqa: SLF001
+        if cfg.placement != "cost" or pl.partition_cached(model, soc, cfg):
+            self._study._apply(cfg)  # noqa: SLF001 - the checks of a direct edit (a cache hit, or first-fit)
+            self.pending = None  # (only now: had the edit failed, the pending one would still stand)
             return level, text
         got = provisional(self._study, cfg, self._shown.result.partitioned)
         if got is None:
@@ -233,7 +249,7 @@ class StudyWidget(anywidget.AnyWidget):
             self._refresh(job.seq, level, text, job.t0, job.before)
 
     def _switch(self, job: Placing) -> tuple[str, str]:
-        self._editing = True
+        was, self._editing = self._editing, True
         try:
             if job.error is not None:
                 raise job.error
@@ -244,12 +260,15 @@ class StudyWidget(anywidget.AnyWidget):
         except Exception as e:  # noqa: BLE001
             return "error", f"unexpected {type(e).__name__}: {e}"
         finally:
-            self._editing = False
+            self._editing = was
 
     def _finish_pending(self) -> None:
-        """Settle a pending edit now (before a request that reads or changes the Study)."""
+        """Settle a pending edit now (before a request that reads or changes the Study): wait for its
+        thread (never compute the same placement twice), then switch to it."""
         job, self.pending = self.pending, None
         if job is not None:
+            if job.started:
+                job.computed.wait()  # (not the thread: it may be waiting to deliver, for this lock)
             level, text = self._switch(job)
             if level == "error":
                 raise NpukitError(f"the pending edit failed: {text}")
@@ -411,9 +430,19 @@ class StudyWidget(anywidget.AnyWidget):
             if w is None:
                 study.unsubscribe(on_change)
                 return
-            if not w._editing and w.comm is not None:
-                w.pending = None  # an edit made elsewhere replaces one whose placement is pending
-                w._refresh(None, "info", "updated from Python", time.perf_counter())
+            if w._editing or w.comm is None:
+                return
+            with w._lock:
+                job = w.pending
+                if job is not None and study.config != w._config:  # an edit made elsewhere replaces the
+                    # one whose placement is pending: it answers that request
+                    w.pending = None
+                    w._refresh(job.seq, "info", "updated from Python (it replaced the widget's pending edit)",
+                               time.perf_counter())  # fmt: skip
+                elif job is not None:  # new data, the same config: the placement goes on
+                    w._refresh(None, "info", "updated from Python", time.perf_counter(), shown=w._shown)
+                else:
+                    w._refresh(None, "info", "updated from Python", time.perf_counter())
 
         self._listener = on_change
         study.subscribe(on_change)

@@ -10,6 +10,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from npukit.ui.codeview import code_key
+
 from .lab import REPO
 from .test_widget_polish_python import attach
 
@@ -133,15 +135,19 @@ def test_edits_made_meanwhile_build_on_the_pending_one(held):
         assert [u["status"]["seq"] for u in updates(w, n0)] == [None, None, 2]
 
 
-def test_another_request_settles_the_pending_edit_first(held, tmp_path):
+def test_another_request_settles_the_pending_edit_first(held):
+    """A request that reads the Study (here the generated code) waits for the pending placement
+    (its thread's result, not a second computation) and acts on the edited Study."""
     with widget("digits_cnn.onnx") as (s, w):
-        w._on_msg(w, {"seq": 1, "type": "pin", "node": s.graph.ops[0].source, "processor": "arm"}, [])
-        assert w.pending is not None
+        node = s.graph.ops[0].source
+        w._on_msg(w, {"seq": 1, "type": "pin", "node": node, "processor": "arm"}, [])
+        job = w.pending
+        assert job is not None
         held.set()
-        w._on_msg(w, {"seq": 2, "type": "placement", "placement": "first-fit"}, [])
-        assert w.pending is None
-        assert dict(s.config.pins) == {s.graph.ops[0].source: "arm"} and s.config.placement == "first-fit"
-        assert w.status["seq"] == 2 and w.status["level"] == "ok"
+        w._on_msg(w, {"seq": 2, "type": "code"}, [])
+        assert w.pending is None and job.computed.is_set()
+        assert dict(s.config.pins) == {node: "arm"} and s.config.placement == "cost"
+        assert w.status["seq"] == 2 and w.code["key"] == code_key(s)
 
 
 def test_an_edit_from_python_replaces_a_pending_one(held):
@@ -150,8 +156,48 @@ def test_an_edit_from_python_replaces_a_pending_one(held):
         job = w.pending
         assert job is not None
         s.set_bits("int16", processor="dsp")  # another cell
-        assert w.pending is None and w.status["text"] == "updated from Python"
+        text = "updated from Python (it replaced the widget's pending edit)"
+        assert w.pending is None and w.status["text"] == text
+        assert w.status["seq"] == 1  # the request is answered: the front end stops "working"
         held.set()
         job.wait(120)
         assert not s.config.disabled  # the toggle was replaced by the edit from Python
-        assert dict(s.config.bits) == {"dsp": "int16"} and w.status["text"] == "updated from Python"
+        assert dict(s.config.bits) == {"dsp": "int16"} and w.status["text"] == text
+
+
+def test_new_data_from_python_keeps_the_pending_edit(held):
+    """``set_data`` changes no config: the placement goes on and answers its request."""
+    import numpy as np
+
+    with widget("digits_cnn.onnx") as (s, w):
+        w._on_msg(w, {"seq": 4, "type": "support", "processor": "dsp", "op": "softmax", "enabled": False}, [])
+        job = w.pending
+        s.set_data(np.random.default_rng(0).standard_normal((4, 1, 8, 8)).astype("float32"))
+        assert w.pending is job and w.status["seq"] is None and w.status["text"] == "updated from Python"
+        held.set()
+        job.wait(120)
+        assert s.config.disabled and w.status["seq"] == 4 and w.status["level"] == "ok"
+
+
+def test_a_bad_edit_while_placing_keeps_the_view_working(held):
+    """An edit that fails while a placement runs says why but answers nothing yet: the view stays
+    on the pending edit and the placement's answer answers both requests."""
+    with widget("digits_cnn.onnx") as (s, w):
+        w._on_msg(w, {"seq": 5, "type": "support", "processor": "dsp", "op": "softmax", "enabled": False}, [])
+        job, controls = w.pending, w.controls
+        w._on_msg(w, {"seq": 6, "type": "unpin", "node": s.graph.ops[0].source}, [])
+        assert w.status["level"] == "error" and "is not pinned" in w.status["text"]
+        assert w.status["seq"] is None and w.pending is job and w.controls == controls
+        held.set()
+        job.wait(120)
+        assert s.config.disabled and w.status["seq"] == 6 and w.status["level"] == "ok"
+
+
+def test_switching_to_first_fit_while_placing_does_not_wait_for_the_placement(held):
+    with widget("mobilenet_v1_025_int8.tflite") as (s, w):
+        w._on_msg(w, {"seq": 1, "type": "support", "processor": "dla", "op": "clip", "enabled": False}, [])
+        job = w.pending
+        w._on_msg(w, {"seq": 2, "type": "placement", "placement": "first-fit"}, [])
+        assert not job.computed.is_set()  # (held: it never ran)
+        assert w.pending is None and s.config.placement == "first-fit" and s.config.disabled
+        assert w.status["seq"] == 2 and w.status["level"] == "ok"

@@ -10,6 +10,7 @@ elsewhere (another cell) refresh the widget the same way.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import weakref
@@ -205,7 +206,24 @@ class StudyWidget(anywidget.AnyWidget):
         finally:
             job = self.pending
             if job is not None and not job.started:
-                job.start()  # now that the first answer is sent (the thread would slow it down)
+                self._start_later(job)
+
+    START_DELAY_S = 0.05
+
+    def _start_later(self, job: Placing) -> None:
+        """Start a placement once the first answer is on its way: on the kernel's event loop, after
+        ``START_DELAY_S`` (the kernel's I/O thread sends the answer; a placement started at once
+        would compete with it for the interpreter and delay it); without a loop, at once."""
+
+        def go():
+            with self._lock:
+                if job is self.pending and not job.started:
+                    job.start()
+
+        try:
+            asyncio.get_running_loop().call_later(self.START_DELAY_S, go)
+        except RuntimeError:  # no loop (scripts, tests)
+            go()
 
     # ------------------------------------------------------------------------------------------
     # edits under the cost policy: estimates at once, the cost placement from a thread (see

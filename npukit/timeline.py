@@ -39,8 +39,6 @@ class Item(NamedTuple):
     tensor: str = ""
 
 
-
-
 class Program:
     """The shape of one plan's schedule: its steps in order, each with the resource it holds, the
     lane it is drawn in, the earlier steps it waits for and where its duration comes from.

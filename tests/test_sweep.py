@@ -387,7 +387,7 @@ def test_parquet_resume_and_refusal(tmp_path):
     out2 = tmp_path / "r2.parquet"
     store = Store(out2, t.schema, json.loads(t.schema.metadata[b"npukit.sweep"]))
     assert store.open() == set()
-    store.add(t.slice(0, 3).to_pylist())
+    store.add(t.slice(0, 3))
     resumed = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=0, out=out2, progress=False)
     assert resumed.equals(ref) and not (tmp_path / "r2.parquet.parts").exists()
 

@@ -300,16 +300,15 @@ def _eff_key(v: _V, path: str, k: str) -> str:
         raise ProfileError(str(e)) from None
 
 
-_PARSED: OrderedDict = OrderedDict()  # (name, the section's JSON text) -> Processor
+_PARSED: OrderedDict = OrderedDict()  # (name, repr of the section) -> Processor
 
 
 def _processor(v: _V, name: str, pdoc) -> Processor:
     """``_parse_processor``, memoized by the section's content: an edited profile (a sweep makes
-    hundreds) re-validates only the processors its edits touched."""
-    try:
-        key = (name, json.dumps(pdoc))
-    except (TypeError, ValueError):  # not plain data: validate it and let the checks say what is wrong
-        return _parse_processor(v, name, pdoc)
+    hundreds) re-validates only the processors its edits touched.  The key is the section's repr,
+    which tells a list from a tuple and 1 from 1.0 or true, as the checks do (JSON text would not):
+    a section is accepted from the memo only if it is the one validated."""
+    key = (name, repr(pdoc))
     hit = _PARSED.get(key)
     if hit is None:
         hit = _PARSED[key] = _parse_processor(v, name, pdoc)

@@ -37,7 +37,7 @@ class Job:
     error: bool = False
     memory: bool = False
     data: Any = None  # quant.Data, or None: the model's own data
-    schema: Any = None  # the result's pyarrow schema: a chunk's rows come back as one Arrow table
+    schema: Any = None  # the result's pyarrow schema (set by ``sweep``): a chunk comes back as one Arrow table
 
     @property
     def key(self) -> str:
@@ -76,10 +76,9 @@ class Evaluator:
             self._data = pl.default_data(self.model)
         return self._data
 
-    def run(self, items, axes: tuple[Axis, ...] | None = None) -> list[dict]:
+    def run(self, items, axes: tuple[Axis, ...]) -> list[dict]:
         """Rows of ``items`` = [(index, value positions), ...] (``Grid.positions`` of ``axes``: a
         grid with the same keys as the job's, whose values may differ)."""
-        axes = self.axes if axes is None else axes
         with self.lock:
             if self._view[0] is not axes:
                 self._view = (axes, PointKeys(axes), tuple(axis_type(a) for a in axes))
@@ -242,14 +241,11 @@ def evaluator(job: Job) -> Evaluator:
 
 
 def run_chunk(job: Job, items):
-    """The rows of one chunk (in this process): an Arrow table of ``job.schema`` (columns travel
-    between processes as a few buffers, not as thousands of dicts), or row dicts without one."""
-    rows = evaluator(job).run(items, job.axes)
-    if job.schema is None:
-        return rows
+    """The rows of one chunk (in this process) as an Arrow table of ``job.schema``: columns travel
+    between processes as a few buffers, not as thousands of dicts."""
     from .store import table  # noqa: PLC0415
 
-    return table(rows, job.schema)
+    return table(evaluator(job).run(items, job.axes), job.schema)
 
 
 def run_remote(job: Job, items: bytes):

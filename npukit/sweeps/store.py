@@ -98,11 +98,10 @@ class Store:
     def _part_files(self) -> list[Path]:
         return sorted(p for p in self.parts.glob("part-*.parquet"))
 
-    def add(self, rows) -> None:
-        """Write one finished chunk (an Arrow table, or row dicts) now (atomically)."""
+    def add(self, t) -> None:
+        """Write one finished chunk (an Arrow table) now (atomically)."""
         import pyarrow.parquet as pq  # noqa: PLC0415
 
-        t = rows if hasattr(rows, "num_rows") else table(rows, self.schema)
         if not t.num_rows:
             return
         path = self.parts / f"part-{self.seq:06d}.parquet"

@@ -35,7 +35,7 @@ FIRST_FIT = "first-fit estimates meanwhile"
 class Draft(Study):
     """A view of ``study`` under ``config``: its edit methods only record the config they would
     switch to (checked as far as ``pipeline.check`` goes, without partitioning), and its result is
-    the one given (the provisional first-fit one)."""
+    the one given (the provisional one, or the one on screen for checks that need a plan)."""
 
     def __init__(self, study: Study, config: Config, result: pl.Result | None = None, note: str = ""):  # noqa: D107 - no Study.__init__: nothing is imported or partitioned
         self.__dict__.update(study.__dict__)
@@ -58,11 +58,9 @@ def provisional(study: Study, cfg: Config, shown=None) -> tuple[pl.Result, str] 
     """What to show at once for an edit to ``cfg`` under the cost policy, and how the status line
     says so: the placement on screen (``shown``: a Partitioned) re-estimated under ``cfg`` when it
     still obeys ``cfg`` (a bit-width edit, a toggle or pin it already honours: nothing moves on the
-    screen), else the edit's first-fit placement.  None when there is nothing to wait for (the cost
-    placement of ``cfg`` is cached) or neither can show it: the edit is then made directly."""
+    screen), else the edit's first-fit placement.  None when neither can show it: the edit is then
+    made directly.  (Called only when the cost placement of ``cfg`` is not cached.)"""
     model, soc = study._model, study.soc  # noqa: SLF001
-    if cfg.placement != "cost" or pl.partition_cached(model, soc, cfg):
-        return None
     try:
         if shown is not None and obeys(study, cfg, shown.plan):
             return pl.estimate(model, soc, cfg, shown), ON_SCREEN

@@ -101,7 +101,7 @@ class StudyWidget(anywidget.AnyWidget):
         return self._study
 
     def _placement(self, study=None) -> dict:
-        study = study or self._study
+        study = self._study if study is None else study
         if study is not self._study and study.note == ON_SCREEN:
             return self.placement  # a provisional view on the placement on screen: it stays as drawn
         key = vm.placement_key(study) + (f" ({study.note})" if study is not self._study else "")
@@ -115,7 +115,7 @@ class StudyWidget(anywidget.AnyWidget):
         return hit
 
     def _values(self, study=None) -> dict:
-        study = study or self._study
+        study = self._study if study is None else study
         if study is not self._study and study.note == ON_SCREEN:
             return vm.values_model(study, pack=True)  # on the placement on screen: not a function of the config
         key = study.config.to_json() + (f" ({study.note})" if study is not self._study else "")
@@ -136,7 +136,7 @@ class StudyWidget(anywidget.AnyWidget):
         self._rev += 1
         if level is None:
             level, text = self.status.get("level", "info"), self.status.get("text", "")
-        shown = shown or self._study
+        shown = self._study if shown is None else shown
         with self.hold_sync():
             try:
                 self.placement = self._placement(shown)
@@ -315,7 +315,7 @@ class StudyWidget(anywidget.AnyWidget):
         return "updating the view"
 
     def _dispatch(self, m: dict, s=None) -> tuple[str, str]:
-        s = s or self._study
+        s = self._study if s is None else s
         kind = m.get("type")
         if kind == "support":
             on = bool(m["enabled"])

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -48,13 +49,14 @@ from .patterns import chains
 from .plan import Boundary, Plan, build_plan
 from .rules import Verdict, fail
 from .soc import SocProfile
-from .timeline import schedule
+from .timeline import Program
 
 EXHAUSTIVE = 2048
 EXHAUSTIVE_WORK = 8192  # assignments x ops: a virtual plan costs ~4 us per op, so an exhaustive search stays < ~40 ms
 MOVE_BUDGET = 200
 VIRTUAL_MOVES_MAX_OPS = 400  # larger models stop after the additive moves (each virtual evaluation costs O(ops))
 EXACT_REASONS_MAX_OPS = 64  # up to here every alternative in a reason is its own virtual plan
+EDGES_KEPT = 8  # groupings whose edges the additive model keeps per model and profile
 PROMISING = 0.02  # a virtual move is tried when the additive model says it costs < 2% of the latency
 
 
@@ -133,37 +135,34 @@ class Evaluator:
 
     def latency(self, assign: Sequence[str]) -> tuple[float, float]:
         plan = self.plan(assign)
-        ops, bounds = self.cm.evaluate(plan, self.bits(plan))
-        s = schedule(self.t, plan, self.soc, ops, bounds)
+        ops, bounds = self.cm.evaluate(plan, self.bits(plan), memo=False)  # a virtual plan is costed once
+        s = Program(self.t, plan, self.soc, bounds).run(ops, bounds)
         return s.makespan_us, sum(c.energy_uj for c in ops) + sum(b.energy_uj for b in bounds)
 
 
 class Additive:
     """The additive estimate DP and the move passes use (see the module docstring)."""
 
-    def __init__(self, ev: Evaluator, shared: dict | None = None):
+    def __init__(self, ev: Evaluator, shared: dict | None = None, gkey: bytes | None = None):
         """``shared``: a mapping kept across decisions for one model and profile (the pipeline's):
         a group's kernel time depends only on its ops, processor and bit-widths, a tensor's boundary
         cost only on the tensor, the two processors and their bit-widths, so an edit re-uses every
-        figure the previous decisions computed."""
+        figure the previous decisions computed.  ``gkey`` (a digest of the groups) keys the groups'
+        edges there too: most edits leave the groups alone."""
         self.ev = ev
-        g, t = ev.g, ev.t
-        self.group_of = {i: k for k, grp in enumerate(ev.groups) for i in grp}
         self._kc: dict[tuple[int, str], float] = {}
         self._bc: dict[tuple[str, str, str], float] = {}
         self._shared: dict = {} if shared is None else shared
-        # the tensors entering each group from outside, with their producer group (-1: model input)
-        self.ins: list[list[tuple[str, int]]] = []
-        for grp in ev.groups:
-            seen, lst = set(), []
-            for i in grp:
-                for tid in t.act_inputs[i]:
-                    p = g.tensors[tid].producer
-                    k = self.group_of.get(p, -1) if p is not None else -1
-                    if (p is None or p not in grp) and tid not in seen:
-                        seen.add(tid)
-                        lst.append((tid, k))
-            self.ins.append(lst)
+        kept = self._shared.setdefault("edges", OrderedDict()) if gkey is not None else {}
+        edges = kept.get(gkey)
+        if edges is None:
+            edges = _Edges(ev)
+            if gkey is not None:
+                kept[gkey] = edges
+                if len(kept) > EDGES_KEPT:
+                    kept.popitem(last=False)
+        self._edges = edges
+        self.group_of, self.ins = edges.group_of, edges.ins
 
     def kernel_us(self, k: int, p: str) -> float:
         key = (k, p)
@@ -211,23 +210,7 @@ class Additive:
     def _outs(self) -> list[list[tuple[str, tuple[int, ...], bool]]]:
         """Per group: (tensor, consumer groups, is a model output) of every tensor it produces that
         leaves it."""
-        if not hasattr(self, "_outs_cache"):
-            ev = self.ev
-            g = ev.g
-            outs: list[list] = [[] for _ in ev.groups]
-            outset = set(g.outputs)
-            for k, grp in enumerate(ev.groups):
-                for i in grp:
-                    for tid in g.ops[i].outputs:
-                        cons = tuple(sorted({self.group_of[c] for c in g.consumers(tid)} - {k}))
-                        if cons or tid in outset:
-                            outs[k].append((tid, cons, tid in outset))
-            inputs = []
-            for tid in g.inputs:
-                cons = tuple(sorted({self.group_of[c] for c in g.consumers(tid)}))
-                inputs.append((tid, cons, tid in outset))
-            self._outs_cache = (outs, inputs)
-        return self._outs_cache[0]
+        return self._edges.outs[0]
 
     def _term(self, tid: str, src: str, cons, is_out: bool, assign) -> float:
         """Boundary cost of one tensor: one copy per processor that reads it, other than its own."""
@@ -253,7 +236,7 @@ class Additive:
             tot += self.kernel_us(k, p) + self._call(assign, k)
             for tid, cons, is_out in outs[k]:
                 tot += self._term(tid, p, cons, is_out, assign)
-        for tid, cons, is_out in self._outs_cache[1]:
+        for tid, cons, is_out in self._edges.outs[1]:
             tot += self._term(tid, host, cons, is_out, assign)
         return tot
 
@@ -266,16 +249,7 @@ class Additive:
     def _terms(self, k: int) -> list[tuple[str, int, tuple[int, ...], bool]]:
         """The boundary terms group ``k`` touches: (tensor, producer group or -1, consumer groups, is
         a model output) of what it produces and what it reads from outside."""
-        memo = self.__dict__.setdefault("_terms_cache", {})
-        terms = memo.get(k)
-        if terms is None:
-            outs = self._outs()
-            terms = [(tid, k, cons, o) for tid, cons, o in outs[k]]
-            for tid, pk in self.ins[k]:
-                src = outs[pk] if pk >= 0 else self._outs_cache[1]
-                terms += [(tid, pk, cons, o) for t2, cons, o in src if t2 == tid]
-            memo[k] = terms
-        return terms
+        return self._edges.terms(k)
 
     def delta(self, assign: list[str], k: int, q: str) -> float:
         """total(assign with group k on q) - total(assign), from the terms group k touches."""
@@ -294,6 +268,55 @@ class Additive:
         new = local(assign)
         assign[k] = saved
         return new - old
+
+
+class _Edges:
+    """Where the groups' tensors go (no figures, no processors): the same for every decision on
+    the same groups of one model, so kept in the additive model's shared mapping."""
+
+    def __init__(self, ev: Evaluator):
+        g, t = ev.g, ev.t
+        self.groups = ev.groups
+        self.group_of = {i: k for k, grp in enumerate(ev.groups) for i in grp}
+        # the tensors entering each group from outside, with their producer group (-1: model input)
+        self.ins: list[list[tuple[str, int]]] = []
+        for grp in ev.groups:
+            seen, lst = set(), []
+            for i in grp:
+                for tid in t.act_inputs[i]:
+                    p = g.tensors[tid].producer
+                    k = self.group_of.get(p, -1) if p is not None else -1
+                    if (p is None or p not in grp) and tid not in seen:
+                        seen.add(tid)
+                        lst.append((tid, k))
+            self.ins.append(lst)
+        # per group: (tensor, consumer groups, is a model output) of every tensor it produces that
+        # leaves it; and the same for the model's inputs
+        outs: list[list] = [[] for _ in ev.groups]
+        outset = set(g.outputs)
+        for k, grp in enumerate(ev.groups):
+            for i in grp:
+                for tid in g.ops[i].outputs:
+                    cons = tuple(sorted({self.group_of[c] for c in g.consumers(tid)} - {k}))
+                    if cons or tid in outset:
+                        outs[k].append((tid, cons, tid in outset))
+        inputs = []
+        for tid in g.inputs:
+            cons = tuple(sorted({self.group_of[c] for c in g.consumers(tid)}))
+            inputs.append((tid, cons, tid in outset))
+        self.outs = (outs, inputs)
+        self._terms: dict[int, list] = {}
+
+    def terms(self, k: int) -> list[tuple[str, int, tuple[int, ...], bool]]:
+        terms = self._terms.get(k)
+        if terms is None:
+            outs, inputs = self.outs
+            terms = [(tid, k, cons, o) for tid, cons, o in outs[k]]
+            for tid, pk in self.ins[k]:
+                src = outs[pk] if pk >= 0 else inputs
+                terms += [(tid, pk, cons, o) for t2, cons, o in src if t2 == tid]
+            self._terms[k] = terms
+        return terms
 
 
 def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], Verdict], bits_of,
@@ -354,14 +377,16 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
             scored[a] = s
         return s
 
+    add, deltas, at = None, None, None
     if space <= EXHAUSTIVE and space * len(g.ops) <= EXHAUSTIVE_WORK:
         method = "exhaustive"
         best = min(itertools.product(*cands), key=lambda a: (*score(a), a != tuple(ff)))
     else:
         method = "dp+local"
-        add = Additive(ev, shared)
+        add = Additive(ev, shared, gkey)
         best = _dp(add, cands)
-        best = _moves_additive(add, cands, best)
+        best, deltas = _moves_additive(add, cands, best)
+        at = tuple(best)  # the assignment ``deltas`` start from
         if len(g.ops) <= VIRTUAL_MOVES_MAX_OPS:
             best = _moves_virtual(score, cands, best, add, exhaustive=len(g.ops) <= EXACT_REASONS_MAX_OPS)
     options = [(score(best), 0, method, tuple(best)), (score(ff), -1, "first-fit", tuple(ff)),
@@ -371,7 +396,12 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     for grp, p in zip(groups, chosen):
         for i in grp:
             proc[i] = p
-    why = _reasons(ev, groups, cands, chosen, score, exact=len(g.ops) <= EXACT_REASONS_MAX_OPS, shared=shared)
+    exact = len(g.ops) <= EXACT_REASONS_MAX_OPS
+    if add is None:
+        add = Additive(ev, shared, gkey)
+    if exact or chosen != at:
+        deltas = None
+    why = _reasons(add, cands, chosen, score, exact, deltas)
     return Choice(tuple(proc), why, method, lat)
 
 
@@ -400,18 +430,26 @@ def _dp(add: Additive, cands) -> list[str]:
     return min(best.values(), key=lambda v: v[0])[1]
 
 
-def _moves_additive(add: Additive, cands, a: list[str]) -> list[str]:
+def _moves_additive(add: Additive, cands, a: list[str]) -> tuple[list[str], dict | None]:
+    """Passes of improving single-group moves under the additive model.  Also returns every move's
+    change from the final assignment when the last pass computed them all without moving (else
+    None): the reasons quote the same figures."""
     a = list(a)
+    deltas = None
     for _ in range(4):
         improved = False
+        seen = {}
         for k, c in enumerate(cands):
             for p in c:
-                if p != a[k] and add.delta(a, k, p) < -1e-9:
-                    a[k] = p
-                    improved = True
+                if p != a[k]:
+                    d = seen[(k, p)] = add.delta(a, k, p)
+                    if d < -1e-9:
+                        a[k] = p
+                        improved = True
         if not improved:
+            deltas = seen
             break
-    return a
+    return a, deltas
 
 
 def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool = True) -> list[str]:
@@ -439,15 +477,17 @@ def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool =
     return list(a)
 
 
-def _reasons(ev: Evaluator, groups, cands, chosen, score, exact: bool = True, shared=None) -> tuple[str, ...]:
+def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: dict | None = None) -> tuple[str, ...]:
     """Per op: the chosen processor against every other candidate, the whole model re-estimated with
     only this group moved, split into the kernel's own time and the rest (call overheads, transfers,
     conversions, lost overlap).  ``exact``: each alternative's latency from its own virtual plan
     (the moves evaluated most of them already); otherwise (large models, where one virtual plan
     costs tens of ms) the chosen plan's latency plus the additive model's change of the terms the
-    group touches (its kernel, call overheads, the transfers and conversions of its edges), said so."""
+    group touches (its kernel, call overheads, the transfers and conversions of its edges), said so.
+    ``deltas``: those changes, already worked out from ``chosen`` by the additive moves."""
+    ev = add.ev
+    groups = ev.groups
     base = score(chosen)[0]
-    add = Additive(ev, shared)
     cur = list(chosen)
     host = ev.soc.host
     why = [""] * len(ev.g.ops)
@@ -461,7 +501,8 @@ def _reasons(ev: Evaluator, groups, cands, chosen, score, exact: bool = True, sh
             if exact:
                 lat = score(tuple(chosen[:k]) + (q,) + tuple(chosen[k + 1 :]))[0]
             else:
-                lat = base + add.delta(cur, k, q)
+                d = deltas.get((k, q)) if deltas is not None else None
+                lat = base + (add.delta(cur, k, q) if d is None else d)
             kern = add.kernel_us(k, q) - mine
             rest = (lat - base) - kern
             what = "saves" if kern < 0 else "costs"

@@ -158,8 +158,10 @@ def plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str]) -> PlanKe
     return value
 
 
-def _plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str]) -> PlanKeys:
-    klist = plan_kernels(plan, t)
+def _plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str], memo: bool = True) -> PlanKeys:
+    """``memo=False``: for a plan used once (the placement search's virtual plans), nothing of it is
+    kept in the per-plan memos."""
+    klist = plan_kernels(plan, t) if memo else kernels(plan, t.g, t)
     ctxs = contexts(t.g, plan, soc, t, bits.__getitem__, klist)
     ks = []
     for ids in klist:

@@ -12,7 +12,7 @@ from ..plan import Plan
 from ..soc import SocProfile
 from ..soc.profile import _dumps
 from .boundary import BoundaryCost, boundary_cost, boundary_trace
-from .grouping import plan_keys
+from .grouping import _plan_keys, plan_keys
 from .kernel import KernelCost, UtilMemo, kernel_cost
 from .tables import Tables
 from .trace import Trace, kernel_trace, member_trace
@@ -88,10 +88,13 @@ class CostModel:
         self._util = UtilMemo()
         self.recomputed = 0  # ops recomputed by the last evaluate()
 
-    def evaluate(self, plan: Plan, bits: Mapping[int, str] | Sequence[str]) -> tuple[list[OpCost], list[BoundaryCost]]:
+    def evaluate(self, plan: Plan, bits: Mapping[int, str] | Sequence[str], memo: bool = True) -> tuple[list[OpCost], list[BoundaryCost]]:
+        """Every op's and boundary's cost under ``plan``.  ``memo=False``: a plan evaluated once (a
+        virtual plan of the placement search) leaves nothing in the per-plan memos (the kernels'
+        costs are still memoized by content)."""
         g, t = self.g, self.t
         bits_l = list(bits) if isinstance(bits, (tuple, list)) else [bits[i] for i in range(len(g.ops))]
-        keys = plan_keys(plan, self.soc, t, bits_l)
+        keys = plan_keys(plan, self.soc, t, bits_l) if memo else _plan_keys(plan, self.soc, t, bits_l, memo=False)
         ctxs = keys.contexts
         out: list[OpCost | None] = [None] * len(g.ops)
         memo = self._kernels

@@ -406,28 +406,45 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
 
 
 def _dp(add: Additive, cands) -> list[str]:
+    """Dynamic programming over the groups in order, the state the previous group's processor.  A
+    path is kept as a linked list (processor, the path before it), so extending it costs nothing;
+    the processor of an earlier group is found by walking back."""
     ev = add.ev
     host = ev.soc.host
-    best: dict[str, tuple[float, list[str]]] = {}
+    tensors = ev.g.tensors
+    best: dict[str | None, tuple[float, tuple | None]] = {None: (0.0, None)}
     for k, c in enumerate(cands):
-        nxt: dict[str, tuple[float, list[str]]] = {}
+        nxt: dict[str | None, tuple[float, tuple | None]] = {}
+        first = ev.groups[k][0]
+        ins = add.ins[k]
         for p in c:
             base = add.kernel_us(k, p)
+            call = add.call_us(p) if p != host else 0.0
             opts = []
-            prevs = best.items() if best else [(None, (0.0, []))]
-            for q, (cost, path) in prevs:
+            for q, (cost, path) in best.items():
                 x = cost + base
-                if p != host and q != p:
-                    x += add.call_us(p)
-                for tid, pk in add.ins[k]:
-                    src = (path[pk] if pk >= 0 else host) if pk < len(path) else host
+                if q != p:
+                    x += call
+                for tid, pk in ins:
+                    if pk < 0 or pk >= k:  # a model input, or a group later in the order
+                        src = host
+                    else:
+                        node, at = path, k - 1
+                        while at > pk:
+                            node, at = node[1], at - 1
+                        src = node[0]
                     if src != p:
-                        x += add.boundary_us(tid, src, p, ev.g.tensors[tid].producer, ev.groups[k][0])
+                        x += add.boundary_us(tid, src, p, tensors[tid].producer, first)
                 opts.append((x, path, q))
             x, path, _q = min(opts, key=lambda o: (o[0], str(o[2])))
-            nxt[p] = (x, path + [p])
+            nxt[p] = (x, (p, path))
         best = nxt
-    return min(best.values(), key=lambda v: v[0])[1]
+    _x, path = min(best.values(), key=lambda v: v[0])
+    out: list[str] = []
+    while path is not None:
+        out.append(path[0])
+        path = path[1]
+    return out[::-1]
 
 
 def _moves_additive(add: Additive, cands, a: list[str]) -> tuple[list[str], dict | None]:

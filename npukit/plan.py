@@ -93,20 +93,19 @@ def build_plan(g: OpGraph, host: str, offloaded: list[tuple[str, str, list[tuple
 def boundaries(g: OpGraph, processor, partition, host: str) -> tuple[Boundary, ...]:
     """Tensors crossing processors: one row per (tensor, consuming processor)."""
     out: list[Boundary] = []
-    order = g.__dict__.get("_tid_order")  # the graph's tensors in boundary order, sorted once per graph
-    if order is None:
-        order = tuple(sorted(g.tensors, key=_tid_key))
-        object.__setattr__(g, "_tid_order", order)
-    for tid in order:
-        t = g.tensors[tid]
-        if t.kind == "const":
-            continue
-        src = processor[t.producer] if t.kind == "act" else host
-        src_pid = partition[t.producer] if t.kind == "act" else -1
+    for tid, prod, cons_all, is_out in _flow(g):
+        src = processor[prod] if prod >= 0 else host
+        if not is_out:
+            for c in cons_all:
+                if processor[c] != src:
+                    break
+            else:
+                continue  # read only where it is made
+        src_pid = partition[prod] if prod >= 0 else -1
         by_dst: dict[str, list[int]] = {}
-        for c in g.consumers(tid):
+        for c in cons_all:
             by_dst.setdefault(processor[c], []).append(c)
-        if tid in g.outputs:
+        if is_out:
             by_dst.setdefault(host, [])
         for dst in sorted(by_dst):
             if dst == src:
@@ -115,6 +114,19 @@ def boundaries(g: OpGraph, processor, partition, host: str) -> tuple[Boundary, .
             dst_pid = min((partition[c] for c in cons), default=-1)
             out.append(Boundary(tid, src, dst, src_pid, dst_pid, cons))
     return tuple(out)
+
+
+def _flow(g: OpGraph) -> tuple[tuple[str, int, tuple[int, ...], bool], ...]:
+    """The graph's non-constant tensors in boundary order, each as (tensor id, producing op or -1
+    for a model input, consuming ops, is a model output): worked out once per graph."""
+    flow = g.__dict__.get("_flow")
+    if flow is None:
+        outs = set(g.outputs)
+        flow = tuple((tid, t.producer if t.kind == "act" else -1, tuple(g.consumers(tid)), tid in outs)
+                     for tid, t in ((tid, g.tensors[tid]) for tid in sorted(g.tensors, key=_tid_key))
+                     if t.kind != "const")  # fmt: skip
+        object.__setattr__(g, "_flow", flow)
+    return flow
 
 
 def _tid_key(tid: str):

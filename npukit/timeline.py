@@ -108,29 +108,43 @@ class Program:
             for j in by_tensor.get(tid, ()):
                 ship(j, ())
         act_inputs = tables.act_inputs
-        processor, partition = plan.processor, plan.partition
+        partition = plan.partition
         host = soc.host
+        ops = g.ops
+        ready_get = ready.get
         for part in plan.partitions:
             call: list[int] = []
-            if part.processor != host:  # one call: wait for everything it reads from outside
-                pp, pid = part.processor, part.pid
+            proc = part.processor
+            if proc != host:  # one call: wait for everything it reads from outside
+                pid = part.pid
                 for i in part.ops:
                     for t in act_inputs[i]:
                         p = tensors[t].producer
                         if p is None or partition[p] != pid:
-                            k = ready.get((t, pp))
+                            k = ready_get((t, proc))
                             if k is not None:
                                 call.append(k)
+            # every op of a partition runs on its processor: its resource and lane, looked up once
+            r = res_ix.get(proc)
+            if r is None:
+                r = res_ix[proc] = len(res_ix)
+            ln = lane_ix.get(proc)
+            if ln is None:
+                ln = lane_ix[proc] = len(lane_ix)
             for i in part.ops:
-                proc = processor[i]
                 after = call
                 call = []
                 for t in act_inputs[i]:
-                    k = ready.get((t, proc))
+                    k = ready_get((t, proc))
                     if k is not None:
                         after.append(k)
-                k = step(proc, tuple(after), i, "op", i)
-                for t in g.ops[i].outputs:
+                k = len(res)
+                res.append(r)
+                lane.append(ln)
+                deps.append(tuple(after))
+                src.append(i)
+                refs.append(("op", i))
+                for t in ops[i].outputs:
                     ready[(t, proc)] = k
                     js = by_tensor.get(t)
                     if js:

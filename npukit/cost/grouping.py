@@ -68,37 +68,44 @@ def contexts(g: OpGraph, plan: Plan, soc: SocProfile, t: Tables, bits_of: Callab
         if len(ids) > 1:
             for i in ids:
                 comp_of[i] = c
-    first_of_part = {part.ops[0] for part in plan.partitions if part.processor != soc.host and part.ops}
-    tensors = g.tensors
-    partition = plan.partition
+    host = soc.host
+    first_of_part = {part.ops[0] for part in plan.partitions if part.processor != host and part.ops}
+    partition, processor = plan.partition, plan.processor
     half_of = {p.name: p.onchip_bytes / 2 for p in soc.processors}
     nb = t.nbytes
+    specs = t.input_specs()
+    consumers, graph_out = t.consumers, t.graph_out
+    comp_get = comp_of.get
     out = []
+    append = out.append
     for op in g.ops:
         i = op.op_id
-        half = half_of[plan.processor[i]]
-        c = comp_of.get(i)
+        half = half_of[processor[i]]
+        c = comp_get(i)
         part_i = partition[i]
-        fused_in, onchip_in = [], []
-        for tid in op.inputs:
-            tt = tensors[tid]
-            if tt.kind != "act":
-                fused_in.append(False)
-                onchip_in.append(False)
-                continue
-            p = tt.producer
-            same_comp = c is not None and comp_of.get(p) == c
-            fused_in.append(same_comp)
-            onchip_in.append(not same_comp and half > 0 and partition[p] == part_i and nb(tid, bits_of(p)) <= half)
-        consumers = t.consumers[i]
-        is_graph_out = t.graph_out[i]
-        fused_out = bool(consumers) and not is_graph_out and c is not None and all(comp_of.get(cc) == c for cc in consumers)
+        spec = specs[i]
+        if c is None:
+            fused_in = (False,) * len(spec)
+            if half > 0:
+                onchip_in = tuple(p >= 0 and partition[p] == part_i and nb(tid, bits_of(p)) <= half for tid, p in spec)
+            else:
+                onchip_in = fused_in
+        else:
+            fl, ol = [], []
+            for tid, p in spec:
+                f = p >= 0 and comp_get(p) == c
+                fl.append(f)
+                ol.append(not f and p >= 0 and half > 0 and partition[p] == part_i and nb(tid, bits_of(p)) <= half)
+            fused_in, onchip_in = tuple(fl), tuple(ol)
+        cons = consumers[i]
+        is_graph_out = graph_out[i]
+        fused_out = bool(cons) and not is_graph_out and c is not None and all(comp_get(cc) == c for cc in cons)
         onchip_out = False
-        if not fused_out and consumers and not is_graph_out and half > 0:
+        if not fused_out and cons and not is_graph_out and half > 0:
             out_bytes = sum(nb(o, bits_of(i)) for o in op.outputs)
-            onchip_out = all(partition[cc] == part_i for cc in consumers) and out_bytes <= half
+            onchip_out = all(partition[cc] == part_i for cc in cons) and out_bytes <= half
         overhead = c is None or kernel_list[c][0] == i
-        out.append(OpContext(tuple(fused_in), tuple(onchip_in), fused_out, onchip_out, overhead, i in first_of_part))
+        append(OpContext(fused_in, onchip_in, fused_out, onchip_out, overhead, i in first_of_part))
     return out
 
 

@@ -106,6 +106,20 @@ class Tables:
             s = self._sigs[key] = next(self._next_sig)
         return s
 
+    def input_specs(self) -> list[tuple[tuple[str, int], ...]]:
+        """Per op, per input: (tensor id, producing op), the producer -1 for a model input or a
+        constant (they are never fused nor on chip)."""
+        specs = self.__dict__.get("_specs")
+        if specs is None:
+            tensors = self.g.tensors
+
+            def producer(tid):
+                tt = tensors[tid]
+                return tt.producer if tt.kind == "act" else -1
+
+            specs = self._specs = [tuple((tid, producer(tid)) for tid in op.inputs) for op in self.g.ops]
+        return specs
+
     def geometry(self, i: int) -> tuple:
         geo = self._geo.get(i)
         if geo is None:

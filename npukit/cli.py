@@ -277,15 +277,28 @@ def cmd_study(args) -> int:
     }  # fmt: skip
     if want_error:
         doc["error"] = s.error_dict()
-    if args.save_config:
-        from .io import atomic_write_text  # noqa: PLC0415
+    if args.export:  # what can fail -- the directory, code generation -- fails before anything is written
+        from .io import check_export_target  # noqa: PLC0415
 
+        check_export_target(args.export)
+        _ = s.project
+    html = None
+    if args.report:
+        from .report import report_html  # noqa: PLC0415
+
+        html = report_html(s, want_error)
+    from .errors import NpukitError  # noqa: PLC0415
+    from .io import atomic_write_text  # noqa: PLC0415
+
+    for out in (args.save_config, args.report):
+        if out and Path(out).is_dir():
+            raise NpukitError(f"{out}: is a directory; give a file path to write to")
+
+    if args.save_config:
         p = Path(args.save_config)
         atomic_write_text(p, s.config.to_json() if p.suffix == ".json" else s.config.to_toml())
-    if args.report:
-        from .report import write_report  # noqa: PLC0415
-
-        write_report(s, args.report, include_error=want_error)
+    if html is not None:
+        atomic_write_text(args.report, html)
     if args.export:
         proj = s.export(args.export)
         doc["export"] = {"directory": args.export, "files": len(proj.files), **proj.manifest["memory"]}

@@ -6,6 +6,7 @@ OS error becomes an NpukitError that names the path the user asked for.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Mapping
@@ -138,28 +139,65 @@ def _sweep_stale(parent: Path, name: str) -> None:
         shutil.rmtree(e, ignore_errors=True)
 
 
+def is_export(d: Path) -> bool:
+    """Did an npukit export write ``d``?  Its ``manifest.json`` lists the files it wrote, the profile
+    and the ops."""
+    try:
+        m = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and isinstance(m.get("files"), list) and "profile" in m and "ops" in m
+
+
+def check_export_target(directory: str | os.PathLike) -> None:
+    """An NpukitError unless ``directory`` can take an export: it does not exist yet, or is an empty
+    directory, or one an earlier export wrote (``is_export``: it is replaced whole, its build
+    outputs too).  A directory holding anything else -- the model, the user's notes -- is never
+    replaced."""
+    shown = Path(directory)
+    d = Path(os.path.abspath(directory))
+    cwd = Path(os.path.abspath(os.getcwd()))
+    if d == cwd or d in cwd.parents:
+        raise NpukitError(f"{shown}: is the current directory or holds it; an export replaces its directory "
+                          f"whole, so give a new directory (e.g. {shown / 'export'})")  # fmt: skip
+    if not os.path.lexists(d):
+        return
+    if not d.is_dir():
+        raise NpukitError(f"{shown}: is a file; give a directory to export into")
+    try:
+        with os.scandir(d) as entries:
+            empty = next(entries, None) is None
+    except OSError as e:
+        raise NpukitError(f"{shown}: cannot read the directory: {e.strerror or e}") from None
+    if not empty and not is_export(d):
+        raise NpukitError(f"{shown}: the directory is not empty and no npukit export wrote it (no npukit "
+                          "manifest.json); an export replaces its directory whole, so give a new or empty "
+                          "directory")  # fmt: skip
+
+
 def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | str]) -> Path:
     """Replace ``directory`` with exactly ``files`` (relative path -> content), atomically: the tree is
     written into a temporary sibling, then swapped into place in one step (renameat2 exchange; a
-    plain rename where the directory does not exist yet).  A path that is absolute or climbs out of
+    plain rename where the directory does not exist yet).  Only a new or empty directory, or one an
+    earlier export wrote (``check_export_target``), is replaced: anything else there is the user's.  A path that is absolute or climbs out of
     the directory (``..``) is refused before anything is written.  Killed at any point, the
     directory is either as it was or complete; two exports at once leave one complete result.  The
     temporary siblings a killed export leaves (``.<name>.<pid>.*.tmp``) are removed by the next one."""
-    d = Path(directory)
+    shown = Path(directory)
     for rel in files:
         p = Path(rel)
         if p.is_absolute() or ".." in p.parts or not p.parts:
-            raise NpukitError(f"{d}: refusing to write {rel!r}: outside the export directory")
-    if d.exists() and not d.is_dir():
-        raise NpukitError(f"{d}: is a file; give a directory to export into")
-    parent = d.resolve().parent
+            raise NpukitError(f"{shown}: refusing to write {rel!r}: outside the export directory")
+    check_export_target(directory)
+    d = Path(os.path.abspath(directory))  # "." and "dir/.." name the directory itself
+    parent = d.parent
     stem = f".{d.name}.{os.getpid()}."
     try:
         parent.mkdir(parents=True, exist_ok=True)
         _sweep_stale(parent, d.name)
         tmp = Path(tempfile.mkdtemp(prefix=stem, suffix=".tmp", dir=parent))
     except OSError as e:
-        raise NpukitError(f"{d}: cannot create a directory there: {e.strerror or e}") from None
+        raise NpukitError(f"{shown}: cannot create a directory there: {e.strerror or e}") from None
     import shutil  # noqa: PLC0415
 
     try:
@@ -186,8 +224,8 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
                 if not _exchange(tmp, target):
                     raise
     except OSError as e:
-        raise NpukitError(f"{d}: cannot write the export: {e.strerror or e}") from None
+        raise NpukitError(f"{shown}: cannot write the export: {e.strerror or e}") from None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    return d
+    return shown

@@ -316,10 +316,13 @@ class Study:
         return dict(self.project.files)
 
     def export(self, directory) -> object:
-        """Write the generated project to ``directory`` atomically (its old contents are replaced as
-        a whole); ``make`` builds it.  Returns the Project (files, manifest, memory figures)."""
-        from .io import atomic_write_tree  # noqa: PLC0415
+        """Write the generated project to ``directory`` atomically; ``make`` builds it.  Returns the
+        Project (files, manifest, memory figures).  ``directory`` must be new, empty, or an earlier
+        export (replaced as a whole, its build outputs too); a directory holding anything else is
+        refused (NpukitError) and left as it was."""
+        from .io import atomic_write_tree, check_export_target  # noqa: PLC0415
 
+        check_export_target(directory)  # before the code is generated: a wrong directory fails fast
         proj = self.project
         atomic_write_tree(directory, proj.files)
         return proj

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DETECTOR, DIGITS_ONNX, ROOT, missing_tool, run_cli
+from conftest import assert_cli_error, DETECTOR, DIGITS_ONNX, missing_tool, ROOT, run_cli
 
 import npukit
 from npukit.soc import bundled, load_soc
@@ -221,6 +221,43 @@ def test_study_export_writes_a_project_that_builds_and_agrees(tmp_path):
     b = run_cli("build", tmp_path / "proj", "--json", cwd=tmp_path, timeout=600)
     assert b.returncode == 0, b.stderr
     assert json.loads(b.stdout)["outputs_agree"] is True
+
+
+def test_export_never_replaces_a_directory_it_did_not_write(tmp_path):
+    """An export replaces its directory whole, so a directory holding the user's files (the model,
+    notes) is refused and left exactly as it was; a new, empty or earlier-export directory is taken,
+    and the current directory never is.  The CLI checks it before writing --save-config or --report."""
+    user = tmp_path / "work"
+    (user / "sub").mkdir(parents=True)
+    shutil.copy(DIGITS_ONNX, user / "digits_cnn.onnx")
+    (user / "notes.txt").write_text("important\n")
+    before = sorted(str(q.relative_to(user)) for q in user.rglob("*"))
+    r = run_cli("study", "work/digits_cnn.onnx", "--soc", "arm-dsp-dla", "--export", "work", "--save-config", "c.toml",
+                "--report", "r.html", cwd=tmp_path)  # fmt: skip
+    msg = assert_cli_error(r, limit_s=60)
+    assert msg == ("work: the directory is not empty and no npukit export wrote it (no npukit manifest.json); "
+                   "an export replaces its directory whole, so give a new or empty directory")  # fmt: skip
+    assert sorted(str(q.relative_to(user)) for q in user.rglob("*")) == before  # nothing gone
+    assert not (tmp_path / "c.toml").exists() and not (tmp_path / "r.html").exists()  # nothing written
+    assert (user / "notes.txt").read_text() == "important\n"
+    r = run_cli("study", "digits_cnn.onnx", "--soc", "arm-dsp-dla", "--export", ".", cwd=user)
+    assert assert_cli_error(r, limit_s=60) == (".: is the current directory or holds it; an export replaces its "
+                                               "directory whole, so give a new directory (e.g. export)")
+    assert sorted(str(q.relative_to(user)) for q in user.rglob("*")) == before
+
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    with pytest.raises(npukit.NpukitError, match=r"not empty and no npukit export wrote it"):
+        s.export(user)
+    assert sorted(str(q.relative_to(user)) for q in user.rglob("*")) == before
+    (tmp_path / "empty").mkdir()
+    s.export(tmp_path / "empty")  # an empty directory is taken
+    first = {str(q.relative_to(tmp_path / "empty")) for q in (tmp_path / "empty").rglob("*") if q.is_file()}
+    assert "manifest.json" in first and "Makefile" in first
+    (tmp_path / "empty" / "a.out").write_text("a build output\n")
+    s.set_bits("fp16", processor="dla")
+    s.export(tmp_path / "empty")  # an earlier export is replaced whole, its build outputs too
+    again = {str(q.relative_to(tmp_path / "empty")) for q in (tmp_path / "empty").rglob("*") if q.is_file()}
+    assert again == set(s.code)
 
 
 def test_export_refuses_paths_outside_its_directory(tmp_path):

@@ -68,6 +68,7 @@ class Choice:
     why: tuple[str, ...]  # per op id: the cost comparison in words
     method: str  # "exhaustive" | "dp+local" | "first-fit" | "host"
     latency_us: float  # of the virtual plan
+    lone: frozenset[int] = frozenset()  # ops that are a group alone (an accelerator taking them only fused cannot)
 
 
 def groups_of(g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Verdict]) -> list[tuple[int, ...]]:
@@ -402,7 +403,8 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     if exact or chosen != at:
         deltas = None
     why = _reasons(add, cands, chosen, score, exact, deltas)
-    return Choice(tuple(proc), why, method, lat)
+    lone = frozenset(grp[0] for grp in groups if len(grp) == 1)
+    return Choice(tuple(proc), why, method, lat, lone)
 
 
 def _dp(add: Additive, cands) -> list[str]:
@@ -536,11 +538,18 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
 
 def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Choice) -> dict[tuple[int, str], Verdict]:
     """The verdicts the BYOC partition obeys under the cost policy: an accelerator that accepts an op
-    the cost model gives to another processor refuses it with the figures."""
+    the cost model gives to another processor refuses it with the figures; one that takes an op only
+    fused after a conv/matmul refuses it when the op stands alone, with that rule."""
     out = dict(vs)
     for i, p in enumerate(choice.processor):
         for a in soc.accelerators:
             v = vs[(i, a)]
             if a != p and v.ok:
-                out[(i, a)] = Verdict(a, False, (fail("cost", f"{choice.why[i]} (placed on {p})", chosen=p),))
+                if v.fused_only and i in choice.lone:  # never a candidate: the rule, not the cost, keeps it off
+                    out[(i, a)] = Verdict(a, False, (FUSED_ALONE,))
+                else:
+                    out[(i, a)] = Verdict(a, False, (fail("cost", f"{choice.why[i]} (placed on {p})", chosen=p),))
     return out
+
+
+FUSED_ALONE = fail("fused_only", "accepted only fused after a conv/matmul; not fused here")

@@ -562,6 +562,24 @@ def test_relax_module_study():
     _assert_plan_matches_module(s)
 
 
+def test_fused_only_op_alone_says_so_under_the_cost_policy():
+    """Under the cost policy an op an accelerator takes only fused after a conv/matmul, standing alone,
+    is refused by that rule (not by a cost sentence claiming no one else accepts it): the reason
+    names every processor and a pin to it says why it cannot hold."""
+    s = npukit.Study(DETECTOR, "arm-dsp-dla")
+    assert s.config.placement == "cost"
+    row = s.placement.set_index("name").loc["decode/xy_scale"]
+    assert row["processor"] == "arm"
+    assert row["dla"] == "accepted only fused after a conv/matmul; not fused here"
+    assert row["reason"] == ("arm: fallback; dsp: does not support relax.multiply; "
+                             "dla: accepted only fused after a conv/matmul; not fused here")  # fmt: skip
+    with pytest.raises(npukit.ConfigError) as ei:
+        s.pin("decode/xy_scale", "dla")
+    assert str(ei.value) == ("cannot pin 'decode/xy_scale' to dla: the partition placed it on arm "
+                             "(dla: accepted only fused after a conv/matmul; not fused here)")  # fmt: skip
+    assert s.config.pins == ()
+
+
 def test_lone_view_ops_are_pruned_unless_pinned(study_of):
     s = study_of(DETECTOR, "arm-dsp-dla")
     row = s.placement.set_index("name").loc["head/box_reshape"]

@@ -184,6 +184,18 @@ def test_npz_errors_name_the_file(tmp_path):
         s.set_data(bad)
     with pytest.raises(npukit.DataError, match=r"missing\.npz: no such data file"):
         s.set_data(tmp_path / "missing.npz")
+    (tmp_path / "profile.toml").write_text('name = "x"\n')
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data(tmp_path / "profile.toml")
+    assert str(ei.value) == (f"{tmp_path / 'profile.toml'}: not a readable .npz file: not an .npz (zip) archive of "
+                             "arrays; save one with numpy.savez(path, x=...)")  # fmt: skip
+    good = tmp_path / "good.npz"
+    np.savez(good, x=np.zeros((2, 1, 8, 8), np.float32))
+    (tmp_path / "cut.npz").write_bytes(good.read_bytes()[:60])
+    with pytest.raises(npukit.DataError, match=r"cut\.npz: not a readable \.npz file: truncated or damaged; "):
+        s.set_data(tmp_path / "cut.npz")
+    s.set_data(good)  # the study takes good data after the bad
+    assert s.data.source == "good.npz (2 samples)"
 
 
 def test_float_data_feeds_an_int8_model_through_its_input_quantization():

@@ -169,8 +169,16 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
         raise DataError(f"{p}: no such data file")
     try:
         z = np.load(p, allow_pickle=False)
-    except Exception as e:  # noqa: BLE001
-        raise DataError(f"{p}: not a readable .npz file ({e})") from None
+    except Exception:  # noqa: BLE001
+        # numpy's own words suggest allow_pickle= for anything it cannot place: never advice to follow
+        # for a data file, so only the file's kind is said
+        try:
+            with open(p, "rb") as f:
+                zipped = f.read(4) == b"PK\x03\x04"
+        except OSError:
+            zipped = False
+        why = "truncated or damaged" if zipped else "not an .npz (zip) archive of arrays"
+        raise DataError(f"{p}: not a readable .npz file: {why}; save one with numpy.savez(path, x=...)") from None
     if not hasattr(z, "files"):
         raise DataError(f"{p}: a single array (.npy); give an .npz holding 'x' (and optionally 'y', 'calib')")
     keys = set(z.files)

@@ -239,7 +239,12 @@ def _build_study(args):
             cfg = Config.from_json(text) if path.suffix == ".json" else Config.from_toml(text)
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
-    s = Study(args.model, args.soc, cfg, input_shapes=dict(args.input_shape) or None, placement=args.placement)
+    try:
+        s = Study(args.model, args.soc, cfg, input_shapes=dict(args.input_shape) or None, placement=args.placement)
+    except ConfigError as e:  # (--placement is one of argparse's choices) the config's edits do not fit
+        if cfg is None:  # this model or profile: a config saved from another one
+            raise
+        raise ConfigError(f"{args.config}: {e}") from None
     for proc, op in args.disable:
         s.set_support(proc, op, False)
     for proc, op in args.enable:

@@ -36,18 +36,36 @@ class DataError(NpukitError):
 
 
 def closest(name: str, choices: Iterable[str], n: int = 5) -> str:
-    """A phrase listing the valid names closest to ``name`` (all of them if few)."""
+    """A phrase listing the valid names closest to ``name`` (all of them if few, the close ones
+    named first); a name longer than ``LONG`` characters is shortened."""
     choices = sorted(set(map(str, choices)))
     if len(choices) <= 12:
-        shown = choices
-        lead = "valid names"
-    else:
-        shown = difflib.get_close_matches(str(name), choices, n=n, cutoff=0.3)
-        lead = "closest valid names"
-        if not shown:
-            shown = choices[:n]
-            lead = f"some of the {len(choices)} valid names"
-    return f"{lead}: {', '.join(repr(c) for c in shown)}"
+        near = _near(str(name), choices)
+        ask = f"did you mean {near}? " if near else ""
+        return f"{ask}valid names: {', '.join(repr(_short(c)) for c in choices)}"
+    shown = difflib.get_close_matches(str(name), choices, n=n, cutoff=0.3)
+    lead = "closest valid names"
+    if not shown:
+        shown = choices[:n]
+        lead = f"some of the {len(choices)} valid names"
+    return f"{lead}: {', '.join(repr(_short(c)) for c in shown)}"
+
+
+LONG = 60
+
+
+def _near(name: str, choices: list[str]) -> str:
+    """The choices as close to ``name`` as the closest one (difflib's ratio >= 0.6), at most three:
+    "'a'", "'a' or 'b'", "'a', 'b' or 'c'"."""
+    scored = sorted((-difflib.SequenceMatcher(None, name, c).ratio(), c) for c in choices)
+    if not scored or -scored[0][0] < 0.6:
+        return ""
+    top = [repr(_short(c)) for r, c in scored if r == scored[0][0]][:3]
+    return top[0] if len(top) == 1 else f"{', '.join(top[:-1])} or {top[-1]}"
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= LONG else name[: LONG - 3] + "..."
 
 
 def unknown(what: str, name: str, choices: Iterable[str]) -> ConfigError:

@@ -275,7 +275,7 @@ def test_unknown_names_list_the_closest(digits):
     assert "'/conv1/Conv'" in msg and "'/conv2/Conv'" in msg
     with pytest.raises(npukit.ConfigError, match=r"unknown processor 'npu'; valid names: 'arm', 'dla', 'dsp'"):
         digits.pin("/conv1/Conv", "npu")
-    with pytest.raises(npukit.ConfigError, match=r"unknown processor 'dsp2'; valid names: 'arm', 'dla', 'dsp'"):
+    with pytest.raises(npukit.ConfigError, match=r"unknown processor 'dsp2'; did you mean 'dsp'\? valid names: 'arm', 'dla', 'dsp'"):
         digits.set_support("dsp2", "softmax", False)
     with pytest.raises(npukit.ConfigError) as ei:
         digits.set_support("dsp", "sotfmax", False)
@@ -600,3 +600,16 @@ def test_fused_only_op_cannot_be_pinned_alone(study_of):
     assert str(ei.value) == ("cannot pin 'decode/xy_scale' to dla: the partition placed it on arm "
                              "(dla: accepted, only fused after a conv/matmul)")  # fmt: skip
     assert s.config == FF
+
+
+def test_few_valid_names_lead_with_the_closest_and_shorten_long_ones():
+    """Few choices are all listed, in order, after the ones as close as the closest (a name of 300
+    characters does not hide the one the user meant)."""
+    from npukit.errors import closest
+
+    names = ["R" * 300, "add node with spaces", "mul/x", "sig:0"]
+    assert closest("sig", names) == ("did you mean 'sig:0'? valid names: '" + "R" * 57 + "...', 'add node with spaces', "
+                                     "'mul/x', 'sig:0'")  # fmt: skip
+    assert closest("int3", ["fp16", "fp32", "int16", "int2", "int4", "int8"]) == (
+        "did you mean 'int2', 'int4' or 'int8'? valid names: 'fp16', 'fp32', 'int16', 'int2', 'int4', 'int8'")
+    assert closest("npu", ["arm", "dla", "dsp"]) == "valid names: 'arm', 'dla', 'dsp'"

@@ -93,7 +93,7 @@ def test_what_if_edits_are_validated():
 
 def test_unknown_processor_lists_valid_names():
     p = npukit.load_soc("arm-dsp-dla")
-    with pytest.raises(npukit.ConfigError, match=r"unknown processor 'dlaa'; valid names: 'arm', 'dla', 'dsp'"):
+    with pytest.raises(npukit.ConfigError, match=r"unknown processor 'dlaa'; did you mean 'dla'\? valid names: 'arm', 'dla', 'dsp'"):
         p.processor("dlaa")
 
 

@@ -68,15 +68,15 @@ def grid_error(tmp_path, body: str, model=DIGITS_ONNX) -> str:
 
 
 @pytest.mark.parametrize("body, message", [
-    ('"bitz.dla" = ["int8"]\n', "grid.toml:2: bitz.dla: unknown key; valid names: 'bits', 'layer_bits', 'mode', "
+    ('"bitz.dla" = ["int8"]\n', "grid.toml:2: bitz.dla: unknown key; did you mean 'bits'? valid names: 'bits', 'layer_bits', 'mode', "
      "'pin', 'placement', 'samples', 'seed', 'soc', 'support' (keys are bits.<processor>, layer_bits.<node>, "
      "support.<processor>.<op>, pin.<node>, placement, soc.<profile field>)"),
-    ('"bits.dla" = ["int8", "int3"]\n', "grid.toml:2: bits.dla: unknown bit-width 'int3'; valid names: 'fp16', "
+    ('"bits.dla" = ["int8", "int3"]\n', "grid.toml:2: bits.dla: unknown bit-width 'int3'; did you mean 'int2', 'int4' or 'int8'? valid names: 'fp16', "
      "'fp32', 'int16', 'int2', 'int4', 'int8'"),
-    ('"bits.dlaa" = ["int8"]\n', "grid.toml:2: bits.dlaa: unknown processor 'dlaa'; valid names: 'arm', 'dla', 'dsp'"),
+    ('"bits.dlaa" = ["int8"]\n', "grid.toml:2: bits.dlaa: unknown processor 'dlaa'; did you mean 'dla'? valid names: 'arm', 'dla', 'dsp'"),
     ('"bits.dla" = ["int8", "int4"]\n', "grid.toml:2: bits.dla: dla cannot run int4: processors.dla.macs_per_cycle "
      "lists int8, fp16"),
-    ('mode = "prodcut"\n"bits.dla" = ["int8"]\n', "grid.toml:2: mode: unknown mode 'prodcut'; valid names: 'list', "
+    ('mode = "prodcut"\n"bits.dla" = ["int8"]\n', "grid.toml:2: mode: unknown mode 'prodcut'; did you mean 'product'? valid names: 'list', "
      "'product', 'random'"),
     ('"support.dsp.sofmax" = [true, false]\n', "grid.toml:2: support.dsp.sofmax: op: unknown op 'sofmax'; closest "
      "valid names: 'softmax', 'log_softmax', 'max', 'ewise_fma', 'argmax'"),
@@ -215,7 +215,7 @@ def test_pareto_hand_made_table():
     assert pareto_mask(df).tolist() == pareto_mask(df, ("latency_us", "energy_uj")).tolist()  # default: those present
     with pytest.raises(npukit.ConfigError) as ei:
         pareto(df, ("latency", "energy_uj"))
-    assert str(ei.value) == ("pareto: no column 'latency' in the table; valid names: 'accuracy', 'energy_uj', "
+    assert str(ei.value) == ("pareto: no column 'latency' in the table; did you mean 'latency_us'? valid names: 'accuracy', 'energy_uj', "
                              "'failure', 'index', 'latency_us'")
 
 

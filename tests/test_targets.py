@@ -409,7 +409,7 @@ def test_npy_reads_other_byte_order_marks_for_bytes(npycopy, tmp_path):
 
 def test_target_table_and_validation():
     assert tg.target_names() == ("aarch64-linux", "cortex-m7-mps2", "host", "riscv64-linux")
-    with pytest.raises(ConfigError, match=r"^unknown target 'cortex-m7'; valid names: 'aarch64-linux', "
+    with pytest.raises(ConfigError, match=r"^unknown target 'cortex-m7'; did you mean 'cortex-m7-mps2'\? valid names: 'aarch64-linux', "
                                           r"'cortex-m7-mps2', 'host', 'riscv64-linux'$"):
         tg.get_target("cortex-m7")
     with pytest.raises(ProfileError, match=r"^soc.toml: target: unknown target 'm7'; valid targets: aarch64-linux, "):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import assert_cli_error, DETECTOR, DIGITS_ONNX, missing_tool, ROOT, run_cli
+from conftest import DETECTOR, DIGITS_ONNX, ROOT, assert_cli_error, missing_tool, run_cli
 
 import npukit
 from npukit.soc import bundled, load_soc

@@ -348,8 +348,7 @@ def check(model: Model, soc: SocProfile, cfg: Config) -> None:
     for i, p in sorted(pins.items()):
         v = vs[(i, p)]
         if not v.ok:
-            op = g.ops[i]
-            raise ConfigError(f"cannot pin {op.name!r} ({op.kind}) to {p}: {p}: {v.text}")
+            raise ConfigError(f"cannot pin {_pinned_as(g, cfg, i)} to {p}: {p}: {v.text}")
 
 
 def check_bits(soc: SocProfile, proc: str, b: str) -> None:
@@ -374,10 +373,19 @@ def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None
     part = partition(model, soc, cfg)
     for i, p in sorted(pins_of(g, cfg).items()):
         if plan.processor[i] != p:
-            op = g.ops[i]
             why = part.verdicts[(i, p)].text
-            raise ConfigError(f"cannot pin {op.name!r} to {p}: the partition placed it on {plan.processor[i]} "
-                              f"({p}: {why})")  # fmt: skip
+            raise ConfigError(f"cannot pin {_pinned_as(g, cfg, i, kind=False)} to {p}: the partition placed it on "
+                              f"{plan.processor[i]} ({p}: {why})")  # fmt: skip
+
+
+def _pinned_as(g: OpGraph, cfg: Config, i: int, kind: bool = True) -> str:
+    """Op ``i`` as the user's pin named it: the node reference, and the op inside it when the node
+    covers several ops under other names (a model node split into ops, or a name two nodes share)."""
+    op = g.ops[i]
+    node = next((n for n, _p in reversed(by_specificity(g, cfg.pins)) if i in resolve(g, n)), op.name)
+    if node == op.name or len(resolve(g, node)) == 1:  # (stored as "#<id>" for one op of several)
+        return f"{op.name!r} ({op.kind})" if kind else repr(op.name)
+    return f"{node!r} (its op {op.name!r}, {op.kind})"
 
 
 def op_bits(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> tuple[str, ...]:

@@ -174,6 +174,15 @@ def test_duplicate_onnx_node_names_stay_unique_and_keep_their_source(tmp_path, g
     assert [op.source for op in g.ops] == ["dup", "dup"]
     names = [op.name for op in g.ops]
     assert names[0] == "dup" and names[1] != "dup" and names[1].startswith("dup")
+    # a pin of the shared name covers both ops; an op that cannot follow it is named inside the pin
+    s = npukit.Study(tmp_path / "dup.onnx", "riscv-accel")
+    with pytest.raises(npukit.ConfigError) as ei:
+        s.pin("dup", "accel")
+    assert str(ei.value) == (f"cannot pin 'dup' (its op {names[1]!r}, sigmoid) to accel: accel: does not support "
+                             "relax.sigmoid")  # fmt: skip
+    with pytest.raises(npukit.ConfigError) as ei:
+        s.pin(names[1], "accel")
+    assert str(ei.value) == f"cannot pin {names[1]!r} (sigmoid) to accel: accel: does not support relax.sigmoid"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,26 @@ class Unsupported(NpukitError):
     pass
 
 
+def model_node(g, op: Op) -> str:
+    """The model node ``op`` came from, in the model's words: ``node 'ci' (Cast float32->int32)``.
+    One node can import as several ops (a Cast to an integer type is nine); a cast names the
+    dtype it reads (its first op's input) and the one it makes (its last op's output)."""
+    if not op.source:
+        return f"op {op.name!r} (added by the importer)"
+    what = op.source_op
+    if "cast" in what.lower():
+        mine = [o for o in g.ops if o.source == op.source and o.source_op == op.source_op]
+        if mine and mine[0].inputs and mine[-1].outputs:
+            what += f" {g.tensors[mine[0].inputs[0]].dtype}->{g.tensors[mine[-1].outputs[0]].dtype}"
+    return f"node {op.source!r} ({what})"
+
+
+def no_kernel_call(g, op: Op, where: str) -> str:
+    """Why an op has no kernel call, naming its model node (and the op when the node is several)."""
+    part = f"its {op.kind} op {op.name!r}" if op.name != op.source else op.kind
+    return f"{model_node(g, op)}: code generation has no kernel call for {part} on {where}"
+
+
 _PAD_MODES = {"constant": "CONSTANT", "replicate": "REPLICATE", "reflect": "REFLECT", "circular": "CIRCULAR"}
 _COORD_MODES = {"half_pixel": "HALF_PIXEL", "align_corners": "ALIGN_CORNERS", "asymmetric": "ASYMMETRIC",
                 "pytorch_half_pixel": "PYTORCH_HALF_PIXEL", "tf_half_pixel_for_nn": "TF_HALF_PIXEL_FOR_NN"}  # fmt: skip
@@ -419,8 +439,7 @@ class KernelLowering:
             self._nms(op)
         else:
             host = self.p.soc.host
-            raise Unsupported(f"code generation has no kernel call for {op.op} (node {op.name!r}) on {fn.where}"
-                              + (f"; pin it to the host ({host})" if fn.where != host else ""))  # fmt: skip
+            raise Unsupported(no_kernel_call(self.g, op, fn.where) + (f"; pin it to the host ({host})" if fn.where != host else ""))
 
     def _float_const(self, tid: str) -> str:
         t = self.g.tensors[tid]

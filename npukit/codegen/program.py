@@ -24,6 +24,7 @@ constant output (its values in the constant workspace), and an output that repea
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from ..cost import kernels as cost_kernels
@@ -36,6 +37,7 @@ from .names import Names, comment
 from .storage import CTYPE, ITEMSIZE, Format, Storage
 from .weights import Weights
 
+_TENSOR_ID = re.compile(r"\btensor (\S+) ")  # how npukit.tvm.hostc's reasons name a tensor (its id)
 HOST_FALLBACK = frozenset({"topk", "sort", "argsort", "all_class_non_max_suppression", "non_max_suppression"})
 
 
@@ -354,8 +356,8 @@ class Program:
                 try:
                     KernelLowering(fn, self).op(g.ops[i])
                 except Unsupported as e:
-                    reason = self.host_c.unsupported.get(i, "")
-                    raise Unsupported(f"{e}; TVM cannot lower it to C either ({reason})") from None
+                    reason = self._host_reason(self.host_c.unsupported.get(i, ""))
+                    raise Unsupported(f"{e}, and TVM cannot lower it to C either: {reason}") from None
             self.steps.append(("hostref", grp, fn))
         else:
             args = []
@@ -376,6 +378,11 @@ class Program:
         for i in grp:
             for tid in g.ops[i].outputs:
                 self._convert_all(tid)
+
+    def _host_reason(self, reason: str) -> str:
+        """A host C failure reason in the model's words: tensors by their model names."""
+        return _TENSOR_ID.sub(lambda m: f"tensor {self.label(m.group(1))!r} " if m.group(1) in self.g.tensors
+                              else m.group(0), reason) or "no reason given"  # fmt: skip
 
     def _rounded(self) -> frozenset[int]:
         if not hasattr(self, "_rounded_set"):

@@ -32,7 +32,11 @@ workspace at all; then ``tvm.tirx.build(..., target={"kind": "c"})`` under
 ``tirx.disable_assert``.  TVM 0.27 prints float constants in C with 7 significant digits, which
 does not round-trip a float32 (a quantization scale would differ from the one TVM's LLVM build
 uses); every such literal is rewritten with the exact value taken from the final TIR, which makes
-the C bit-exact with ``tvm.compile`` (measured on the int8 digits CNN and MobileNet).
+the C bit-exact with ``tvm.compile`` (measured on the int8 digits CNN and MobileNet).  TVM 0.27 also
+prints an infinite or NaN constant as ``inff`` / ``nanf`` (rewritten to math.h's ``INFINITY`` /
+``NAN``) and has no C lowering of ``tirx.fabs`` (abs, isinf and isfinite on floats, so every ONNX
+Cast from a float to an integer type): npukit registers one for the ``c`` target, libm's ``fabsf``
+/ ``fabs``.
 
 Ops TVM 0.27 cannot lower to plain C are reported in ``HostC.unsupported`` (op id -> reason)
 instead of raising, so the caller can place them elsewhere: ``topk`` / ``sort`` / ``argsort``

@@ -11,6 +11,7 @@ call, a symbolic shape) raises ``Unsupported`` with a reason a user can read.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -18,6 +19,7 @@ from ..graph import OpGraph
 from .hostc_emit import C_DTYPES
 from .hostc_tir import (
     NonConstantWorkspace,
+    c_special_floats,
     exact_float_literals,
     inline_blocks,
     last_module_instrument,
@@ -32,6 +34,11 @@ _PACKED_API = ("TVMFFIEnvModLookupFromImports", "TVMFFIFunctionCall", "TVMBacken
                "TVMBackendParallelBarrier", "TVMFFIEnvGetStream")  # fmt: skip
 # runtime symbols the generated runtime provides (hostc_emit._runtime)
 RUNTIME_SYMBOLS = ("TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace", "TVMFFIErrorSetRaisedFromCStr")
+# TIR intrinsics TVM 0.27 has no lowering of for the c target (LLVM has its own): a float32 / float64
+# call becomes the C library's function.  tirx.fabs comes from abs, isfinite and isinf on floats.
+_C_MATH = {"tirx.fabs": ("fabsf", "fabs")}
+_c_math_lock = threading.Lock()
+_c_math_done = False
 # Relax ops that survive legalization only where a shape is computed at run time
 _SHAPE_OPS = frozenset({"relax.tensor_to_shape", "relax.shape_of", "relax.shape_to_tensor", "relax.nonzero",
                         "relax.unique", "relax.dynamic_strided_slice"})  # fmt: skip
@@ -172,11 +179,62 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
 # Relax function -> C
 
 
+# TVM's words for an intrinsic the C code generator cannot print: `Unresolved call ir.Op(span=None,
+# ..., name="tirx.fabs", ...)`; and any object printed with its fields, e.g. `ir.Op(span=None, ...)`
+_UNRESOLVED = re.compile(r'Unresolved call\b.*?name="(?:tirx?\.)?(\w+)"')
+_OBJECT_REPR = re.compile(r"\b(?:ir|tirx?|relax)\.\w+\(span=.*")
+
+
+def _tvm_text(text: str) -> str:
+    """A TVM error's first line without the objects it prints field by field (a reason a user reads)."""
+    text = _OBJECT_REPR.sub("(an internal TVM object)", text)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def codegen_reason(text: str) -> str:
+    """Why TVM's C code generator failed (its error's first line), in words a user reads."""
+    m = _UNRESOLVED.search(text)
+    if m:
+        return f"its kernel uses the intrinsic '{m.group(1)}', which TVM's C code generator has no C for"
+    return f"TVM's C code generator failed: {_tvm_text(text)}"
+
+
+def c_math_intrinsics(tvm) -> None:
+    """Register (once per process) the ``c`` target's lowering of the intrinsics in ``_C_MATH``.
+    Without it TVM's C code generator stops at an unresolved ``tirx.fabs`` (every ONNX Cast from
+    a float to an integer type checks ``isfinite`` first).  Only the ``c`` target is touched: LLVM
+    keeps its own rule, and a rule someone else registered for ``c`` is kept.  fabs is exact, so
+    the C computes the bits LLVM's ``llvm.fabs`` does."""
+    global _c_math_done
+    if _c_math_done:
+        return
+    with _c_math_lock:
+        if _c_math_done:
+            return
+        from tvm.tirx import call_pure_extern, register_intrin_lowering  # noqa: PLC0415
+
+        for name, (f32, f64) in _C_MATH.items():
+            try:
+                have = tvm.ir.Op.get(name).get_attr("c.FLowerIntrinsic")
+            except Exception:  # noqa: BLE001 - the attribute is not registered for any op yet
+                have = None
+            if have is not None:
+                continue
+
+            def rule(call, f32=f32, f64=f64):
+                fn = {"float32": f32, "float64": f64}.get(str(call.ty.dtype))
+                return call_pure_extern(call.ty, fn, *call.args) if fn else call
+
+            register_intrin_lowering(name, target="c", f=rule, level=10)
+        _c_math_done = True
+
+
 def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group: bool = True, prims=None) -> Lowered:
     from tvm import relax  # noqa: PLC0415
 
     from .frontends.common import _first_line, _quiet  # noqa: PLC0415
 
+    c_math_intrinsics(tvm)
     target = tvm.target.Target(TARGET)
     legalize = tvm.transform.Sequential([
         relax.backend.DispatchSortScan(), relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
@@ -192,7 +250,7 @@ def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group:
             legal = legalize(src)
             mod = (_fuse_whole_group(tvm, relax, legal) if fuse_group else None) or fuse(legal)
     except Exception as e:  # noqa: BLE001 - a TVM failure is this group's reason
-        raise Unsupported(f"TVM's Relax lowering failed: {_first_line(e)}") from None
+        raise Unsupported(f"TVM's Relax lowering failed: {_tvm_text(_first_line(e))}") from None
     try:
         calls, values, results, order = _read_main(tvm, relax, mod)
     except Unsupported as e:
@@ -215,8 +273,8 @@ def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group:
         with _quiet(), tvm.transform.PassContext(opt_level=3, config=PASS_CONFIG, instruments=[last]):
             src = tvm.tirx.build(tvm.IRModule(funcs), target=TARGET).inspect_source()
     except Exception as e:  # noqa: BLE001
-        raise Unsupported(f"TVM's C code generator failed: {_first_line(e)}") from None
-    src = exact_float_literals(src, last.mod.script() if last.mod is not None else "")
+        raise Unsupported(codegen_reason(_first_line(e))) from None
+    src = c_special_floats(exact_float_literals(src, last.mod.script() if last.mod is not None else ""))
     for api in _PACKED_API:
         if api in src:
             raise Unsupported(f"TVM's C calls {api}, which needs the TVM runtime")

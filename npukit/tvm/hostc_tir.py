@@ -113,6 +113,17 @@ def exact_float_literals(src: str, tir_script: str) -> str:
     return _C_FLOAT.sub(fix, src)
 
 
+_C_SPECIAL = re.compile(r"(?<![\w.>])(inf|nan)f?(?![\w.(])")
+
+
+def c_special_floats(src: str) -> str:
+    """TVM 0.27's C codegen prints an infinite or NaN float constant as ``inff`` / ``inf`` /
+    ``nanf`` (an isfinite's comparison, a clip without bounds), which no C compiler knows: each
+    becomes math.h's ``INFINITY`` / ``NAN`` (a float; C converts it exactly where a double is
+    compared, and ``-INFINITY`` keeps its sign)."""
+    return _C_SPECIAL.sub(lambda m: "INFINITY" if m.group(1) == "inf" else "NAN", src)
+
+
 def split_preamble(src: str) -> tuple[str, tuple[str, ...]]:
     """TVM's C without the lines every build repeats (target comment, TVM_EXPORTS, includes, the
     library context, the ``__tvm_ffi_main`` alias of a single-function build), and its includes."""

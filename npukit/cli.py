@@ -42,6 +42,16 @@ def _pair(sep: str, what: str):
     return parse
 
 
+def _at_least_one(s: str) -> int:
+    try:
+        n = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r}: expected a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n}: must be at least 1")
+    return n
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line, ``npukit: error: ...`` (exit 2), like every other error."""
 
@@ -101,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("build", help="build and run an exported project; its outputs against the simulation")
     p.add_argument("dir", help="a directory written by `npukit study ... --export DIR` or study.export()")
-    p.add_argument("--samples", type=int, default=16, help="inputs of the study's data to run (default 16)")
+    p.add_argument("--samples", type=_at_least_one, default=16, help="inputs of the study's data to run (default 16)")
     p.add_argument("--target", action="store_true", help="also build and run for the profile's target")
     p.add_argument("--json", action="store_true")
 

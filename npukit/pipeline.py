@@ -795,7 +795,7 @@ def code(result: Result, data=None):
     hit = CODE.get(key)
     if hit is None:
         hit = CODE.put(key, generate(result, lambda: calibration(model, data),
-                                     host_c=lambda groups: host_code(model, groups)))  # fmt: skip
+                                     host_c=lambda groups: host_code(model, groups), data=data))  # fmt: skip
     return hit
 
 

@@ -265,6 +265,41 @@ def test_export_never_replaces_a_directory_it_did_not_write(tmp_path):
     assert again == set(s.code)
 
 
+def test_build_runs_an_export_on_the_data_it_was_calibrated_on(tmp_path):
+    """An export made after set_data(path) records that file (and its digest) in its manifest;
+    `npukit build` reads it again, so the comparison uses the calibration baked into the C (it once
+    recalibrated on seeded random inputs and reported a mismatch).  Data given as arrays cannot be
+    read again: build refuses to compare rather than report a false mismatch."""
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        missing_tool("make and a C compiler are needed")
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((24, 1, 8, 8)).astype(np.float32) * 3
+    np.savez(tmp_path / "mine.npz", x=x)
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    assert "int8" in s.result.bits  # the DLA's ops are calibrated
+    s.set_data(tmp_path / "mine.npz")
+    s.export(tmp_path / "ex")
+    rec = json.loads((tmp_path / "ex" / "manifest.json").read_text())["data"]
+    assert rec == {"source": "mine.npz (24 samples)", "key": s.data.key, "path": str((tmp_path / "mine.npz").resolve()),
+                   "calibrated": True}  # fmt: skip
+    b = run_cli("build", tmp_path / "ex", "--json", cwd=ROOT, timeout=600)
+    assert b.returncode == 0, b.stderr
+    out = json.loads(b.stdout)
+    assert out["outputs_agree"] is True and out["samples"] == 16 and out["data"] == "mine.npz (24 samples)"
+    s.set_data(x[:12])  # arrays: not readable again
+    s.export(tmp_path / "ex2")
+    r = run_cli("build", tmp_path / "ex2", cwd=ROOT, timeout=600)
+    assert assert_cli_error(r, limit_s=120) == (
+        f"{tmp_path / 'ex2' / 'manifest.json'}: the code was calibrated on data passed to set_data() as arrays at "
+        "the export; npukit build cannot compare it with the same calibration: export again, or build it from "
+        "Python with study.build()")
+    np.savez(tmp_path / "mine.npz", x=x[:20])  # the file changed since the first export
+    r = run_cli("build", tmp_path / "ex", cwd=ROOT, timeout=600)
+    assert "the code was calibrated on the data in " in assert_cli_error(r, limit_s=120)
+
+
 def test_export_refuses_paths_outside_its_directory(tmp_path):
     from npukit import io
 
@@ -272,3 +307,12 @@ def test_export_refuses_paths_outside_its_directory(tmp_path):
         with pytest.raises(npukit.NpukitError, match=r"refusing to write .*: outside the export directory"):
             io.atomic_write_tree(tmp_path / "out", {"ok.c": "int x;\n", bad: "int y;\n"})
         assert not (tmp_path / "out").exists() and not (tmp_path / "escape.c").exists()
+
+
+def test_build_needs_at_least_one_sample(tmp_path):
+    r = run_cli("build", tmp_path, "--samples", "0")
+    assert assert_cli_error(r) == "build: argument --samples: 0: must be at least 1 (see npukit build --help)"
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    with pytest.raises(npukit.NpukitError, match=r"^samples=-3: run at least 1 input$"):
+        s.build(tmp_path / "b", samples=-3)
+    assert not (tmp_path / "b").exists()

@@ -192,7 +192,27 @@ def study_of_export(directory):
         raise NpukitError(f"{man}: not an npukit manifest ({e})") from None
     if not model:
         raise NpukitError(f"{man}: the export was made from an in-memory model; build it from Python with study.build()")
-    return Study(model, profile, config), d
+    s = Study(model, profile, config)
+    _restore_data(s, m.get("data"), man)
+    return s, d
+
+
+def _restore_data(s, rec, man: Path) -> None:
+    """The data the export was made with (its manifest's ``data``): read again from its .npz, and
+    checked to be the same (its digest).  Data given as arrays cannot be read again: where the code
+    was calibrated on it, the comparison would be against another calibration, so it is refused."""
+    if not rec:
+        return  # an export from before the manifest recorded it
+    path, key, calibrated = rec.get("path"), rec.get("key"), rec.get("calibrated", True)
+    if path:
+        if not Path(path).is_file():
+            raise NpukitError(f"{man}: the export was made with the data in {path}, which no longer exists; "
+                              "export again, or build it from Python with study.build()")  # fmt: skip
+        s.set_data(path)
+    if s.data.key != key and calibrated:
+        what = f"the data in {path} changed since" if path else "data passed to set_data() as arrays at"
+        raise NpukitError(f"{man}: the code was calibrated on {what} the export; npukit build cannot compare it "
+                          "with the same calibration: export again, or build it from Python with study.build()")  # fmt: skip
 
 
 def build_and_compare(study, directory=None, *, samples: int = 16, target: bool = False, regenerate: bool = True) -> dict:
@@ -202,6 +222,8 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
     from .. import pipeline  # noqa: PLC0415
     from .memfit import section_sizes  # noqa: PLC0415
 
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise NpukitError(f"samples={samples!r}: run at least 1 input")
     tmp = None
     if directory is None:
         tmp = tempfile.mkdtemp(prefix="npukit-build-")
@@ -229,7 +251,8 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
                 runs[tgt.name] = lambda args, t=tgt: t.run_argv(t.program_name("model"), args)
             else:
                 runs[tgt.name] = None
-        report: dict = {"directory": str(directory), "samples": n, "runs": {}, "memory": dict(proj.manifest["memory"])}
+        report: dict = {"directory": str(directory), "samples": n, "data": data.source, "runs": {},
+                        "memory": dict(proj.manifest["memory"])}  # fmt: skip
         outputs_by_run = {}
         mismatches: list[str] = []
         for name, argv in runs.items():

@@ -41,10 +41,12 @@ def _target_name(soc) -> str:
     return soc.target
 
 
-def generate(result, ranges_of, *, target: str | None = None, host_c=None) -> Project:
+def generate(result, ranges_of, *, target: str | None = None, host_c=None, data=None) -> Project:
     """The project for a pipeline Result.  ``ranges_of()`` returns the calibrated [min, max] of the
     model's tensors (called only when a tensor is stored on an integer grid); ``host_c(groups)``
-    the host's C from TVM (default: ``npukit.tvm.hostc.host_kernels``, uncached)."""
+    the host's C from TVM (default: ``npukit.tvm.hostc.host_kernels``, uncached); ``data`` the
+    study's data (``quant.Data``), recorded in the manifest so that ``npukit build`` runs the
+    project on the data it was calibrated on."""
     from ..tvm.byoc import partition_sources  # noqa: PLC0415
     from ..tvm.hostc import host_kernels  # noqa: PLC0415
 
@@ -117,6 +119,9 @@ def generate(result, ranges_of, *, target: str | None = None, host_c=None) -> Pr
     defines = ["CMSIS_NN_USE_SINGLE_ROUNDING"] if cmsis_libs else []
     files["Makefile"] = makefile(tgt, srcs, program=PROGRAM, include_dirs=incs, defines=defines)
     manifest = _manifest(prog, result, files, tname)
+    if data is not None:
+        manifest["data"] = {"source": data.source, "key": data.key, "path": data.path or None,
+                            "calibrated": needs_ranges}  # fmt: skip
     files["manifest.json"] = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     files["README.md"] = _readme(prog, result, manifest, model_name)
     return Project(files, manifest, prog.arena_bytes, prog.lower_bound, prog.weights.nbytes, tname)

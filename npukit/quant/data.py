@@ -26,6 +26,7 @@ class Data:
     calib: tuple[tuple[np.ndarray, ...], ...]
     source: str
     key: str = field(default="", compare=False)
+    path: str = field(default="", compare=False)  # the .npz it was read from (absolute), "" for arrays
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -196,7 +197,8 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
     except DataError as e:
         raise DataError(f"{p}: {e}") from None
     n = len(d.samples)
-    return Data(d.samples, d.labels, d.calib, f"{p.name} ({n} samples{', labelled' if d.labels is not None else ''})")
+    return Data(d.samples, d.labels, d.calib, f"{p.name} ({n} samples{', labelled' if d.labels is not None else ''})",
+                path=str(p.resolve()))  # fmt: skip
 
 
 def _npz_get(z, key: str, p: Path) -> np.ndarray:

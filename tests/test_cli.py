@@ -316,3 +316,20 @@ def test_build_needs_at_least_one_sample(tmp_path):
     with pytest.raises(npukit.NpukitError, match=r"^samples=-3: run at least 1 input$"):
         s.build(tmp_path / "b", samples=-3)
     assert not (tmp_path / "b").exists()
+
+
+def test_an_export_carries_its_profile(tmp_path):
+    """The export holds the profile as studied (profile.toml): an edited profile, or a file given by a
+    relative path, builds from any directory."""
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        missing_tool("make and a C compiler are needed")
+    soc = load_soc("arm-dsp-dla").with_changes({"processors.dla.clock_mhz": 333})
+    s = npukit.Study(DIGITS_ONNX, soc)
+    s.export(tmp_path / "ex")
+    m = json.loads((tmp_path / "ex" / "manifest.json").read_text())
+    assert m["profile_file"] == "profile.toml" and "profile.toml" in m["files"]
+    assert load_soc(tmp_path / "ex" / "profile.toml").raw == soc.raw
+    (tmp_path / "elsewhere").mkdir()
+    b = run_cli("build", tmp_path / "ex", "--json", cwd=tmp_path / "elsewhere", timeout=600)
+    assert b.returncode == 0, b.stderr
+    assert json.loads(b.stdout)["outputs_agree"] is True

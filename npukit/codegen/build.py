@@ -192,6 +192,8 @@ def study_of_export(directory):
         raise NpukitError(f"{man}: not an npukit manifest ({e})") from None
     if not model:
         raise NpukitError(f"{man}: the export was made from an in-memory model; build it from Python with study.build()")
+    if m.get("profile_file") and (d / m["profile_file"]).is_file():
+        profile = d / m["profile_file"]  # the profile as it was studied (an edited one too)
     s = Study(model, profile, config)
     _restore_data(s, m.get("data"), man)
     return s, d

@@ -118,6 +118,7 @@ def generate(result, ranges_of, *, target: str | None = None, host_c=None, data=
     # CMSIS-NN's documented single-rounding build option: requantization as exact as the simulation's
     defines = ["CMSIS_NN_USE_SINGLE_ROUNDING"] if cmsis_libs else []
     files["Makefile"] = makefile(tgt, srcs, program=PROGRAM, include_dirs=incs, defines=defines)
+    files["profile.toml"] = soc.to_toml()  # the profile as studied (edited or not): npukit build reads it
     manifest = _manifest(prog, result, files, tname)
     if data is not None:
         manifest["data"] = {"source": data.source, "key": data.key, "path": data.path or None,
@@ -163,6 +164,12 @@ def op_lines(files: dict[str, str]) -> dict[int, list[list]]:
     return out
 
 
+def _where(path: str) -> str:
+    """A profile's path as an absolute path when it is a file (an export is built from anywhere)."""
+    p = Path(path)
+    return str(p.resolve()) if p.is_file() else path
+
+
 def _manifest(prog: Program, result, files: dict, target: str) -> dict:
     g = result.graph
     plan = result.plan
@@ -186,7 +193,8 @@ def _manifest(prog: Program, result, files: dict, target: str) -> dict:
         "model": Path(str(g.path)).name if g.path else "(in-memory model)",
         "model_path": str(Path(g.path).resolve()) if g.path and not str(g.path).startswith("<") else None,
         "profile": result.soc.name,
-        "profile_path": str(result.soc.path),
+        "profile_path": _where(str(result.soc.path)),
+        "profile_file": "profile.toml",
         "target": target,
         "config": result.config.to_dict(),
         "ops": ops,

@@ -232,3 +232,19 @@ def _ort(x):
 
     sess = ort.InferenceSession(str(SAMPLES / "digits_cnn.onnx"), providers=["CPUExecutionProvider"])
     return [sess.run(None, {"input": x[i : i + 1]})[0] for i in range(len(x))]
+
+
+def test_npz_with_one_array_per_input_where_one_input_is_named_x(tmp_path):
+    """An .npz holding one array per input is read that way even when an input is named ``x`` (the
+    key a single-input .npz uses)."""
+    from conftest import onnx_model, save_onnx, tensor_info
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Add", ["x", "x2"], ["y"], name="add")], [tensor_info("x", [1, 4]), tensor_info("x2", [1, 4])],
+                   [tensor_info("y", [1, 4])])  # fmt: skip
+    path = save_onnx(m, tmp_path / "two_in.onnx")
+    x = np.arange(12, dtype=np.float32).reshape(3, 1, 4)
+    np.savez(tmp_path / "d.npz", x=x, x2=-2 * x)
+    s = npukit.Study(path, "arm-dsp-dla").set_data(tmp_path / "d.npz")
+    assert len(s.data.samples) == 3
+    assert [a.tolist() for a in s.data.samples[2]] == [[[8.0, 9.0, 10.0, 11.0]], [[-16.0, -18.0, -20.0, -22.0]]]

@@ -184,7 +184,9 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
         raise DataError(f"{p}: a single array (.npy); give an .npz holding 'x' (and optionally 'y', 'calib')")
     keys = set(z.files)
     names = [g.tensors[t].name for t in g.inputs]
-    if "x" in keys:
+    if len(names) > 1 and all(n in keys for n in names):  # one array per input (an input may be named x)
+        x = {n: _npz_get(z, n, p) for n in names}
+    elif "x" in keys:
         x = _npz_get(z, "x", p)
     elif all(n in keys for n in names):
         x = {n: _npz_get(z, n, p) for n in names}

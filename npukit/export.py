@@ -148,7 +148,7 @@ def annotated_onnx(study, path) -> Path:
         procs = sorted({r.plan.processor[i] for i in ids})
         fields = {
             "npukit.processor": ", ".join(procs),
-            "npukit.partition": ", ".join(str(r.plan.partition[i]) for i in ids),
+            "npukit.partition": ", ".join(map(str, sorted({r.plan.partition[i] for i in ids}))),
             "npukit.ops": ", ".join(f"{study.graph.ops[i].name} ({study.graph.ops[i].kind})" for i in ids),
             "npukit.reason": " | ".join(reasons[i] for i in ids),
             "npukit.bits": ", ".join(r.ops[i].bits for i in ids),

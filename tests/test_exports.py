@@ -104,6 +104,8 @@ def test_annotated_onnx_carries_npukit_fields_on_every_node(study, tmp_path):
         key = n.name or n.output[0]
         if key in by_source.index:
             assert meta["npukit.processor"] == by_source[key]
+            parts = sorted(set(pl[pl.source == key].partition))
+            assert meta["npukit.partition"] == ", ".join(map(str, parts))  # each partition once
             assert "npukit.reason" in meta and "npukit.latency_us" in meta
             assert n.doc_string.startswith("npukit: on ")
         else:

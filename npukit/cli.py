@@ -426,8 +426,12 @@ def cmd_sweep(args) -> int:
         from .errors import ConfigError  # noqa: PLC0415
 
         raise ConfigError("--dask and --workers: the Dask cluster has its own workers; give one of them")
-    df = sweep(args.model, args.soc, args.grid, client=args.dask, error=args.error, workers=args.workers, out=args.out,
-               memory=args.memory, data=args.data, progress=not args.no_progress)  # fmt: skip
+    try:
+        df = sweep(args.model, args.soc, args.grid, client=args.dask, error=args.error, workers=args.workers, out=args.out,
+                   memory=args.memory, data=args.data, progress=not args.no_progress)  # fmt: skip
+    except KeyboardInterrupt:
+        print(f"npukit: interrupted: {_saved(args.out)}", file=sys.stderr)
+        return 130
     front = df[pareto_mask(df)]
     failed = df[df["failure"].notna()]
     if args.report:
@@ -452,6 +456,22 @@ def cmd_sweep(args) -> int:
     if args.report:
         print(f"report: {args.report}")
     return 0
+
+
+def _saved(out) -> str:
+    """What an interrupted sweep kept: the configurations in ``<out>.parts/``, and how to go on."""
+    parts = Path(str(out) + ".parts") if out else None
+    if parts is None or not parts.is_dir():
+        return "no configuration was saved" + ("" if out else " (no --out)")
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    n = 0
+    for f in sorted(parts.glob("part-*.parquet")):
+        try:
+            n += pq.ParquetFile(f).metadata.num_rows
+        except Exception:  # noqa: BLE001 - a part being written when interrupted is not counted
+            continue
+    return f"{n} configuration{'s' * (n != 1)} saved in {parts}; run the same command again to resume"
 
 
 def cmd_calibrate(args) -> int:

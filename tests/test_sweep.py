@@ -481,6 +481,36 @@ KILL_GRID = """\
 
 
 @pytest.mark.slow
+def test_interrupted_sweep_says_what_it_kept(tmp_path):
+    """Ctrl-C (SIGINT) on `npukit sweep`: exit 130 and one line saying how many configurations are
+    saved in <out>.parts and that the same command resumes."""
+    grid, out = write(tmp_path, KILL_GRID), tmp_path / "i.parquet"
+    parts = tmp_path / "i.parquet.parts"
+    cmd = [sys.executable, "-m", "npukit", "sweep", str(DIGITS_ONNX), "--soc", "arm-dsp-dla", "--grid", str(grid),
+           "--out", str(out), "--workers", "2", "--no-progress"]  # fmt: skip
+    p = subprocess.Popen(cmd, env=_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)  # fmt: skip
+    try:
+        t0 = time.time()
+        while len(list(parts.glob("part-*.parquet"))) < 2 and time.time() - t0 < 240 and p.poll() is None:
+            time.sleep(0.05)
+        assert p.poll() is None, "the sweep ended before it could be interrupted"
+        os.kill(p.pid, signal.SIGINT)
+        _out, err = p.communicate(timeout=60)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    import pyarrow.parquet as pq
+
+    n = sum(pq.read_table(f).num_rows for f in parts.glob("part-*.parquet"))
+    assert p.returncode == 130 and 0 < n < 256
+    assert err.strip().splitlines()[-1] == (f"npukit: interrupted: {n} configurations saved in {parts}; run the same "
+                                            "command again to resume")  # fmt: skip
+    assert not out.exists()
+
+
 def test_killed_sweep_resumes_with_every_row_once(tmp_path):
     grid, out = write(tmp_path, KILL_GRID), tmp_path / "k.parquet"
     parts = tmp_path / "k.parquet.parts"

@@ -248,3 +248,21 @@ def test_npz_with_one_array_per_input_where_one_input_is_named_x(tmp_path):
     s = npukit.Study(path, "arm-dsp-dla").set_data(tmp_path / "d.npz")
     assert len(s.data.samples) == 3
     assert [a.tolist() for a in s.data.samples[2]] == [[[8.0, 9.0, 10.0, 11.0]], [[-16.0, -18.0, -20.0, -22.0]]]
+
+
+def test_labels_need_class_scores_at_output_0(tmp_path):
+    """Labels are scored against output 0: a model whose output 0 is not one row of class scores
+    refuses them (they were once accepted and silently never used)."""
+    from conftest import onnx_model, save_onnx, tensor_info
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["y"], name="relu")], [tensor_info("x", [1, 3, 2, 2])],
+                   [tensor_info("y", [1, 3, 2, 2])])  # fmt: skip
+    s = npukit.Study(save_onnx(m, tmp_path / "relu.onnx"), "arm-dsp-dla")
+    x = np.ones((4, 1, 3, 2, 2), np.float32)
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data(x, np.zeros(4, int))
+    assert str(ei.value) == ("y: class labels are scored against output 0, and output 'y' (shape [1, 3, 2, 2]) is "
+                             "not one row of class scores; accuracy cannot be measured on it: give no labels")  # fmt: skip
+    s.set_data(x)  # without labels it is taken
+    assert len(s.data.samples) == 4 and s.data.labels is None

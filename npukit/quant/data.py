@@ -151,6 +151,12 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
             else:
                 raise DataError(f"y: class labels must be integers, got dtype {labels.dtype}")
         out = g.tensors[g.outputs[0]]
+        from .error import is_class_output  # noqa: PLC0415
+
+        if not is_class_output(out.shape):
+            raise DataError(f"y: class labels are scored against output 0, and output {g.output_name(0)!r} (shape "
+                            f"{list(out.shape)}) is not one row of class scores; accuracy cannot be measured "
+                            "on it: give no labels")  # fmt: skip
         classes = out.shape[-1] if out.shape else 1
         if labels.min() < 0 or labels.max() >= classes:
             raise DataError(f"y: labels span {int(labels.min())}..{int(labels.max())} but output "

@@ -125,6 +125,11 @@ class Study:
         key = self._node_key(node)
         pins = self._without_covered(self._config.pins, key)
         if len(pins) == len(self._config.pins):
+            mine = set(pl.resolve(self.graph, key))
+            held = [n for n, _ in self._config.pins if mine & set(self.graph.resolve(n))]
+            if held:  # pinned only as part of a larger pin
+                raise ConfigError(f"{node!r} is not pinned itself; it is held by the pin of "
+                                  f"{', '.join(map(repr, held))}: unpin that")  # fmt: skip
             raise ConfigError(f"{node!r} is not pinned; pinned: {', '.join(n for n, _ in self._config.pins) or 'none'}")
         self._apply(dataclasses.replace(self._config, pins=tuple(sorted(pins.items()))))
         return self

@@ -182,6 +182,17 @@ def test_pin_by_op_id_pins_that_op_only(digits):
     assert digits.plan.processor[4] == "dla"
 
 
+def test_unpin_of_an_op_held_by_its_nodes_pin_says_so(digits):
+    digits.pin("/conv1/Conv", "arm")  # the conv and its bias add
+    assert digits.graph.resolve("/conv1/Conv") == (0, 1)
+    with pytest.raises(npukit.ConfigError) as ei:
+        digits.unpin(1)
+    assert str(ei.value) == "1 is not pinned itself; it is held by the pin of '/conv1/Conv': unpin that"
+    assert dict(digits.config.pins) == {"/conv1/Conv": "arm"}
+    digits.unpin("/conv1/Conv")
+    assert digits.config == FF
+
+
 def test_pin_by_op_id(digits):
     digits.pin(13, "arm")
     assert digits.plan.processor[13] == "arm"

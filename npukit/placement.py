@@ -99,8 +99,11 @@ def candidates(grp: tuple[int, ...], soc: SocProfile, vs, runs=lambda i, p: True
 class Evaluator:
     """Latency of an assignment (group -> processor) through a virtual plan."""
 
-    def __init__(self, g: OpGraph, soc: SocProfile, t: Tables, bits_of, groups: list[tuple[int, ...]], cm=None):
+    def __init__(self, g: OpGraph, soc: SocProfile, t: Tables, bits_of, groups: list[tuple[int, ...]], cm=None,
+                 table: Mapping[str, Sequence[str]] | None = None):  # fmt: skip
+        """``table``: processor -> every op's bit-width there (``bits_of`` looked up, not called)."""
         self.g, self.soc, self.t, self.bits_of, self.groups = g, soc, t, bits_of, groups
+        self.table = table
         self.cm = CostModel(t, soc) if cm is None else cm  # the pipeline's: kernels costed once per content
         self.procs = {p.name: p for p in soc.processors}
 
@@ -132,6 +135,9 @@ class Evaluator:
         return build_plan(g, host, offloaded, order)
 
     def bits(self, plan: Plan) -> list[str]:
+        tab = self.table
+        if tab is not None:
+            return [tab[p][i] for i, p in enumerate(plan.processor)]
         return [self.bits_of(i, plan.processor[i]) for i in range(len(self.g.ops))]
 
     def latency(self, assign: Sequence[str]) -> tuple[float, float]:
@@ -336,7 +342,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     def bits_of(i, p, slow=bits_of):
         return table[p][i] if i is not None else slow(i, p)
 
-    ev = Evaluator(g, soc, t, bits_of, groups, cm)
+    ev = Evaluator(g, soc, t, bits_of, groups, cm, table)
     host = soc.host
     ff = [first_fit[grp[0]] if first_fit[grp[0]] in c else c[0] for grp, c in zip(groups, cands)]
     all_host = [host if host in c else c[0] for c in cands]

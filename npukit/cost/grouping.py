@@ -99,11 +99,21 @@ def contexts(g: OpGraph, plan: Plan, soc: SocProfile, t: Tables, bits_of: Callab
             fused_in, onchip_in = tuple(fl), tuple(ol)
         cons = consumers[i]
         is_graph_out = graph_out[i]
-        fused_out = bool(cons) and not is_graph_out and c is not None and all(comp_get(cc) == c for cc in cons)
+        fused_out = False
+        if cons and not is_graph_out and c is not None:
+            for cc in cons:
+                if comp_get(cc) != c:
+                    break
+            else:
+                fused_out = True
         onchip_out = False
         if not fused_out and cons and not is_graph_out and half > 0:
-            out_bytes = sum(nb(o, bits_of(i)) for o in op.outputs)
-            onchip_out = all(partition[cc] == part_i for cc in cons) and out_bytes <= half
+            for cc in cons:
+                if partition[cc] != part_i:
+                    break
+            else:
+                b = bits_of(i)
+                onchip_out = sum(nb(o, b) for o in op.outputs) <= half
         overhead = c is None or kernel_list[c][0] == i
         append(OpContext(fused_in, onchip_in, fused_out, onchip_out, overhead, i in first_of_part))
     return out

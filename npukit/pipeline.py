@@ -522,7 +522,7 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
 _SETTLED: set = set()
 
 
-GC_YOUNG = 10_000  # allocations between young collections once a model is loaded (CPython's default: 700)
+GC_FULL = 100  # young-generation-1 collections between full ones once a model is loaded (CPython's default: 10)
 
 
 def _settle(model: Model) -> None:
@@ -534,20 +534,21 @@ def _settle(model: Model) -> None:
     collection of the libraries alone took ~50 ms, one toggle in twenty.  Objects frozen are still
     freed when no longer referenced; only reference cycles among them would stay.
 
-    It also raises the young generation's threshold to ``GC_YOUNG`` (never lowers it).  An edit
-    under the cost policy allocates ~100,000 container objects at transformer size; at CPython's
-    700 that was ~130 young collections per edit and, every other edit, a full collection of the
-    caches that had grown since (15-35 ms, half of an unpin edit); at 10,000 no full collection in
-    twelve edits.  Cyclic garbage waits a little longer for its collection.
-    ``NPUKIT_GC_FREEZE=0`` turns both off."""
+    It also raises the oldest generation's threshold to ``GC_FULL`` (never lowers it).  An edit under
+    the cost policy allocates ~100,000 container objects at transformer size; at CPython's 10, 7 of
+    12 pin / unpin edits paid a full collection of the caches that had grown since (15-35 ms each;
+    27 ms of collection per edit on average), at 100 none of them (7 ms per edit).  The young
+    generations keep CPython's thresholds (a larger first one made each collection of the middle
+    generation ten times larger, visible in MobileNet-size edits).  Cyclic garbage that reaches the
+    oldest generation waits longer for its collection.  ``NPUKIT_GC_FREEZE=0`` turns both off."""
     if model.key in _SETTLED or os.environ.get("NPUKIT_GC_FREEZE") == "0":
         return
     _SETTLED.add(model.key)
     gc.collect()
     gc.freeze()
-    young, *older = gc.get_threshold()
-    if 0 < young < GC_YOUNG:
-        gc.set_threshold(GC_YOUNG, *older)
+    young, middle, old = gc.get_threshold()
+    if young and old < GC_FULL:
+        gc.set_threshold(young, middle, GC_FULL)
 
 
 def _scores(model: Model, soc: SocProfile) -> LRU:

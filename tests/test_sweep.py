@@ -481,11 +481,11 @@ KILL_GRID = """\
 
 
 @pytest.mark.slow
-def test_interrupted_sweep_says_what_it_kept(tmp_path):
-    """Ctrl-C (SIGINT) on `npukit sweep`: exit 130 and one line saying how many configurations are
-    saved in <out>.parts and that the same command resumes."""
-    grid, out = write(tmp_path, KILL_GRID), tmp_path / "i.parquet"
-    parts = tmp_path / "i.parquet.parts"
+def _sweep_stopped(tmp_path, name: str, sig: int):
+    """`npukit sweep` of KILL_GRID on two workers, sent ``sig`` once two chunks are saved: (the
+    command, the process, its stderr, the output path, its parts directory)."""
+    grid, out = write(tmp_path, KILL_GRID), tmp_path / f"{name}.parquet"
+    parts = tmp_path / f"{name}.parquet.parts"
     cmd = [sys.executable, "-m", "npukit", "sweep", str(DIGITS_ONNX), "--soc", "arm-dsp-dla", "--grid", str(grid),
            "--out", str(out), "--workers", "2", "--no-progress"]  # fmt: skip
     p = subprocess.Popen(cmd, env=_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -494,14 +494,26 @@ def test_interrupted_sweep_says_what_it_kept(tmp_path):
         t0 = time.time()
         while len(list(parts.glob("part-*.parquet"))) < 2 and time.time() - t0 < 240 and p.poll() is None:
             time.sleep(0.05)
-        assert p.poll() is None, "the sweep ended before it could be interrupted"
-        os.kill(p.pid, signal.SIGINT)
-        _out, err = p.communicate(timeout=60)
+        assert p.poll() is None, "the sweep ended before it could be stopped"
+        os.kill(p.pid, sig)
+        if sig == signal.SIGKILL:  # (its workers may hold the pipes open a while: wait for it alone)
+            p.wait(30)
+            err = ""
+        else:
+            _out, err = p.communicate(timeout=60)
     finally:
+        time.sleep(2)  # its worker processes notice their parent is gone and exit; kill any left
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    return cmd, p, err, grid, out, parts
+
+
+def test_interrupted_sweep_says_what_it_kept(tmp_path):
+    """Ctrl-C (SIGINT) on `npukit sweep`: exit 130 and one line saying how many configurations are
+    saved in <out>.parts and that the same command resumes."""
+    _cmd, p, err, _grid, out, parts = _sweep_stopped(tmp_path, "i", signal.SIGINT)
     import pyarrow.parquet as pq
 
     n = sum(pq.read_table(f).num_rows for f in parts.glob("part-*.parquet"))
@@ -512,25 +524,7 @@ def test_interrupted_sweep_says_what_it_kept(tmp_path):
 
 
 def test_killed_sweep_resumes_with_every_row_once(tmp_path):
-    grid, out = write(tmp_path, KILL_GRID), tmp_path / "k.parquet"
-    parts = tmp_path / "k.parquet.parts"
-    cmd = [sys.executable, "-m", "npukit", "sweep", str(DIGITS_ONNX), "--soc", "arm-dsp-dla", "--grid", str(grid),
-           "--out", str(out), "--workers", "2", "--no-progress"]  # fmt: skip
-    p = subprocess.Popen(cmd, env=_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         start_new_session=True)  # fmt: skip
-    try:
-        t0 = time.time()
-        while len(list(parts.glob("part-*.parquet"))) < 2 and time.time() - t0 < 240 and p.poll() is None:
-            time.sleep(0.05)
-        assert p.poll() is None, "the sweep ended before it could be killed"
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(30)
-    finally:
-        time.sleep(2)  # its worker processes notice their parent is gone and exit; kill any left
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    cmd, p, _err, grid, out, parts = _sweep_stopped(tmp_path, "k", signal.SIGKILL)
     assert not out.exists()
     import pyarrow.parquet as pq
 

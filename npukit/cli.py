@@ -139,14 +139,26 @@ def main(argv: list[str] | None = None) -> int:
                 "build": cmd_build, "sweep": cmd_sweep}[args.cmd](args)  # fmt: skip
     except NpukitError as e:
         return _die(str(e))
+    except BrokenPipeError:  # `npukit inspect m.onnx | head` (before OSError: it is one)
+        _quiet_stdout()
+        return 0
     except OSError as e:  # a path we were asked to read or write: say which and why
         where = e.filename or ""
         return _die(f"{where}: {e.strerror or e}" if where else str(e))
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `npukit inspect m.onnx | head`
-        sys.stderr = None
-        return 0
+
+
+def _quiet_stdout() -> None:
+    """The reader of our output went away: send what is left of stdout nowhere, so that the flush
+    at exit does not raise again."""
+    import os  # noqa: PLC0415
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def cmd_socs(args) -> int:
@@ -292,6 +304,8 @@ def cmd_study(args) -> int:
     }  # fmt: skip
     if want_error:
         doc["error"] = s.error_dict()
+    if args.explain:
+        doc["explain"] = {str(node): s.explain(node) for node in args.explain}
     if args.export:  # what can fail -- the directory, code generation -- fails before anything is written
         from .io import check_export_target  # noqa: PLC0415
 

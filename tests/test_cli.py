@@ -333,3 +333,22 @@ def test_an_export_carries_its_profile(tmp_path):
     b = run_cli("build", tmp_path / "ex", "--json", cwd=tmp_path / "elsewhere", timeout=600)
     assert b.returncode == 0, b.stderr
     assert json.loads(b.stdout)["outputs_agree"] is True
+
+
+def test_explain_is_in_the_json_output():
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--explain", "/conv1/Conv", "--explain", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    assert d["explain"] == {"/conv1/Conv": s.explain("/conv1/Conv"), "3": s.explain(3)}
+
+
+def test_a_reader_that_goes_away_is_no_error():
+    """`npukit inspect MODEL --json | head -c 1` (400 KB, more than a pipe holds): exit 0 and nothing
+    on stderr (a broken pipe once printed 'npukit: error: [Errno 32] Broken pipe')."""
+    p = subprocess.Popen([sys.executable, "-m", "npukit", "inspect", str(ROOT / "sample_models" / "transformer_encoder.onnx"),
+                          "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)  # fmt: skip
+    assert p.stdout.read(1) == b"{"
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(60) == 0 and err == ""

@@ -306,17 +306,23 @@ def cmd_study(args) -> int:
         doc["error"] = s.error_dict()
     if args.explain:
         doc["explain"] = {str(node): s.explain(node) for node in args.explain}
+    from .errors import NpukitError  # noqa: PLC0415
+
     if args.export:  # what can fail -- the directory, code generation -- fails before anything is written
         from .io import check_export_target  # noqa: PLC0415
 
         check_export_target(args.export)
+        box = Path(args.export).resolve()
+        for out in (args.save_config, args.report):
+            if out and box in Path(out).resolve().parents:
+                raise NpukitError(f"{out}: inside the --export directory {args.export}, which the export replaces "
+                                  "whole; write it elsewhere")  # fmt: skip
         _ = s.project
     html = None
     if args.report:
         from .report import report_html  # noqa: PLC0415
 
         html = report_html(s, want_error)
-    from .errors import NpukitError  # noqa: PLC0415
     from .io import atomic_write_text  # noqa: PLC0415
 
     for out in (args.save_config, args.report):

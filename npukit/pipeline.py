@@ -792,7 +792,7 @@ def code(result: Result, data=None):
 
     model = result.model
     data = default_data(model) if data is None else data
-    key = (model.key, result.soc.digest, result.config, data.key)
+    key = (model.key, result.soc.digest, result.config, data.key, data.source, data.path)  # (the manifest names the data)
     hit = CODE.get(key)
     if hit is None:
         hit = CODE.put(key, generate(result, lambda: calibration(model, data),

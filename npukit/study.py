@@ -270,8 +270,9 @@ class Study:
 
     def set_data(self, x, y=None) -> Study:
         """Your own inputs (and class labels): numpy arrays, a dict input name -> array, or a path to
-        an .npz holding ``x`` (and optionally ``y``, ``calib``).  The first inputs calibrate the
-        activation ranges (or ``calib`` when given); all are used for the error figures."""
+        an .npz holding ``x`` or one array per input name (and optionally ``y``, ``calib``; an input
+        named so is an input).  The first inputs calibrate the activation ranges (or ``calib`` when
+        given); all are used for the error figures."""
         from . import quant  # noqa: PLC0415
 
         if isinstance(x, (str, os.PathLike)):

@@ -248,6 +248,12 @@ def test_npz_with_one_array_per_input_where_one_input_is_named_x(tmp_path):
     s = npukit.Study(path, "arm-dsp-dla").set_data(tmp_path / "d.npz")
     assert len(s.data.samples) == 3
     assert [a.tolist() for a in s.data.samples[2]] == [[[8.0, 9.0, 10.0, 11.0]], [[-16.0, -18.0, -20.0, -22.0]]]
+    # inputs named x and y: y is an input, not the labels
+    m = onnx_model([h.make_node("Add", ["x", "y"], ["z"], name="add")], [tensor_info("x", [1, 4]), tensor_info("y", [1, 4])],
+                   [tensor_info("z", [1, 4])])  # fmt: skip
+    np.savez(tmp_path / "xy.npz", x=x, y=3 * x)
+    s = npukit.Study(save_onnx(m, tmp_path / "xy.onnx"), "arm-dsp-dla").set_data(tmp_path / "xy.npz")
+    assert s.data.labels is None and s.data.samples[1][1].tolist() == [[12.0, 15.0, 18.0, 21.0]]
 
 
 def test_labels_need_class_scores_at_output_0(tmp_path):

@@ -244,6 +244,11 @@ def test_export_never_replaces_a_directory_it_did_not_write(tmp_path):
                    "an export replaces its directory whole, so give a new or empty directory")  # fmt: skip
     assert sorted(str(q.relative_to(user)) for q in user.rglob("*")) == before  # nothing gone
     assert not (tmp_path / "c.toml").exists() and not (tmp_path / "r.html").exists()  # nothing written
+    r = run_cli("study", "work/digits_cnn.onnx", "--soc", "arm-dsp-dla", "--export", "new", "--report", "new/r.html",
+                cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r, limit_s=60) == ("new/r.html: inside the --export directory new, which the export "
+                                               "replaces whole; write it elsewhere")  # fmt: skip
+    assert not (tmp_path / "new").exists()
     assert (user / "notes.txt").read_text() == "important\n"
     r = run_cli("study", "digits_cnn.onnx", "--soc", "arm-dsp-dla", "--export", ".", cwd=user)
     assert assert_cli_error(r, limit_s=60) == (".: is the current directory or holds it; an export replaces its "
@@ -295,9 +300,21 @@ def test_build_runs_an_export_on_the_data_it_was_calibrated_on(tmp_path):
         f"{tmp_path / 'ex2' / 'manifest.json'}: the code was calibrated on data passed to set_data() as arrays at "
         "the export; npukit build cannot compare it with the same calibration: export again, or build it from "
         "Python with study.build()")
+    np.savez(tmp_path / "same.npz", x=x[:12])  # the same arrays, now from a file: the manifest names the file
+    s.set_data(tmp_path / "same.npz")
+    assert s.project.manifest["data"]["path"] == str((tmp_path / "same.npz").resolve())
     np.savez(tmp_path / "mine.npz", x=x[:20])  # the file changed since the first export
     r = run_cli("build", tmp_path / "ex", cwd=ROOT, timeout=600)
     assert "the code was calibrated on the data in " in assert_cli_error(r, limit_s=120)
+    # nothing calibrated (every processor at a float width): the data file may go
+    f = npukit.Study(DIGITS_ONNX, "arm-dsp-dla").set_bits("fp16", processor="dla").set_bits("fp32", processor="dsp")
+    f.set_data(tmp_path / "same.npz")
+    f.export(tmp_path / "exf")
+    assert json.loads((tmp_path / "exf" / "manifest.json").read_text())["data"]["calibrated"] is False
+    (tmp_path / "same.npz").unlink()
+    b = run_cli("build", tmp_path / "exf", "--json", cwd=ROOT, timeout=600)
+    assert b.returncode == 0, b.stderr
+    assert json.loads(b.stdout)["outputs_agree"] is True
 
 
 def test_export_refuses_paths_outside_its_directory(tmp_path):

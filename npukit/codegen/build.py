@@ -206,11 +206,11 @@ def _restore_data(s, rec, man: Path) -> None:
     if not rec:
         return  # an export from before the manifest recorded it
     path, key, calibrated = rec.get("path"), rec.get("key"), rec.get("calibrated", True)
-    if path:
-        if not Path(path).is_file():
-            raise NpukitError(f"{man}: the export was made with the data in {path}, which no longer exists; "
-                              "export again, or build it from Python with study.build()")  # fmt: skip
+    if path and Path(path).is_file():
         s.set_data(path)
+    elif path and calibrated:
+        raise NpukitError(f"{man}: the code was calibrated on the data in {path}, which no longer exists; "
+                          "export again, or build it from Python with study.build()")  # fmt: skip
     if s.data.key != key and calibrated:
         what = f"the data in {path} changed since" if path else "data passed to set_data() as arrays at"
         raise NpukitError(f"{man}: the code was calibrated on {what} the export; npukit build cannot compare it "

@@ -190,16 +190,20 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
         raise DataError(f"{p}: a single array (.npy); give an .npz holding 'x' (and optionally 'y', 'calib')")
     keys = set(z.files)
     names = [g.tensors[t].name for t in g.inputs]
-    if len(names) > 1 and all(n in keys for n in names):  # one array per input (an input may be named x)
+    per_input = len(names) > 1 and all(n in keys for n in names)  # one array per input (one may be named x)
+    if per_input:
         x = {n: _npz_get(z, n, p) for n in names}
     elif "x" in keys:
         x = _npz_get(z, "x", p)
     elif all(n in keys for n in names):
         x = {n: _npz_get(z, n, p) for n in names}
+        per_input = True
     else:
         raise DataError(f"{p}: no array 'x' (or one per input {names}); it holds {sorted(keys)}")
-    y = _npz_get(z, "y", p) if "y" in keys else None
-    calib = _npz_get(z, "calib", p) if "calib" in keys else None
+    # an input's own array is never also the labels or the calibration set
+    taken = set(names) if per_input else set()
+    y = _npz_get(z, "y", p) if "y" in keys and "y" not in taken else None
+    calib = _npz_get(z, "calib", p) if "calib" in keys and "calib" not in taken else None
     try:
         d = make_data(g, x, y, calib)
     except DataError as e:

@@ -23,3 +23,34 @@ def test_readme_python_example_runs():
     assert dict(study.config.pins) == {"/softmax/Softmax": "arm"}
     assert study.plan.processor[study.graph.op_by_name("/conv1/Conv").op_id] == "arm"
     assert dict(study.config.layer_bits) == {"/conv1/Conv": "int8"}
+
+
+def test_readme_systems_table_commands_run(tmp_path):
+    """Every `npukit study ...` command of the README's table of systems runs as written (from a copy
+    of the repository's sample models) and writes the export it names; the notebooks it names exist.
+    (`npukit build DIR --target` of those exports is what tests/test_codegen*.py and
+    tests/test_targets*.py run for the same profiles.)"""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text.split("## The systems behind npukit, end to end", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith(("| system", "|---"))]
+    assert len(rows) == 5
+    for nb in re.findall(r"`(notebooks/[\w.]+\.ipynb)`", table):
+        assert (ROOT / nb).is_file(), nb
+    cmds = re.findall(r"`npukit (study [^`]+)`", table)
+    assert len(cmds) == 5
+    shutil.copytree(ROOT / "sample_models", tmp_path / "sample_models", ignore=shutil.ignore_patterns("families"))
+    for cmd in cmds:
+        args = cmd.split()
+        r = subprocess.run([sys.executable, "-m", "npukit", *args, "--json"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=600)  # fmt: skip
+        assert r.returncode == 0, f"{cmd}: {r.stderr}"
+        doc = json.loads(r.stdout)
+        assert doc["soc"] == args[args.index("--soc") + 1]
+        if "--export" in args:
+            out = tmp_path / args[args.index("--export") + 1]
+            assert (out / "manifest.json").is_file() and doc["export"]["directory"] == str(out.relative_to(tmp_path))

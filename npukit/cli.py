@@ -115,14 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", action="store_true", help="also build and run for the profile's target")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("calibrate", help="measure this machine's CPU per op and fit a host profile")
-    p.add_argument("model", nargs="+")
+    p = sub.add_parser("calibrate", help="measure this machine's CPU per op and fit a host profile",
+                       description="Run the models with TVM on this machine's CPU, time every kernel, and fit the "
+                                   "profile's host processor to those times: its clock (read from the machine), "
+                                   "memory bandwidth (measured), op overhead, per-kernel-class efficiency and "
+                                   "reduction law. Prints the fit's error per model; --out writes the fitted "
+                                   "profile. See npukit/calibrate.py and docs/soc-profile.md.")  # fmt: skip
+    p.add_argument("model", nargs="+", help="models to fit to (ONNX, TFLite, .pt2)")
     p.add_argument("--soc", default="arm-dsp-dla", help="profile whose host processor is fitted")
     p.add_argument("--out", help="write the fitted profile (.toml)")
-    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--repeat", type=int, default=20, help="timed runs of each model (the fastest counts; default 20)")
     p.add_argument("--holdout", action="append", default=[], metavar="MODEL",
                    help="a model to report on without fitting to it (repeatable)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the fit as JSON")
     return ap
 
 

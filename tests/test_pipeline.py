@@ -105,3 +105,18 @@ def test_set_data_never_shows_other_datas_figures_as_current():
     w._on_msg(w, {"seq": 2, "type": "measure_error"}, [])
     assert w.errors["samples"] == 40 and not w.errors.get("stale")
     w.close()
+
+
+def test_a_widget_request_missing_a_field_says_which():
+    """A request without a field it needs answers "pin: the request has no 'node'" in the status line
+    (it said "unexpected KeyError: 'node'"), and the widget keeps working."""
+    from npukit.ui.widget import StudyWidget
+
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla", placement="first-fit")
+    w = StudyWidget(s)
+    w.comm.send = lambda *a, **k: None
+    w._on_msg(w, {"seq": 1, "type": "pin", "processor": "arm"}, [])
+    assert (w.status["seq"], w.status["level"], w.status["text"]) == (1, "error", "pin: the request has no 'node'")
+    w._on_msg(w, {"seq": 2, "type": "pin", "node": "/softmax/Softmax", "processor": "arm"}, [])
+    assert w.status["level"] == "ok" and dict(s.config.pins) == {"/softmax/Softmax": "arm"}
+    w.close()

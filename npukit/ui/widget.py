@@ -168,7 +168,7 @@ class StudyWidget(anywidget.AnyWidget):
         if not isinstance(content, dict):
             return
         with self._lock:  # (a placement finished in a thread waits for the request being answered)
-            self._answer(content)
+            self._answer(_Message(content))
 
     def _answer(self, content: dict) -> None:
         seq = content.get("seq")
@@ -476,4 +476,16 @@ def _change(before: dict | None, after: dict | None) -> str:
     if not before or not after:
         return ""
     return (f"latency {before['latency_us']:,.2f} \u2192 {after['latency_us']:,.2f} us, "
-            f"energy {before['energy_uj']:,.3f} \u2192 {after['energy_uj']:,.3f} uJ, {after['partitions']} partitions")  # fmt: skip
+            f"energy {before['energy_uj']:,.3f} \u2192 {after['energy_uj']:,.3f} uJ, {after['partitions']} "
+            f"partition{'s' * (after['partitions'] != 1)}")  # fmt: skip
+
+
+class _Message(dict):
+    """A request from the front end: a field it lacks is a ConfigError naming it, in the status line
+    ("pin: the request has no 'node'"), not an unexpected KeyError."""
+
+    def __missing__(self, key):
+        from ..errors import ConfigError  # noqa: PLC0415
+
+        raise ConfigError(f"{self.get('type', 'request')}: the request has no {key!r}")
+

@@ -792,7 +792,7 @@ def code(result: Result, data=None):
 
     model = result.model
     data = default_data(model) if data is None else data
-    key = (model.key, result.soc.digest, result.config, data.key, data.source, data.path)  # (the manifest names the data)
+    key = _code_key(result, data)
     hit = CODE.get(key)
     if hit is None:
         hit = CODE.put(key, generate(result, lambda: calibration(model, data),
@@ -846,15 +846,15 @@ def calibration(model: Model, data) -> dict[str, tuple[float, float]]:
 
 def code_if_generated(result: Result, data=None):
     """The generated project of ``result`` if it is already in the cache, else None (no work)."""
-    model = result.model
-    data = default_data(model) if data is None else data
-    return CODE.get((model.key, result.soc.digest, result.config, data.key))
+    return CODE.get(_code_key(result, data))
 
 
 def _code_key(result: Result, data) -> tuple:
+    """The generated project's cache key: the config and the data (its arrays, and the source and
+    path the manifest names)."""
     model = result.model
     data = default_data(model) if data is None else data
-    return (model.key, result.soc.digest, result.config, data.key)
+    return (model.key, result.soc.digest, result.config, data.key, data.source, data.path)
 
 
 def measured_fit(result: Result, data=None) -> dict | None:

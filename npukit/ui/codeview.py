@@ -25,9 +25,10 @@ DEFAULT_FILE = "src/model.c"  # the AOT entry point: what the tab opens first
 
 def code_key(study) -> str:
     """What the generated code depends on besides the model and profile: the config and the data
-    it is calibrated on.  The front end compares it with the key of the code it shows."""
+    it is calibrated on (its arrays, and the source and path the manifest names).  The front end
+    compares it with the key of the code it shows."""
     data = getattr(study, "_data", None)  # not loaded yet: the model's default data, loaded with the code
-    text = study.config.to_json() + "\n" + (data.key if data is not None else "default")
+    text = study.config.to_json() + "\n" + (f"{data.key}\n{data.source}\n{data.path}" if data is not None else "default")
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 

@@ -124,8 +124,8 @@ def test_bad_edits_become_status_messages(widget, study):
     assert study.config == before
     request(widget, type="support", processor="arm", op="add", enabled=False)
     assert widget.status["level"] == "error" and "arm is the host" in widget.status["text"]
-    request(widget, type="support", processor="dla")  # a malformed request: no op
-    assert widget.status["level"] == "error" and widget.status["text"].startswith("unexpected KeyError")
+    request(widget, type="support", processor="dla")  # a malformed request: no op, no enabled
+    assert (widget.status["level"], widget.status["text"]) == ("error", "support: the request has no 'enabled'")
     request(widget, type="no-such-request")
     assert widget.status["text"] == "the widget sent an unknown request 'no-such-request'"
     # and it still works

@@ -179,8 +179,9 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
     """Replace ``directory`` with exactly ``files`` (relative path -> content), atomically: the tree is
     written into a temporary sibling, then swapped into place in one step (renameat2 exchange; a
     plain rename where the directory does not exist yet).  Only a new or empty directory, or one an
-    earlier export wrote (``check_export_target``), is replaced: anything else there is the user's.  A path that is absolute or climbs out of
-    the directory (``..``) is refused before anything is written.  Killed at any point, the
+    earlier export wrote (``check_export_target``), is replaced: anything else there is the user's.
+    A path that is absolute or climbs out of the directory (``..``) is refused before anything is
+    written.  Killed at any point, the
     directory is either as it was or complete; two exports at once leave one complete result.  The
     temporary siblings a killed export leaves (``.<name>.<pid>.*.tmp``) are removed by the next one."""
     shown = Path(directory)

@@ -522,7 +522,7 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
 _SETTLED: set = set()
 
 
-GC_FULL = 100  # young-generation-1 collections between full ones once a model is loaded (CPython's default: 10)
+GC_FULL = 100  # generation-1 collections between full ones once a model is loaded (CPython's default: 10)
 
 
 def _settle(model: Model) -> None:

@@ -36,6 +36,9 @@ class Project:
     target: str
 
 
+PROFILE_FILE = "profile.toml"  # the export's copy of the profile (the manifest's profile_file)
+
+
 def _target_name(soc) -> str:
     """The build target the profile names (``target``, validated on load; default ``host``)."""
     return soc.target
@@ -118,7 +121,7 @@ def generate(result, ranges_of, *, target: str | None = None, host_c=None, data=
     # CMSIS-NN's documented single-rounding build option: requantization as exact as the simulation's
     defines = ["CMSIS_NN_USE_SINGLE_ROUNDING"] if cmsis_libs else []
     files["Makefile"] = makefile(tgt, srcs, program=PROGRAM, include_dirs=incs, defines=defines)
-    files["profile.toml"] = soc.to_toml()  # the profile as studied (edited or not): npukit build reads it
+    files[PROFILE_FILE] = soc.to_toml()  # the profile as studied (edited or not): npukit build reads it
     manifest = _manifest(prog, result, files, tname)
     if data is not None:
         manifest["data"] = {"source": data.source, "key": data.key, "path": data.path or None,
@@ -194,7 +197,7 @@ def _manifest(prog: Program, result, files: dict, target: str) -> dict:
         "model_path": str(Path(g.path).resolve()) if g.path and not str(g.path).startswith("<") else None,
         "profile": result.soc.name,
         "profile_path": _where(str(result.soc.path)),
-        "profile_file": "profile.toml",
+        "profile_file": PROFILE_FILE,
         "target": target,
         "config": result.config.to_dict(),
         "ops": ops,

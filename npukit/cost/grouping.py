@@ -159,9 +159,12 @@ class PlanKeys(NamedTuple):
 KEYS_MEMO = 2048
 
 
-def plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str]) -> PlanKeys:
+def plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str], memo: bool = True) -> PlanKeys:
     """``PlanKeys``, memoized (least recently used first out) apart from the per-plan memo, so that
-    many bit-width assignments of one plan do not push out its kernels and schedule program."""
+    many bit-width assignments of one plan do not push out its kernels and schedule program.
+    ``memo=False``: a plan used once (a virtual plan of the placement search) is kept in no memo."""
+    if not memo:
+        return _plan_keys(plan, soc, t, list(bits), memo=False)
     key = (id(plan), tuple(bits), soc.host, tuple((p.name, p.onchip_bytes) for p in soc.processors))
     m = t.keys_memo
     hit = m.get(key)

@@ -12,7 +12,7 @@ from ..plan import Plan
 from ..soc import SocProfile
 from ..soc.profile import _dumps
 from .boundary import BoundaryCost, boundary_cost, boundary_trace
-from .grouping import _plan_keys, plan_keys
+from .grouping import plan_keys
 from .kernel import KernelCost, UtilMemo, kernel_cost
 from .tables import Tables
 from .trace import Trace, kernel_trace, member_trace
@@ -94,7 +94,7 @@ class CostModel:
         costs are still memoized by content)."""
         g, t = self.g, self.t
         bits_l = list(bits) if isinstance(bits, (tuple, list)) else [bits[i] for i in range(len(g.ops))]
-        keys = plan_keys(plan, self.soc, t, bits_l) if memo else _plan_keys(plan, self.soc, t, bits_l, memo=False)
+        keys = plan_keys(plan, self.soc, t, bits_l, memo)
         ctxs = keys.contexts
         out: list[OpCost | None] = [None] * len(g.ops)
         memo = self._kernels

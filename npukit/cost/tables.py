@@ -90,6 +90,7 @@ class Tables:
         self._geo: dict[int, tuple] = {}
         self._cls: dict[int, str] = {}
         self.plan_memo: dict = {}  # per plan: its kernels, its schedule programs
+        self._specs: list | None = None  # input_specs(), made when first asked for
         self.keys_memo: OrderedDict = OrderedDict()  # per (plan, bits, on-chip sizes): contexts, memo keys
         self.kernel_memo: OrderedDict = OrderedDict()  # costed kernels: the pipeline's cost models share it
         self._sigs: dict = {}
@@ -109,7 +110,7 @@ class Tables:
     def input_specs(self) -> list[tuple[tuple[str, int], ...]]:
         """Per op, per input: (tensor id, producing op), the producer -1 for a model input or a
         constant (they are never fused nor on chip)."""
-        specs = self.__dict__.get("_specs")
+        specs = self._specs
         if specs is None:
             tensors = self.g.tensors
 

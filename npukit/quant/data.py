@@ -190,14 +190,12 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
         raise DataError(f"{p}: a single array (.npy); give an .npz holding 'x' (and optionally 'y', 'calib')")
     keys = set(z.files)
     names = [g.tensors[t].name for t in g.inputs]
-    per_input = len(names) > 1 and all(n in keys for n in names)  # one array per input (one may be named x)
+    # one array per input (one may be named x), unless a single input's array is given as x
+    per_input = all(n in keys for n in names) and (len(names) > 1 or "x" not in keys)
     if per_input:
         x = {n: _npz_get(z, n, p) for n in names}
     elif "x" in keys:
         x = _npz_get(z, "x", p)
-    elif all(n in keys for n in names):
-        x = {n: _npz_get(z, n, p) for n in names}
-        per_input = True
     else:
         raise DataError(f"{p}: no array 'x' (or one per input {names}); it holds {sorted(keys)}")
     # an input's own array is never also the labels or the calibration set

@@ -41,7 +41,16 @@ def chains(g: OpGraph) -> list[tuple[tuple[int, ...], int]]:
 
     A chain is an optional ``dequantize`` feeding a root op (a MAC op: conv, matmul, ...), then the
     root's single-consumer epilogue in the order bias ``add``, activation, ``quantize``, ``clip``.
+    Worked out once per graph (every edit's placement reads them).
     """
+    kept = g.__dict__.get("_chains")
+    if kept is None:
+        kept = tuple(_chains(g))
+        object.__setattr__(g, "_chains", kept)
+    return list(kept)
+
+
+def _chains(g: OpGraph) -> list[tuple[tuple[int, ...], int]]:
     out = []
     for op in g.ops:
         if not is_mac(op.kind) or not op.inputs:

@@ -415,8 +415,14 @@ def _byoc(model: Model, soc: SocProfile, vs):
     from .patterns import chain_shapes  # noqa: PLC0415
     from .tvm.partition import arities, skeleton  # noqa: PLC0415
 
-    accepts = tuple(sorted((i, p, v.fused_only) for (i, p), v in vs.items() if v.ok and not v.host))
-    pinned = tuple(sorted(i for (i, p), v in vs.items() if v.host and v.failed("pinned")))
+    accepts, held = [], []
+    for (i, p), v in vs.items():  # (the verdicts' order is the same for every config of one model)
+        if v.host:
+            if not v.ok and v.failed("pinned"):
+                held.append(i)
+        elif v.ok:
+            accepts.append((i, p, v.fused_only))
+    accepts, pinned = tuple(accepts), tuple(sorted(held))
     key = (model.key, soc.rules_digest, hash((accepts, pinned)), accepts, pinned)  # costs never enter it
     hit = PARTS.get(key)
     if hit is not None:  # the same acceptance partitions alike; the refusals keep their own words
@@ -474,6 +480,15 @@ def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
     def runs(i, p):
         return i not in lb or lb[i] in procs[p].macs_per_cycle
 
+    n = len(g.ops)
+    table = {}  # processor -> every op's bit-width there (what bits_of answers, for every op at once)
+    for p, pr in procs.items():
+        col = [pb.get(p) or pr.default_bits] * n
+        for i, b in lb.items():
+            if b in pr.macs_per_cycle:
+                col[i] = b
+        table[p] = col
+    bits_of.table = table
     return bits_of, runs
 
 
@@ -506,12 +521,13 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
     cost = _byoc(model, soc, constrain(vs, soc, choice))
     host = _host_only(model, soc, vs)
     inf = float("inf")
-    lats = [_latency(model, soc, cfg, p) if all(runs(i, q) for i, q in enumerate(p.plan.processor)) else inf
-            for p in (cost, ff, host)]  # a plan that puts a layer where its bit-width cannot run is out  # fmt: skip
+    layered = layer_bits_of(g, cfg)  # a plan that puts a layer where its bit-width cannot run is out
+    lats = [_latency(model, soc, cfg, p) if all(runs(i, p.plan.processor[i]) for i in layered) else inf
+            for p in (cost, ff, host)]  # fmt: skip
     k = min(range(3), key=lambda n: (lats[n], n))
     if k == 2:  # kept: with the refusals in this config's words
-        host = _byoc(model, soc, _host_verdicts(vs, soc.host))
-    held = " but the pinned ones" if _pinned_away(vs, soc.host) else ""
+        host = _byoc(model, soc, _host_verdicts(vs, soc))
+    held = " but the pinned ones" if _pinned_away(vs, soc) else ""
     names = ("the cost model's choice", "the profile's first-fit placement", f"every op on the host{held}")
     summary = (f"estimated {lats[0]:,.1f} us with the cost model's choice, {lats[1]:,.1f} us first-fit, "
                f"{lats[2]:,.1f} us all on {soc.host}{held}: kept {names[k]}")  # fmt: skip
@@ -572,15 +588,16 @@ def _additive(model: Model, soc: SocProfile) -> dict:
     return memo
 
 
-def _pinned_away(vs, host: str) -> set[int]:
+def _pinned_away(vs, soc: SocProfile) -> set[int]:
     """Ops the user pinned to an accelerator (their host verdict is a pin refusal)."""
-    return {i for (i, p), v in vs.items() if p == host and v.failed("pinned")}
+    host = soc.host
+    return {i for i in range(len(vs) // len(soc.processors)) if vs[(i, host)].failed("pinned")}
 
 
-def _host_verdicts(vs, host: str):
+def _host_verdicts(vs, soc: SocProfile):
     """The all-host baseline's verdicts: every accelerator refuses every op, except the ops the user
     pinned to one (a pin always holds)."""
-    away = _pinned_away(vs, host)
+    away = _pinned_away(vs, soc)
     return {k: (v if v.host or not v.ok or k[0] in away else _refused_for_host(v)) for k, v in vs.items()}
 
 
@@ -588,12 +605,12 @@ def _host_only(model: Model, soc: SocProfile, vs):
     """The all-host baseline's partition.  Every accelerator refuses every op but the pinned ones,
     so it depends only on the pins to accelerators: cached by those (the same plan for every
     other edit)."""
-    away = _pinned_away(vs, soc.host)
-    pins = tuple(sorted((i, p, v.fused_only) for (i, p), v in vs.items() if i in away and v.ok and not v.host))
+    away = _pinned_away(vs, soc)
+    pins = tuple((i, p, vs[(i, p)].fused_only) for i in sorted(away) for p in soc.accelerators if vs[(i, p)].ok)
     key = (model.key, soc.digest, tuple(sorted(away)), pins)
     hit = HOSTONLY.get(key)
     if hit is None:
-        hit = HOSTONLY.put(key, _byoc(model, soc, _host_verdicts(vs, soc.host)))
+        hit = HOSTONLY.put(key, _byoc(model, soc, _host_verdicts(vs, soc)))
     return hit
 
 

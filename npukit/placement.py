@@ -73,14 +73,23 @@ class Choice:
 
 def groups_of(g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Verdict]) -> list[tuple[int, ...]]:
     """Fusable chains one accelerator accepts whole, and every other op alone, in topological order."""
+    n = len(g.ops)
+    oks = [[vs[(i, a)].ok for i in range(n)] for a in soc.accelerators]
+    return _groups(g, oks)
+
+
+def _groups(g: OpGraph, oks: Sequence[Sequence[bool]]) -> list[tuple[int, ...]]:
+    """``groups_of`` from each accelerator's acceptance per op."""
     taken: set[int] = set()
     out: list[tuple[int, ...]] = []
     for ids, _root in chains(g):
         if any(i in taken for i in ids):
             continue
-        if any(all(vs[(i, a)].ok for i in ids) for a in soc.accelerators):
-            out.append(ids)
-            taken.update(ids)
+        for ok in oks:
+            if all(ok[i] for i in ids):
+                out.append(ids)
+                taken.update(ids)
+                break
     out += [(op.op_id,) for op in g.ops if op.op_id not in taken]
     out.sort(key=lambda k: k[0])
     return out
@@ -90,10 +99,24 @@ def candidates(grp: tuple[int, ...], soc: SocProfile, vs, runs=lambda i, p: True
     """The host (unless a pin forbids it) and every accelerator that accepts all of the group (an op
     accepted only fused after a conv/matmul needs its root in the group) and can run its bit-widths
     (``runs(op, processor)``)."""
-    host_ok = all(vs[(i, soc.host)].ok and runs(i, soc.host) for i in grp)
-    out = [a for a in soc.accelerators
-           if all(vs[(i, a)].ok and runs(i, a) for i in grp) and not (len(grp) == 1 and vs[(grp[0], a)].fused_only)]  # fmt: skip
-    return ([soc.host] if host_ok or not out else []) + out
+    return _Accepts(soc, vs, runs, grp).candidates(grp)
+
+
+class _Accepts:
+    """Per processor, per op: accepted there and runnable at its bit-width; per accelerator, per op:
+    accepted only fused (looked up once per decision, not once per group and processor)."""
+
+    def __init__(self, soc: SocProfile, vs, runs, ids: Sequence[int]):
+        n = max(ids, default=-1) + 1
+        self.host, self.accels = soc.host, soc.accelerators
+        self.ok = {p: [vs[(i, p)].ok and runs(i, p) for i in range(n)] for p in soc.names}
+        self.only = {a: [vs[(i, a)].fused_only for i in range(n)] for a in self.accels}
+
+    def candidates(self, grp: tuple[int, ...]) -> list[str]:
+        ok = self.ok
+        host_ok = all(ok[self.host][i] for i in grp)
+        out = [a for a in self.accels if all(ok[a][i] for i in grp) and not (len(grp) == 1 and self.only[a][grp[0]])]
+        return ([self.host] if host_ok or not out else []) + out
 
 
 class Evaluator:
@@ -177,7 +200,8 @@ class Additive:
         if v is None:
             ev = self.ev
             grp = ev.groups[k]
-            gbits = tuple(ev.bits_of(i, p) for i in grp)
+            tab = ev.table[p] if ev.table is not None else None
+            gbits = tuple([tab[i] for i in grp]) if tab is not None else tuple(ev.bits_of(i, p) for i in grp)
             skey = ("kernel", grp, p, gbits)
             v = self._shared.get(skey)
             if v is None:
@@ -335,9 +359,12 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     only on the groups, their processors and the ops' bit-widths, so an edit that leaves most of the
     assignment alone re-uses the evaluations of the previous decision; ``shared`` (also kept per model
     and profile) the additive model's kernel and boundary figures (see ``Additive``)."""
+    acc = _Accepts(soc, vs, runs, range(len(g.ops)))
     groups = groups_of(g, soc, vs)
-    cands = [candidates(grp, soc, vs, runs) for grp in groups]
-    table = {p: [bits_of(i, p) for i in range(len(g.ops))] for p in soc.names}  # looked up, not recomputed
+    cands = [acc.candidates(grp) for grp in groups]
+    table = getattr(bits_of, "table", None)  # looked up, not recomputed
+    if table is None:
+        table = {p: [bits_of(i, p) for i in range(len(g.ops))] for p in soc.names}
 
     def bits_of(i, p, slow=bits_of):
         return table[p][i] if i is not None else slow(i, p)
@@ -354,21 +381,16 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     scored: dict[tuple[str, ...], tuple[float, float]] = {}
 
     # the memo's key is a 16-byte digest of (groups, processors, bit-widths): the tuples themselves
-    # would hold a few KB per entry at transformer size, hundreds of MB for a full memo
+    # would hold a few KB per entry at transformer size, hundreds of MB for a full memo.  The
+    # bit-widths enter as a digest of each used processor's column of the table (an edit of one
+    # processor's width leaves the plans that do not use it valid)
     gkey = hashlib.blake2b(repr([tuple(grp) for grp in groups]).encode(), digest_size=16).digest()
     code = {p: k for k, p in enumerate(soc.names)}  # the same on every call (the memo outlives it)
-
-    # per (group, processor): the processor's code and the group's bit-widths there, as bytes
-    frags: dict[tuple[int, str], bytes] = {}
-
-    def frag(k: int, p: str) -> bytes:
-        v = frags.get((k, p))
-        if v is None:
-            v = frags[(k, p)] = bytes((code[p],)) + "\0".join(table[p][i] for i in groups[k]).encode() + b"\1"
-        return v
+    cols = {p: hashlib.blake2b("\0".join(table[p]).encode(), digest_size=8).digest() for p in soc.names}
 
     def memo_key(a) -> bytes:
-        return hashlib.blake2b(gkey + b"".join([frag(k, p) for k, p in enumerate(a)]), digest_size=16).digest()
+        used = b"".join([cols[p] if p in a else bytes(8) for p in soc.names])
+        return hashlib.blake2b(gkey + used + bytes([code[p] for p in a]), digest_size=16).digest()
 
     def score(a) -> tuple[float, float]:
         a = tuple(a)

@@ -174,7 +174,11 @@ class SocProfile:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.processors)
+        d = self.__dict__.get("_names")
+        if d is None:
+            d = tuple(p.name for p in self.processors)
+            object.__setattr__(self, "_names", d)
+        return d
 
     def processor(self, name: str) -> Processor:
         for p in self.processors:
@@ -186,7 +190,11 @@ class SocProfile:
 
     @property
     def accelerators(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.processors if not p.host)
+        d = self.__dict__.get("_accelerators")  # read per op by the placement and the rules: kept
+        if d is None:
+            d = tuple(p.name for p in self.processors if not p.host)
+            object.__setattr__(self, "_accelerators", d)
+        return d
 
     def preference(self, op: str) -> tuple[str, ...]:
         """Accelerators in the order they should get ``op`` (short name)."""

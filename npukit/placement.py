@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .cost import CostModel, OpContext, Tables, boundary_cost, kernel_cost
+from .cost.grouping import PlanKeys, bound_keys, run_keys
 from .graph import OpGraph
 from .patterns import chains
 from .plan import Boundary, Plan, build_plan
@@ -123,12 +124,19 @@ class Evaluator:
     """Latency of an assignment (group -> processor) through a virtual plan."""
 
     def __init__(self, g: OpGraph, soc: SocProfile, t: Tables, bits_of, groups: list[tuple[int, ...]], cm=None,
-                 table: Mapping[str, Sequence[str]] | None = None):  # fmt: skip
-        """``table``: processor -> every op's bit-width there (``bits_of`` looked up, not called)."""
+                 table: Mapping[str, Sequence[str]] | None = None, runs: tuple[dict, bytes, Mapping] | None = None):  # fmt: skip
+        """``table``: processor -> every op's bit-width there (``bits_of`` looked up, not called).
+        ``runs``: (a mapping kept across decisions, the groups' digest, processor -> a digest of
+        its column of ``table``): each partition's kernel keys and memory contexts are kept there
+        (``grouping.run_keys``), so a virtual plan works out only the partitions no earlier plan
+        of the same groups and bit-widths held."""
         self.g, self.soc, self.t, self.bits_of, self.groups = g, soc, t, bits_of, groups
         self.table = table
         self.cm = CostModel(t, soc) if cm is None else cm  # the pipeline's: kernels costed once per content
         self.procs = {p.name: p for p in soc.processors}
+        self.runs = runs if table is not None else None
+        self._nbs: dict[int, tuple[int, ...]] = {}
+        self._group_of: dict[int, int] | None = None
 
     def plan(self, assign: Sequence[str]) -> Plan:
         g, host = self.g, self.soc.host
@@ -163,9 +171,81 @@ class Evaluator:
             return [tab[p][i] for i, p in enumerate(plan.processor)]
         return [self.bits_of(i, plan.processor[i]) for i in range(len(self.g.ops))]
 
+    def keys(self, assign: Sequence[str], plan: Plan, bits: list[str]) -> PlanKeys:
+        """``plan_keys`` of the virtual plan of ``assign``, looked up in (or added to) the kept
+        mapping: a host partition (its runs of one processor) whole -- the host fuses epilogues
+        across groups --; an offloaded partition group by group, each group's composite keyed by
+        which groups it reads from or feeds are in the same partition (a MobileNet on an NPU is one
+        partition of ~140 ops, which every single-group move splits)."""
+        kept, gkey, cols = self.runs  # type: ignore[misc]
+        groups, host = self.groups, self.soc.host
+        ctxs: list = [None] * len(self.g.ops)
+        ks: list = []
+        k, n = 0, len(assign)
+        while k < n:
+            p = assign[k]
+            end = k + 1
+            while end < n and assign[end] == p:
+                end += 1
+            if p == host:
+                key = ("run", gkey, k, end, p, cols[p])
+                hits = [kept.get(key)]
+                if hits[0] is None:
+                    ids = sorted(i for grp in groups[k:end] for i in grp)
+                    hits[0] = kept[key] = run_keys(self.t, self.soc, p, ids, [], self.table[p])  # type: ignore[index]
+            else:
+                first = min(self.mins[k:end])
+                hits = []
+                for j in range(k, end):
+                    nb = self.neighbours(j)
+                    lead = self.mins[j] == first  # the group holding the partition's first op
+                    key = ("group", gkey, j, p, cols[p], tuple([k <= x < end for x in nb]), lead)
+                    hit = kept.get(key)
+                    if hit is None:
+                        near = [i for x in nb if k <= x < end for i in groups[x]]
+                        grp = groups[j]
+                        hit = kept[key] = run_keys(self.t, self.soc, p, sorted(grp), [grp], self.table[p],  # type: ignore[index]
+                                                   near, {first} if lead else set())  # fmt: skip
+                    hits.append(hit)
+            for hit in hits:
+                ks += hit[0]
+                for i, c in hit[1]:
+                    ctxs[i] = c
+            k = end
+        return PlanKeys(ctxs, ks, bound_keys(plan, self.t, bits))
+
+    @property
+    def mins(self) -> list[int]:
+        m = self.__dict__.get("_mins")
+        if m is None:
+            m = self._mins = [min(grp) for grp in self.groups]
+        return m
+
+    def neighbours(self, j: int) -> tuple[int, ...]:
+        """The groups whose ops group ``j``'s ops read from or feed (ascending)."""
+        nbs = self._nbs.get(j)
+        if nbs is None:
+            gof = self._group_of
+            if gof is None:
+                gof = self._group_of = {i: k for k, grp in enumerate(self.groups) for i in grp}
+            t = self.t
+            tensors = self.g.tensors
+            near = set()
+            for i in self.groups[j]:
+                for tid in t.act_inputs[i]:
+                    pr = tensors[tid].producer
+                    if pr is not None:
+                        near.add(gof[pr])
+                near.update(gof[c] for c in t.consumers[i])
+            near.discard(j)
+            nbs = self._nbs[j] = tuple(sorted(near))
+        return nbs
+
     def latency(self, assign: Sequence[str]) -> tuple[float, float]:
         plan = self.plan(assign)
-        ops, bounds = self.cm.evaluate(plan, self.bits(plan), memo=False)  # a virtual plan is costed once
+        bits = self.bits(plan)
+        keys = self.keys(assign, plan, bits) if self.runs is not None else None
+        ops, bounds = self.cm.evaluate(plan, bits, memo=False, keys=keys)  # a virtual plan is costed once
         s = Program(self.t, plan, self.soc, bounds).run(ops, bounds)
         return s.makespan_us, sum(c.energy_uj for c in ops) + sum(b.energy_uj for b in bounds)
 
@@ -369,7 +449,6 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     def bits_of(i, p, slow=bits_of):
         return table[p][i] if i is not None else slow(i, p)
 
-    ev = Evaluator(g, soc, t, bits_of, groups, cm, table)
     host = soc.host
     ff = [first_fit[grp[0]] if first_fit[grp[0]] in c else c[0] for grp, c in zip(groups, cands)]
     all_host = [host if host in c else c[0] for c in cands]
@@ -387,6 +466,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     gkey = hashlib.blake2b(repr([tuple(grp) for grp in groups]).encode(), digest_size=16).digest()
     code = {p: k for k, p in enumerate(soc.names)}  # the same on every call (the memo outlives it)
     cols = {p: hashlib.blake2b("\0".join(table[p]).encode(), digest_size=8).digest() for p in soc.names}
+    ev = Evaluator(g, soc, t, bits_of, groups, cm, table, ({} if shared is None else shared, gkey, cols))
 
     def memo_key(a) -> bytes:
         used = b"".join([cols[p] if p in a else bytes(8) for p in soc.names])

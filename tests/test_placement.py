@@ -150,3 +150,35 @@ def test_a_pin_to_an_accelerator_holds_when_the_host_alone_would_be_faster(tmp_p
     s.set_support("dla", "sigmoid", False)
     assert dict(zip(s.placement["name"], s.placement["processor"]))["conv_a"] == "dla"
     assert s.placement["processor"].tolist()[2] in ("arm", "dsp")
+
+
+@pytest.mark.parametrize("name,soc", [("mobilenet_v1_025_int8.tflite", "ethos-u55-256"), ("mobilenet_v1_025_int8.tflite", "arm-dsp-dla"),
+                                      ("tiny_detector.onnx", "hexagon-like"), ("digits_cnn_qdq.onnx", "riscv-accel")])  # fmt: skip
+def test_virtual_plans_costed_partition_by_partition_equal_whole_plans(name, soc):
+    """The placement search keeps each partition's kernel keys and memory contexts across virtual
+    plans (per group inside an offloaded partition); a plan assembled from them costs exactly what
+    the whole plan's own keys give, over random assignments and the single moves around them."""
+    import hashlib
+    import random
+
+    s = npukit.Study(SAMPLES / name, soc, placement="first-fit")
+    model, cfg, g = s._model, s.config, s.graph
+    vs = pipeline.verdicts(model, s.soc, cfg)
+    bits_of, runs = pipeline.bits_policy(s.soc, cfg, g)
+    groups = groups_of(g, s.soc, vs)
+    cands = [candidates(grp, s.soc, vs, runs) for grp in groups]
+    table = {p: [bits_of(i, p) for i in range(len(g.ops))] for p in s.soc.names}
+    cols = {p: hashlib.sha256("|".join(table[p]).encode()).digest() for p in s.soc.names}
+    t, cm = pipeline.tables(model), pipeline.cost_model(model, s.soc)
+    kept: dict = {}
+    by_parts = Evaluator(g, s.soc, t, bits_of, groups, cm, table, (kept, b"groups", cols))
+    whole = Evaluator(g, s.soc, t, bits_of, groups, cm, table)
+    rng = random.Random(3)
+    seen = 0
+    for _ in range(6):
+        base = tuple(rng.choice(c) for c in cands)
+        moves = [base] + [base[:k] + (p,) + base[k + 1 :] for k, c in enumerate(cands) for p in c if p != base[k]]
+        for a in rng.sample(moves, min(12, len(moves))):
+            assert by_parts.latency(a) == whole.latency(a), a
+            seen += 1
+    assert seen >= 24 and any(k[0] == "group" for k in kept) and any(k[0] == "run" for k in kept)

@@ -29,16 +29,21 @@ def kernels(plan: Plan, g: OpGraph, t: Tables) -> list[tuple[int, ...]]:
     a MAC op with the elementwise epilogue chain after it (each link the only reader of the one
     before, on the same partition, not a model output), as the processor's compiler fuses it (TVM
     FuseOps, TFLite fused activations); every other op alone."""
+    comps = [ids for part in plan.partitions for _pat, ids in part.patterns]
+    return _kernels(g, t, comps, range(len(g.ops)), plan.partition)
+
+
+def _kernels(g: OpGraph, t: Tables, comps, op_ids, partition) -> list[tuple[int, ...]]:
+    """``kernels`` of the ops ``op_ids`` (ascending; every composite among them in ``comps``), with
+    ``partition`` each op's partition."""
     seen: set[int] = set()
     out: list[tuple[int, ...]] = []
-    for part in plan.partitions:
-        for _pat, ids in part.patterns:
-            k = tuple(sorted(ids))
-            out.append(k)
-            seen.update(k)
+    for ids in comps:
+        k = tuple(sorted(ids))
+        out.append(k)
+        seen.update(k)
     ops = g.ops
-    partition = plan.partition
-    for i in range(len(ops)):
+    for i in op_ids:
         if i in seen:
             continue
         chain = [i]
@@ -63,24 +68,32 @@ def kernels(plan: Plan, g: OpGraph, t: Tables) -> list[tuple[int, ...]]:
 def contexts(g: OpGraph, plan: Plan, soc: SocProfile, t: Tables, bits_of: Callable[[int], str],
              kernel_list: list[tuple[int, ...]]) -> list[OpContext]:  # fmt: skip
     """Each op's memory context under ``plan``: tensors inside one kernel move nothing."""
+    host = soc.host
+    first_of_part = {part.ops[0] for part in plan.partitions if part.processor != host and part.ops}
+    half_of = {p.name: p.onchip_bytes / 2 for p in soc.processors}
+    halves = [half_of[p] for p in plan.processor]
+    return _contexts(g, t, bits_of, kernel_list, plan.partition, halves, first_of_part, g.ops)
+
+
+def _contexts(g: OpGraph, t: Tables, bits_of: Callable[[int], str], kernel_list: list[tuple[int, ...]],
+              partition, half_of, first_of_part, ops) -> list[OpContext]:  # fmt: skip
+    """``contexts`` of the ops ``ops`` (in that order): ``partition`` and ``half_of`` (half the
+    on-chip bytes of its processor) per op id, ``kernel_list`` every kernel they belong to, and
+    ``first_of_part`` the first op of every offloaded partition."""
     comp_of: dict[int, int] = {}
     for c, ids in enumerate(kernel_list):
         if len(ids) > 1:
             for i in ids:
                 comp_of[i] = c
-    host = soc.host
-    first_of_part = {part.ops[0] for part in plan.partitions if part.processor != host and part.ops}
-    partition, processor = plan.partition, plan.processor
-    half_of = {p.name: p.onchip_bytes / 2 for p in soc.processors}
     nb = t.nbytes
     specs = t.input_specs()
     consumers, graph_out = t.consumers, t.graph_out
     comp_get = comp_of.get
     out = []
     append = out.append
-    for op in g.ops:
+    for op in ops:
         i = op.op_id
-        half = half_of[processor[i]]
+        half = half_of[i]
         c = comp_get(i)
         part_i = partition[i]
         spec = specs[i]
@@ -183,6 +196,12 @@ def _plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str], memo: bo
     kept in the per-plan memos."""
     klist = plan_kernels(plan, t) if memo else kernels(plan, t.g, t)
     ctxs = contexts(t.g, plan, soc, t, bits.__getitem__, klist)
+    return PlanKeys(ctxs, kernel_keys(t, klist, plan.processor, bits, ctxs), bound_keys(plan, t, bits))
+
+
+def kernel_keys(t: Tables, klist, processor, bits, ctxs) -> list[tuple[tuple[int, ...], str, int]]:
+    """(op ids, processor, signature) of every kernel; ``processor``, ``bits`` and ``ctxs`` are
+    indexed by op id."""
     ks = []
     for ids in klist:
         if len(ids) == 1:
@@ -190,7 +209,12 @@ def _plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str], memo: bo
             base = (ids, bits[i], ctxs[i])
         else:
             base = (ids, tuple(bits[i] for i in ids), tuple(ctxs[i] for i in ids))
-        ks.append((ids, plan.processor[ids[0]], t.sig(base)))
+        ks.append((ids, processor[ids[0]], t.sig(base)))
+    return ks
+
+
+def bound_keys(plan: Plan, t: Tables, bits: list[str]) -> list[tuple[object, str, str, int]]:
+    """(boundary, source bits, destination bits, signature) of every boundary of ``plan``."""
     bs = []
     g = t.g
     for b in plan.boundaries:
@@ -198,4 +222,34 @@ def _plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str], memo: bo
         sb = bits[tt.producer] if tt.kind == "act" else input_bits(tt)
         db = bits[b.consumers[0]] if b.consumers else input_bits(tt)
         bs.append((b, sb, db, t.sig((b, sb, db))))
-    return PlanKeys(ctxs, ks, bs)
+    return bs
+
+
+class _Outside(dict):
+    """Op id -> partition for the ops of one partition; -1 for every other op."""
+
+    def __missing__(self, key):
+        return -1
+
+
+def run_keys(t: Tables, soc: SocProfile, proc: str, op_ids: list[int], comps, col: list[str],
+             partition: list[int] | None = None, first: set[int] | None = None):  # fmt: skip
+    """The kernels' keys and the memory contexts of the ops of one partition (``op_ids``,
+    ascending), on ``proc`` at the bit-widths ``col`` (per op id), its composites ``comps``:
+    what ``plan_keys`` works out for them inside any plan that holds exactly this partition (a
+    context reads only whether a producer or consumer is in the same partition and kernel).  The
+    placement search re-uses them across the virtual plans that share the partition.  Or, given
+    ``partition`` (the ops of the partition that ``op_ids`` read from or feed, besides ``op_ids``)
+    and ``first`` (the partition's first op, if among them), the same for the composites ``comps``
+    of ``op_ids``, part of a larger partition.  Returns (kernel keys, [(op id, context)])."""
+    g = t.g
+    inside = _Outside.fromkeys(op_ids if partition is None else [*op_ids, *partition], 0)
+    half = soc.processor(proc).onchip_bytes / 2
+    klist = _kernels(g, t, comps, op_ids, inside)
+    if first is None:
+        first = {op_ids[0]} if proc != soc.host and op_ids else set()
+    ops = [g.ops[i] for i in op_ids]
+    ctxs = _contexts(g, t, col.__getitem__, klist, inside, dict.fromkeys(op_ids, half), first, ops)
+    by_id = dict(zip(op_ids, ctxs))
+    procs = dict.fromkeys(op_ids, proc)
+    return kernel_keys(t, klist, procs, col, by_id), list(by_id.items())

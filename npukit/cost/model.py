@@ -12,7 +12,7 @@ from ..plan import Plan
 from ..soc import SocProfile
 from ..soc.profile import _dumps
 from .boundary import BoundaryCost, boundary_cost, boundary_trace
-from .grouping import plan_keys
+from .grouping import PlanKeys, plan_keys
 from .kernel import KernelCost, UtilMemo, kernel_cost
 from .tables import Tables
 from .trace import Trace, kernel_trace, member_trace
@@ -88,13 +88,16 @@ class CostModel:
         self._util = UtilMemo()
         self.recomputed = 0  # ops recomputed by the last evaluate()
 
-    def evaluate(self, plan: Plan, bits: Mapping[int, str] | Sequence[str], memo: bool = True) -> tuple[list[OpCost], list[BoundaryCost]]:
+    def evaluate(self, plan: Plan, bits: Mapping[int, str] | Sequence[str], memo: bool = True,
+                 keys: PlanKeys | None = None) -> tuple[list[OpCost], list[BoundaryCost]]:  # fmt: skip
         """Every op's and boundary's cost under ``plan``.  ``memo=False``: a plan evaluated once (a
         virtual plan of the placement search) leaves nothing in the per-plan memos (the kernels'
-        costs are still memoized by content)."""
+        costs are still memoized by content).  ``keys``: the plan's ``PlanKeys``, when the caller
+        assembled them (the placement search, from the partitions its plans share)."""
         g, t = self.g, self.t
         bits_l = list(bits) if isinstance(bits, (tuple, list)) else [bits[i] for i in range(len(g.ops))]
-        keys = plan_keys(plan, self.soc, t, bits_l, memo)
+        if keys is None:
+            keys = plan_keys(plan, self.soc, t, bits_l, memo)
         ctxs = keys.contexts
         out: list[OpCost | None] = [None] * len(g.ops)
         memo = self._kernels

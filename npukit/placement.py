@@ -43,7 +43,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .cost import CostModel, OpContext, Tables, boundary_cost, kernel_cost
+from .cost import CostModel, OpContext, Tables, boundary_cost, input_bits, kernel_cost
 from .cost.grouping import PlanKeys, bound_keys, run_keys
 from .graph import OpGraph
 from .patterns import chains
@@ -136,6 +136,7 @@ class Evaluator:
         self.procs = {p.name: p for p in soc.processors}
         self.runs = runs if table is not None else None
         self._nbs: dict[int, tuple[int, ...]] = {}
+        self._delays: dict[tuple[str, str, str, str, str], float] = {}
         self._group_of: dict[int, int] | None = None
 
     def plan(self, assign: Sequence[str]) -> Plan:
@@ -177,6 +178,11 @@ class Evaluator:
         across groups --; an offloaded partition group by group, each group's composite keyed by
         which groups it reads from or feeds are in the same partition (a MobileNet on an NPU is one
         partition of ~140 ops, which every single-group move splits)."""
+        ctxs, ks = self._keys(assign)
+        return PlanKeys(ctxs, ks, bound_keys(plan, self.t, bits))
+
+    def _keys(self, assign: Sequence[str]) -> tuple[list, list]:
+        """(contexts, kernel keys) of the virtual plan of ``assign`` (see ``keys``)."""
         kept, gkey, cols = self.runs  # type: ignore[misc]
         groups, host = self.groups, self.soc.host
         ctxs: list = [None] * len(self.g.ops)
@@ -212,7 +218,79 @@ class Evaluator:
                 for i, c in hit[1]:
                     ctxs[i] = c
             k = end
-        return PlanKeys(ctxs, ks, bound_keys(plan, self.t, bits))
+        return ctxs, ks
+
+    def bound(self, assign: Sequence[str]) -> float:
+        """A lower bound of the virtual plan's latency that needs no plan: the longest chain along
+        the graph's edges of kernel times and, where an edge crosses processors, the tensor's
+        conversions and transfer (every op ends no earlier than what it reads has arrived, plus its
+        own time; lanes, overheads of model inputs and outputs can only add)."""
+        g, t = self.g, self.t
+        if not self._ordered():
+            return 0.0
+        ctxs, ks = self._keys(assign)
+        n = len(g.ops)
+        lat = [0.0] * n
+        rows = self.cm.kernel_rows
+        table = self.table
+        for ids, proc, sig in ks:
+            for c in rows(ids, proc, sig, table[proc], ctxs):  # type: ignore[index]
+                lat[c.op_id] = c.latency_us
+        where = [""] * n
+        for grp, p in zip(self.groups, assign):
+            for i in grp:
+                where[i] = p
+        tensors, consumers, host = g.tensors, g.consumers, self.soc.host
+        end = [0.0] * n
+        for i in range(n):
+            at = 0.0
+            here = where[i]
+            for tid in t.act_inputs[i]:
+                p = tensors[tid].producer
+                src = host if p is None else where[p]
+                e = 0.0 if p is None else end[p]
+                if src != here:
+                    first = min(c for c in consumers(tid) if where[c] == here)
+                    sb = input_bits(tensors[tid]) if p is None else table[src][p]  # type: ignore[index]
+                    e += self._delay(tid, src, here, sb, table[here][first])  # type: ignore[index]
+                if e > at:
+                    at = e
+            end[i] = at + lat[i]
+        last = max(end, default=0.0)
+        for tid in g.outputs:  # an output made off the host travels back to it
+            tt = tensors[tid]
+            p = tt.producer
+            if tt.kind == "act" and where[p] != host:
+                on_host = [c for c in consumers(tid) if where[c] == host]
+                db = table[host][min(on_host)] if on_host else input_bits(tt)  # type: ignore[index]
+                last = max(last, end[p] + self._delay(tid, where[p], host, table[where[p]][p], db))  # type: ignore[index]
+        return last
+
+    def _ordered(self) -> bool:
+        """Does every op's producer come before it in every virtual plan's schedule (an earlier
+        op id, in an earlier group or earlier in the same one)?  ``bound`` assumes it."""
+        ok = self.__dict__.get("_is_ordered")
+        if ok is None:
+            pos = {}
+            for k, grp in enumerate(self.groups):
+                for j, i in enumerate(grp):
+                    pos[i] = (k, j)
+            tensors = self.g.tensors
+            ok = all(tensors[tid].producer is None or (tensors[tid].producer < i and pos[tensors[tid].producer] < pos[i])
+                     for i in range(len(self.g.ops)) for tid in self.t.act_inputs[i])  # fmt: skip
+            self._is_ordered = ok
+        return ok
+
+    def _delay(self, tid: str, src: str, dst: str, sb: str, db: str) -> float:
+        """Conversions + transfer of a tensor from ``src`` to ``dst`` (``boundary_cost``'s figures,
+        which depend on nothing else)."""
+        key = (tid, src, dst, sb, db)
+        v = self._delays.get(key)
+        if v is None:
+            c = boundary_cost(Boundary(tid, src, dst, -1, -1, ()), self.t, self.soc, sb, db, self.procs,
+                              self.soc.link(src, dst))  # fmt: skip
+            v = self._delays[key] = c.layout_us + c.quantize_us + c.transfer_us
+        return v
 
     @property
     def mins(self) -> list[int]:
@@ -486,6 +564,25 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
             scored[a] = s
         return s
 
+    def slower(a, than: float) -> bool:
+        """Is the virtual plan of ``a`` certainly slower than ``than``: its lower bound (``bound``)
+        above it, beyond rounding?  Plans already costed are not bounded (their score is at hand)."""
+        a = tuple(a)
+        if a in scored:
+            return False
+        if memo is None:
+            lb = ev.bound(a)
+        else:
+            key = memo_key(a)
+            s = memo.get(key)
+            if s is not None:
+                scored[a] = s
+                return False
+            lb = memo.get(b"bound" + key)  # kept too: an edit and its undo bound the same moves
+            if lb is None:
+                lb = memo.put(b"bound" + key, ev.bound(a))
+        return lb > than * (1 + 1e-9) + 1e-9
+
     add, deltas, at = None, None, None
     if space <= EXHAUSTIVE and space * len(g.ops) <= EXHAUSTIVE_WORK:
         method = "exhaustive"
@@ -497,7 +594,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
         best, deltas = _moves_additive(add, cands, best)
         at = tuple(best)  # the assignment ``deltas`` start from
         if len(g.ops) <= VIRTUAL_MOVES_MAX_OPS:
-            best = _moves_virtual(score, cands, best, add, exhaustive=len(g.ops) <= EXACT_REASONS_MAX_OPS)
+            best = _moves_virtual(score, cands, best, add, exhaustive=len(g.ops) <= EXACT_REASONS_MAX_OPS, slower=slower)
     options = [(score(best), 0, method, tuple(best)), (score(ff), -1, "first-fit", tuple(ff)),
                (score(all_host), 1, "host", tuple(all_host))]  # fmt: skip
     (lat, _e), _, method, chosen = min(options, key=lambda o: (o[0][0], o[0][1], o[1]))
@@ -579,11 +676,13 @@ def _moves_additive(add: Additive, cands, a: list[str]) -> tuple[list[str], dict
     return a, deltas
 
 
-def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool = True) -> list[str]:
+def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool = True, slower=None) -> list[str]:
     """Single-group moves judged by the virtual plan while they improve it.  Unless ``exhaustive``,
     only the moves the additive model finds promising (costing less than ``PROMISING`` of the
     current latency: it cannot see overlap between lanes, so a move it prices slightly positive may
-    still pay) are evaluated."""
+    still pay) are evaluated.  ``slower(b, latency)``: the move certainly does not pay (a lower bound
+    of its latency is above the current one), so it is not costed; it still counts against the
+    budget, so the moves made are the same as if it had been."""
     a = tuple(a)
     cur = score(a)
     budget = MOVE_BUDGET
@@ -598,6 +697,8 @@ def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool =
                     continue
                 b = a[:k] + (p,) + a[k + 1 :]
                 budget -= 1
+                if slower is not None and slower(b, cur[0]):
+                    continue
                 v = score(b)
                 if v < cur:
                     a, cur, improved = b, v, True

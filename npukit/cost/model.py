@@ -104,14 +104,9 @@ class CostModel:
         pkey = self._pkey
         n = 0
         for ids, proc, sig in keys.kernels:
-            key = (sig, pkey[proc])
-            cs = memo.get(key)
+            cs = memo.get((sig, pkey[proc]))
             if cs is None:
-                k = kernel_cost(ids, t, self._procs[proc], bits_l, ctxs, self._util)
-                cs = [OpCost(i, k, t, r) for i, r in zip(k.ids, k.roles)]
-                memo[key] = cs
-                if len(memo) > self.MEMO:
-                    memo.popitem(last=False)
+                cs = self.kernel_rows(ids, proc, sig, bits_l, ctxs)
                 n += len(ids)
             for c in cs:
                 out[c.op_id] = c
@@ -127,6 +122,19 @@ class CostModel:
                     bmemo.popitem(last=False)
             bout.append(c)
         return out, bout  # type: ignore[return-value]
+
+    def kernel_rows(self, ids, proc: str, sig: int, bits: Sequence[str], ctxs) -> list[OpCost]:
+        """The rows of one kernel (its key from ``plan_keys``), from the memo or costed and kept;
+        ``bits`` and ``ctxs`` indexed by op id."""
+        key = (sig, self._pkey[proc])
+        cs = self._kernels.get(key)
+        if cs is None:
+            k = kernel_cost(ids, self.t, self._procs[proc], bits, ctxs, self._util)
+            cs = [OpCost(i, k, self.t, r) for i, r in zip(k.ids, k.roles)]
+            self._kernels[key] = cs
+            if len(self._kernels) > self.MEMO:
+                self._kernels.popitem(last=False)
+        return cs
 
     def link(self, a: str, b: str):
         ln = self._links.get((a, b))

@@ -105,19 +105,37 @@ def candidates(grp: tuple[int, ...], soc: SocProfile, vs, runs=lambda i, p: True
 
 class _Accepts:
     """Per processor, per op: accepted there and runnable at its bit-width; per accelerator, per op:
-    accepted only fused (looked up once per decision, not once per group and processor)."""
+    accepted only fused (looked up once per decision, not once per group and processor); and each
+    op's candidates alone (most groups are one op: 10,000 of them at the generated model's size)."""
 
     def __init__(self, soc: SocProfile, vs, runs, ids: Sequence[int]):
         n = max(ids, default=-1) + 1
         self.host, self.accels = soc.host, soc.accelerators
-        self.ok = {p: [vs[(i, p)].ok and runs(i, p) for i in range(n)] for p in soc.names}
+        names = soc.names
+        self.ok = {p: [vs[(i, p)].ok for i in range(n)] for p in names}
+        layered = getattr(runs, "layered", None)  # the only ops ``runs`` can refuse, when it says so
+        for p, col in self.ok.items():
+            for i in range(n) if layered is None else sorted(i for i in layered if i < n):
+                col[i] = col[i] and runs(i, p)
         self.only = {a: [vs[(i, a)].fused_only for i in range(n)] for a in self.accels}
+        alone: dict[tuple[bool, ...], list[str]] = {}
+        self.alone: list[list[str]] = []
+        for key in zip(*[self.ok[p] for p in names], *[self.only[a] for a in self.accels]):
+            c = alone.get(key)
+            if c is None:
+                ok = dict(zip(names, key))
+                only = dict(zip(self.accels, key[len(names):]))
+                c = alone[key] = self._of([p for p in self.accels if ok[p] and not only[p]], ok[self.host])
+            self.alone.append(c)
+
+    def _of(self, accels: list[str], host_ok: bool) -> list[str]:
+        return ([self.host] if host_ok or not accels else []) + accels
 
     def candidates(self, grp: tuple[int, ...]) -> list[str]:
+        if len(grp) == 1:
+            return self.alone[grp[0]]
         ok = self.ok
-        host_ok = all(ok[self.host][i] for i in grp)
-        out = [a for a in self.accels if all(ok[a][i] for i in grp) and not (len(grp) == 1 and self.only[a][grp[0]])]
-        return ([self.host] if host_ok or not out else []) + out
+        return self._of([a for a in self.accels if all(ok[a][i] for i in grp)], all(ok[self.host][i] for i in grp))
 
 
 class Evaluator:

@@ -88,8 +88,9 @@ class Study:
 
     def _apply(self, cfg: Config) -> None:
         """Switch to ``cfg`` atomically: on any error the Study keeps its old config."""
-        pl.check(self._model, self.soc, cfg)
-        pl.check_placed(self._model, self.soc, cfg, pl.partition(self._model, self.soc, cfg).plan)
+        with pl.gc_paused():  # (see there: the collector waits until the edit's steps are done)
+            pl.check(self._model, self.soc, cfg)
+            pl.check_placed(self._model, self.soc, cfg, pl.partition(self._model, self.soc, cfg).plan)
         self._config = cfg
         self._notify()
 

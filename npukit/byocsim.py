@@ -63,6 +63,11 @@ class Skeleton:
     outputs: tuple[int, ...] = ()  # bindings whose variables main returns
 
     @cached_property
+    def reads(self) -> tuple[tuple[int, ...], ...]:
+        """Per binding: ``_vars`` of its arguments (worked out once; every replay reads them)."""
+        return tuple(tuple(_vars(b.args)) for b in self.bindings)
+
+    @cached_property
     def only_tuple_fields_read(self) -> frozenset[int]:
         """Bindings whose (tuple) variable is read only by tuple-field bindings, directly or through
         aliases, and never returned (TVM's ``HasOnlyTupleGetItemUsers``)."""
@@ -191,7 +196,7 @@ class _State:
         rep = self.rep
         if node in self.comp_args:
             return [rep[b] for b in self.comp_args[node]]
-        return [rep[b] for b in _vars(self.sk.bindings[node].args)]
+        return [rep[b] for b in self.sk.reads[node]]
 
 
 def _match(st: _State, root: int, chain_ops: tuple[str, ...], combo: tuple[int, ...]) -> list[int] | None:
@@ -305,7 +310,7 @@ def _fuse_pass(st: _State, name: str, chain: tuple[str, ...], combo: tuple[int, 
         inside = set(ids)
         args: list = []
         for b in ids:  # the composite's call takes every outside variable its ops read (tuples opened)
-            for a in _vars(st.sk.bindings[b].args):
+            for a in st.sk.reads[b]:
                 if a not in inside and a not in args:
                     args.append(a)
         st.comp_args[c] = args
@@ -394,6 +399,10 @@ def merge(st: _State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]
         return r
 
     codegen: dict[int, str] = {}  # group (its creating node) -> codegen
+    # bitsets hold codegen groups only, one bit each in creation order: a dependency is only ever
+    # tested against the members of a codegen group, and only codegen groups merge, so the host's
+    # groups need no bit (at 10,000 ops the sets were ~10x longer with a bit per node)
+    bit: dict[int, int] = {}  # codegen group -> its bit
     deps: dict[int, int] = {}  # root -> bitset of groups (lazily renamed: test against members)
     members: dict[int, int] = {}  # root -> bitset of every group merged into it
     memo: dict[int, int] = {}  # node -> group
@@ -407,10 +416,10 @@ def merge(st: _State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]
             ar_ = find(memo[a])
             if ar_ == root:
                 continue
-            deps[root] = deps.get(root, 0) | (1 << ar_) | deps.get(ar_, 0)
+            deps[root] = deps.get(root, 0) | bit.get(ar_, 0) | deps.get(ar_, 0)
 
     def new_group(node: int) -> int:
-        members[node] = 1 << node
+        members[node] = 0
         return node
 
     for node in st.order:
@@ -438,7 +447,7 @@ def merge(st: _State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]
                 add_deps(node, [st.rep[src]])
                 continue
             if b.kind == "tuple":
-                fields = [st.rep[a] for a in _vars(b.args)]
+                fields = [st.rep[a] for a in sk.reads[node]]
                 if not b.flat:
                     memo[node] = new_group(node)
                     continue
@@ -451,7 +460,7 @@ def merge(st: _State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]
                 add_deps(node, fields)
                 continue
             cg = None
-            args = [st.rep[a] for a in _vars(b.args)]  # a host call reads through inline tuples
+            args = [st.rep[a] for a in sk.reads[node]]  # a host call reads through inline tuples
         to_merge: list[int] = []
         if cg is not None:
             pdeps = 0
@@ -466,6 +475,7 @@ def merge(st: _State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]
             if cg is not None:
                 codegen[grp] = cg
                 codegen_roots.add(grp)
+                members[grp] = bit[grp] = 1 << len(bit)
         else:
             grp = to_merge[0]
             for other in to_merge[1:]:

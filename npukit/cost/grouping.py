@@ -148,11 +148,6 @@ def per_plan(t: Tables, key, plan: Plan, make):
     return value
 
 
-def plan_kernels(plan: Plan, t: Tables) -> list[tuple[int, ...]]:
-    """``kernels`` of a plan, once per plan."""
-    return per_plan(t, ("kernels", id(plan)), plan, lambda: kernels(plan, t.g, t))
-
-
 def plan_contexts(plan: Plan, soc: SocProfile, t: Tables, bits: list[str]) -> list[OpContext]:
     """``contexts`` of a plan, once per (plan, bit-widths, host, on-chip sizes): the profile's
     other fields do not enter them."""
@@ -194,9 +189,36 @@ def plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str], memo: boo
 def _plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str], memo: bool = True) -> PlanKeys:
     """``memo=False``: for a plan used once (the placement search's virtual plans), nothing of it is
     kept in the per-plan memos."""
-    klist = plan_kernels(plan, t) if memo else kernels(plan, t.g, t)
-    ctxs = contexts(t.g, plan, soc, t, bits.__getitem__, klist)
-    return PlanKeys(ctxs, kernel_keys(t, klist, plan.processor, bits, ctxs), bound_keys(plan, t, bits))
+    if not memo:
+        klist = kernels(plan, t.g, t)
+        ctxs = contexts(t.g, plan, soc, t, bits.__getitem__, klist)
+        return PlanKeys(ctxs, kernel_keys(t, klist, plan.processor, bits, ctxs), bound_keys(plan, t, bits))
+    # partition by partition: a partition's kernels and contexts depend only on its own ops,
+    # processor, composites and bit-widths, so an edit's new plan re-uses every partition it shares
+    # with a plan costed before (most of them, on a large model)
+    ctxs: list = [None] * len(t.g.ops)
+    ks: list = []
+    kept = t.part_memo
+    host = soc.host
+    for part in plan.partitions:
+        proc = part.processor
+        comps = tuple(ids for _pat, ids in part.patterns)
+        key = (proc, host, soc.processor(proc).onchip_bytes, part.ops, comps, tuple([bits[i] for i in part.ops]))
+        hit = kept.get(key)
+        if hit is None:
+            first = {part.ops[0]} if proc != host and part.ops else set()
+            hit = kept[key] = run_keys(t, soc, proc, sorted(part.ops), comps, bits, first=first)
+            if len(kept) > PART_MEMO:
+                kept.popitem(last=False)
+        else:
+            kept.move_to_end(key)
+        ks += hit[0]
+        for i, c in hit[1]:
+            ctxs[i] = c
+    return PlanKeys(ctxs, ks, bound_keys(plan, t, bits))
+
+
+PART_MEMO = 16384  # partitions whose keys are kept per graph
 
 
 def kernel_keys(t: Tables, klist, processor, bits, ctxs) -> list[tuple[tuple[int, ...], str, int]]:

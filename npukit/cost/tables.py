@@ -93,6 +93,7 @@ class Tables:
         self._specs: list | None = None  # input_specs(), made when first asked for
         self.keys_memo: OrderedDict = OrderedDict()  # per (plan, bits, on-chip sizes): contexts, memo keys
         self.kernel_memo: OrderedDict = OrderedDict()  # costed kernels: the pipeline's cost models share it
+        self.part_memo: OrderedDict = OrderedDict()  # per partition content: its kernels' keys, its contexts
         self._sigs: dict = {}
         self._next_sig = itertools.count()
 

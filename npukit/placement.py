@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .cost import CostModel, OpContext, Tables, boundary_cost, input_bits, kernel_cost
-from .cost.grouping import PlanKeys, bound_keys, run_keys
+from .cost.grouping import PlanKeys, bound_keys, partition_kernels, run_keys
 from .graph import OpGraph
 from .patterns import chains
 from .plan import Boundary, Plan, build_plan
@@ -155,6 +155,7 @@ class Evaluator:
         self.runs = runs if table is not None else None
         self._nbs: dict[int, tuple[int, ...]] = {}
         self._delays: dict[tuple[str, str, str, str, str], float] = {}
+        self._knbs: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._group_of: dict[int, int] | None = None
 
     def plan(self, assign: Sequence[str]) -> Plan:
@@ -215,8 +216,7 @@ class Evaluator:
                 key = ("run", gkey, k, end, p, cols[p])
                 hits = [kept.get(key)]
                 if hits[0] is None:
-                    ids = sorted(i for grp in groups[k:end] for i in grp)
-                    hits[0] = kept[key] = run_keys(self.t, self.soc, p, ids, [], self.table[p])  # type: ignore[index]
+                    hits[0] = kept[key] = self._host_run(k, end)
             else:
                 first = min(self.mins[k:end])
                 hits = []
@@ -237,6 +237,55 @@ class Evaluator:
                     ctxs[i] = c
             k = end
         return ctxs, ks
+
+    def _host_run(self, k: int, end: int):
+        """``run_keys`` of the host partition of groups ``k`` to ``end - 1``, kernel by kernel: the
+        host's kernels (an op and the epilogue chain it fuses) are worked out for the run, and each
+        one's keys and contexts kept by which of the ops it reads from or feeds are in the run (a
+        move next to a long host run makes a new run, whose kernels are mostly known)."""
+        kept, gkey, cols = self.runs  # type: ignore[misc]
+        host, t = self.soc.host, self.t
+        col = self.table[host]  # type: ignore[index]
+        ids = sorted(i for grp in self.groups[k:end] for i in grp)
+        if not self._ordered():  # (a chain's ops in id order, as the kernel keys name them)
+            return run_keys(t, self.soc, host, ids, [], col)
+        gof = self.group_of
+        out_k: list = []
+        out_c: list = []
+        for kern in partition_kernels(t, ids):
+            nb = self._kernel_neighbours(kern)
+            flags = tuple([k <= gof[x] < end for x in nb])
+            key = ("host kernel", gkey, kern, cols[host], flags)
+            hit = kept.get(key)
+            if hit is None:  # the kernel as given: inside the run an earlier chain may hold its next op
+                near = [x for x, f in zip(nb, flags) if f]
+                hit = kept[key] = run_keys(t, self.soc, host, list(kern), [kern], col, near, set())
+            out_k += hit[0]
+            out_c += hit[1]
+        return out_k, out_c
+
+    def _kernel_neighbours(self, kern: tuple[int, ...]) -> tuple[int, ...]:
+        """The ops outside ``kern`` that its ops read from or feed (ascending)."""
+        nbs = self._knbs.get(kern)
+        if nbs is None:
+            t, tensors = self.t, self.g.tensors
+            near = set()
+            for i in kern:
+                for tid in t.act_inputs[i]:
+                    pr = tensors[tid].producer
+                    if pr is not None:
+                        near.add(pr)
+                near.update(t.consumers[i])
+            near.difference_update(kern)
+            nbs = self._knbs[kern] = tuple(sorted(near))
+        return nbs
+
+    @property
+    def group_of(self) -> dict[int, int]:
+        gof = self._group_of
+        if gof is None:
+            gof = self._group_of = {i: k for k, grp in enumerate(self.groups) for i in grp}
+        return gof
 
     def bound(self, assign: Sequence[str]) -> float:
         """A lower bound of the virtual plan's latency that needs no plan: the longest chain along
@@ -321,9 +370,7 @@ class Evaluator:
         """The groups whose ops group ``j``'s ops read from or feed (ascending)."""
         nbs = self._nbs.get(j)
         if nbs is None:
-            gof = self._group_of
-            if gof is None:
-                gof = self._group_of = {i: k for k, grp in enumerate(self.groups) for i in grp}
+            gof = self.group_of
             t = self.t
             tensors = self.g.tensors
             near = set()

@@ -7,7 +7,17 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from conftest import DETECTOR, DIGITS_ONNX, DIGITS_PT2, DIGITS_TFLITE, SAMPLES, onnx_model, save_onnx, tensor_info
+from conftest import (
+    DETECTOR,
+    DIGITS_ONNX,
+    DIGITS_PT2,
+    DIGITS_TFLITE,
+    SAMPLES,
+    initializer,
+    onnx_model,
+    save_onnx,
+    tensor_info,
+)
 
 import npukit
 from npukit import pipeline
@@ -153,20 +163,53 @@ def test_a_pin_to_an_accelerator_holds_when_the_host_alone_would_be_faster(tmp_p
 
 
 @pytest.mark.parametrize("name,soc", [("mobilenet_v1_025_int8.tflite", "ethos-u55-256"), ("mobilenet_v1_025_int8.tflite", "arm-dsp-dla"),
-                                      ("tiny_detector.onnx", "hexagon-like"), ("digits_cnn_qdq.onnx", "riscv-accel")])  # fmt: skip
+                                      ("tiny_detector.onnx", "hexagon-like"), ("digits_cnn_qdq.onnx", "riscv-accel"),
+                                      ("families/resnet.onnx", "arm-dsp-dla"), ("families/swin.onnx", "ethos-u55-256")])  # fmt: skip
 def test_virtual_plans_costed_partition_by_partition_equal_whole_plans(name, soc):
     """The placement search keeps each partition's kernel keys and memory contexts across virtual
-    plans (per group inside an offloaded partition); a plan assembled from them costs exactly what
-    the whole plan's own keys give, over random assignments and the single moves around them.  The
-    lower bound it skips moves by never exceeds a plan's latency."""
+    plans (per group inside an offloaded partition, per kernel inside the host's); a plan assembled
+    from them costs exactly what the whole plan's own keys give, over random assignments and the
+    single moves around them.  The lower bound it skips moves by never exceeds a plan's latency."""
+    kept, seen, tight = _partition_keys_match(SAMPLES / name, soc, singles=False)
+    assert seen >= 24 and any(k[0] == "group" for k in kept) and any(k[0] == "run" for k in kept)
+    assert any(k[0] == "host kernel" and len(k[2]) > 1 for k in kept)  # a host kernel fusing an epilogue
+    if name.startswith("mobilenet"):  # a chain: nothing overlaps, the bound is the latency itself
+        assert tight == seen
+
+
+def test_host_kernels_kept_apart_keep_the_chain_an_earlier_op_took(tmp_path):
+    """Two convs feed one add: on the host the first conv's kernel fuses the add (and the relu after
+    it), the second conv's kernel is the conv alone, though the add is its only reader and in the same
+    partition.  Kept kernel by kernel, the second one must stay alone."""
+    from onnx import helper as h
+
+    nodes = [h.make_node("Conv", ["x", "wa"], ["ca"], name="conv_a", pads=[1, 1, 1, 1]),
+             h.make_node("Conv", ["x", "wb"], ["cb"], name="conv_b", pads=[1, 1, 1, 1]),
+             h.make_node("Add", ["ca", "cb"], ["s"], name="sum"),
+             h.make_node("Relu", ["s"], ["r"], name="relu"),
+             h.make_node("Sigmoid", ["r"], ["y"], name="sig")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 4, 8, 8])], [tensor_info("y", [1, 8, 8, 8])],
+                   [initializer("wa", (8, 4, 3, 3), 1), initializer("wb", (8, 4, 3, 3), 2)])  # fmt: skip
+    path = save_onnx(m, tmp_path / "twin.onnx")
+    for soc in ("arm-dsp-dla", "hexagon-like"):
+        kept, seen, _tight = _partition_keys_match(path, soc, singles=True)
+        assert seen >= 10
+        hk = {k[2] for k in kept if k[0] == "host kernel"}
+        assert (0, 2, 3) in hk and (1,) in hk, hk  # conv_a + add + relu; conv_b alone
+
+
+def _partition_keys_match(path, soc: str, singles: bool):
+    """Virtual plans costed from kept partition keys against whole-plan keys, on random assignments
+    of the sample's groups (``singles``: every op its own group) and the single moves around them;
+    returns (the kept mapping, plans compared, plans whose bound equals their latency)."""
     import hashlib
     import random
 
-    s = npukit.Study(SAMPLES / name, soc, placement="first-fit")
+    s = npukit.Study(path, soc, placement="first-fit")
     model, cfg, g = s._model, s.config, s.graph
     vs = pipeline.verdicts(model, s.soc, cfg)
     bits_of, runs = pipeline.bits_policy(s.soc, cfg, g)
-    groups = groups_of(g, s.soc, vs)
+    groups = [(op.op_id,) for op in g.ops] if singles else groups_of(g, s.soc, vs)
     cands = [candidates(grp, s.soc, vs, runs) for grp in groups]
     table = {p: [bits_of(i, p) for i in range(len(g.ops))] for p in s.soc.names}
     cols = {p: hashlib.sha256("|".join(table[p]).encode()).digest() for p in s.soc.names}
@@ -186,6 +229,4 @@ def test_virtual_plans_costed_partition_by_partition_equal_whole_plans(name, soc
             assert by_parts.bound(a) <= lat[0] * (1 + 1e-9) + 1e-9, a
             tight += by_parts.bound(a) >= lat[0] * (1 - 1e-9)
             seen += 1
-    assert seen >= 24 and any(k[0] == "group" for k in kept) and any(k[0] == "run" for k in kept)
-    if name.startswith("mobilenet"):  # a chain: nothing overlaps, the bound is the latency itself
-        assert tight == seen
+    return kept, seen, tight

@@ -33,6 +33,11 @@ def kernels(plan: Plan, g: OpGraph, t: Tables) -> list[tuple[int, ...]]:
     return _kernels(g, t, comps, range(len(g.ops)), plan.partition)
 
 
+def partition_kernels(t: Tables, op_ids: list[int]) -> list[tuple[int, ...]]:
+    """``kernels`` of a host partition holding exactly the ops ``op_ids`` (ascending)."""
+    return _kernels(t.g, t, [], op_ids, _Outside.fromkeys(op_ids, 0))
+
+
 def _kernels(g: OpGraph, t: Tables, comps, op_ids, partition) -> list[tuple[int, ...]]:
     """``kernels`` of the ops ``op_ids`` (ascending; every composite among them in ``comps``), with
     ``partition`` each op's partition."""

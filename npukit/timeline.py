@@ -85,23 +85,32 @@ class Program:
         for j, b in enumerate(bounds):
             by_tensor.setdefault(b.tensor, []).append(j)
 
+        routes: dict[tuple[str, str, int], tuple[str, str]] = {}  # (src, dst, id of the link) -> (lane, resource)
+
         def ship(j: int, after: tuple[int, ...]) -> None:
             b = bounds[j]
             t = after
             lay, qua, xfer = n_ops + j, n_ops + nb + j, n_ops + 2 * nb + j
-            if b.layout_us and b.layout_on == b.src:
+            bsrc, lc, qc = b.src, b.layout, b.quantize  # (b.layout_us is lc.us, b.layout_on lc.on)
+            lc = lc if lc and lc.us else None
+            qc = qc if qc and qc.us else None
+            if lc and lc.on == bsrc:
                 conv.append(len(res))
-                t = (step(b.layout_on, t, lay, "layout", j),)
-            if b.quantize_us and b.quantize_on == b.src:
+                t = (step(lc.on, t, lay, "layout", j),)
+            if qc and qc.on == bsrc:
                 conv.append(len(res))
-                t = (step(b.quantize_on, t, qua, "quantize", j),)
-            t = (step(f"{b.src} -> {b.dst}", t, xfer, "transfer", j, b.lane),)
-            if b.layout_us and b.layout_on != b.src:
+                t = (step(qc.on, t, qua, "quantize", j),)
+            rk = (bsrc, b.dst, id(b.link))
+            route = routes.get(rk)
+            if route is None:
+                route = routes[rk] = (f"{bsrc} -> {b.dst}", b.lane)
+            t = (step(route[0], t, xfer, "transfer", j, route[1]),)
+            if lc and lc.on != bsrc:
                 conv.append(len(res))
-                t = (step(b.layout_on, t, lay, "layout", j),)
-            if b.quantize_us and b.quantize_on != b.src:
+                t = (step(lc.on, t, lay, "layout", j),)
+            if qc and qc.on != bsrc:
                 conv.append(len(res))
-                t = (step(b.quantize_on, t, qua, "quantize", j),)
+                t = (step(qc.on, t, qua, "quantize", j),)
             ready[(b.tensor, b.dst)] = t[0]
 
         for tid in g.inputs:  # boundaries of model inputs leave at time 0

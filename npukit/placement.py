@@ -23,7 +23,9 @@ costed by the cost model and the list schedule exactly as a real plan is.  Metho
   with every edge counted, then (models of at most ``VIRTUAL_MOVES_MAX_OPS`` ops) single-group moves
   judged by the virtual plan's latency while they improve it (a stated heuristic, deterministic,
   bounded by ``MOVE_BUDGET`` evaluations; above ``EXACT_REASONS_MAX_OPS`` ops only the moves the
-  additive model prices under ``PROMISING`` of the latency);
+  additive model prices under ``PROMISING`` of the latency; a move whose lower bound -- the longest
+  chain of kernel times, conversions and transfers along the graph's edges -- is above the current
+  latency cannot pay and is not costed, though it counts against the budget);
 * the profile's first-fit choice and the all-host choice are always evaluated too, and the best
   virtual latency wins (ties: lower energy, then the first-fit choice).
 
@@ -31,8 +33,13 @@ Every op's reason compares its processor with each other candidate: the whole mo
 only its group moved, split into the kernel's own time and the rest.  Up to
 ``EXACT_REASONS_MAX_OPS`` ops that latency comes from the moved virtual plan itself; above, from
 the chosen plan's latency plus the additive model's change of the terms the group touches, and the
-reason says it is estimated term by term (a virtual plan costs ~1 ms at MobileNet size and ~20 ms
+reason says it is estimated term by term (a virtual plan costs ~0.4 ms at MobileNet size and ~10 ms
 for the 1,161-op transformer, and an edit would need one per group and alternative).
+
+Virtual plans share most of their partitions with the plans costed before them, so the kernels'
+keys and memory contexts are kept across plans and edits (``Evaluator.keys``: an offloaded
+partition group by group, the host's kernel by kernel, each keyed by which neighbours share its
+partition); what is left per plan is the plan itself, its boundaries and its schedule.
 """
 
 from __future__ import annotations

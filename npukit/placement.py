@@ -155,9 +155,13 @@ class Evaluator:
         its column of ``table``): each partition's kernel keys and memory contexts are kept there
         (``grouping.run_keys``), so a virtual plan works out only the partitions no earlier plan
         of the same groups and bit-widths held."""
-        self.g, self.soc, self.t, self.bits_of, self.groups = g, soc, t, bits_of, groups
+        self.g, self.soc, self.bits_of, self.groups = g, soc, bits_of, groups
         self.table = table
         self.cm = CostModel(t, soc) if cm is None else cm  # the pipeline's: kernels costed once per content
+        # the cost model's own tables: the kernel keys this evaluator makes are numbers
+        # (``Tables.sig``) the cost model's memo must have made too (two studies of one in-memory
+        # model hold equal graphs whose tables number alike contents apart)
+        self.t = self.cm.t
         self.procs = {p.name: p for p in soc.processors}
         self.runs = runs if table is not None else None
         self._nbs: dict[int, tuple[int, ...]] = {}

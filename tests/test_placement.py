@@ -230,3 +230,25 @@ def _partition_keys_match(path, soc: str, singles: bool):
             tight += by_parts.bound(a) >= lat[0] * (1 - 1e-9)
             seen += 1
     return kept, seen, tight
+
+
+def test_two_studies_of_one_in_memory_model_edit_apart():
+    """Two Studies of one onnx.ModelProto hold equal graphs, each with its own tables; edits that
+    alternate between them place and cost exactly as each config does from scratch (the placement
+    search once looked kernel keys numbered by one study's tables up in the other's memo: wrong
+    rows, or a crash)."""
+    import onnx
+
+    proto = onnx.load(str(DETECTOR))
+    s1, s2 = npukit.Study(proto, "arm-dsp-dla"), npukit.Study(proto, "arm-dsp-dla")
+    nodes = [op.source for op in s1.graph.ops if op.kind in ("conv2d", "sigmoid", "add")][:4]
+    edits = [(s1, lambda s: s.set_support("dsp", "sigmoid", False)), (s2, lambda s: s.pin(nodes[0], "arm")),
+             (s1, lambda s: s.pin(nodes[1], "arm")), (s2, lambda s: s.set_support("dla", "conv2d", False)),
+             (s1, lambda s: s.unpin(nodes[1])), (s2, lambda s: s.unpin(nodes[0]))]  # fmt: skip
+    for s, edit in edits:
+        edit(s)
+        with pipeline.from_scratch():
+            fresh = pipeline.evaluate(s._model, s.soc, s.config)
+        assert s.plan == fresh.plan
+        assert s.result.totals == fresh.totals
+        assert [c.latency_us for c in s.result.ops] == [c.latency_us for c in fresh.ops]

@@ -151,10 +151,12 @@ class Evaluator:
     def __init__(self, g: OpGraph, soc: SocProfile, t: Tables, bits_of, groups: list[tuple[int, ...]], cm=None,
                  table: Mapping[str, Sequence[str]] | None = None, runs: tuple[dict, bytes, Mapping] | None = None):  # fmt: skip
         """``table``: processor -> every op's bit-width there (``bits_of`` looked up, not called).
-        ``runs``: (a mapping kept across decisions, the groups' digest, processor -> a digest of
-        its column of ``table``): each partition's kernel keys and memory contexts are kept there
-        (``grouping.run_keys``), so a virtual plan works out only the partitions no earlier plan
-        of the same groups and bit-widths held."""
+        ``runs``: (a mapping kept across decisions or None, the groups' digest, processor -> a
+        digest of its column of ``table``): each partition's kernel keys and memory contexts are
+        kept there (``grouping.run_keys``), so a virtual plan works out only the partitions no
+        earlier plan of the same groups and bit-widths held.  The keys are numbers of the cost
+        model's tables (``Tables.sig``): None keeps them with those tables (``Tables.run_memo``); a
+        mapping given must not outlive them."""
         self.g, self.soc, self.bits_of, self.groups = g, soc, bits_of, groups
         self.table = table
         self.cm = CostModel(t, soc) if cm is None else cm  # the pipeline's: kernels costed once per content
@@ -163,6 +165,8 @@ class Evaluator:
         # model hold equal graphs whose tables number alike contents apart)
         self.t = self.cm.t
         self.procs = {p.name: p for p in soc.processors}
+        if runs is not None and runs[0] is None:
+            runs = (self.t.run_memo(soc), runs[1], runs[2])
         self.runs = runs if table is not None else None
         self._nbs: dict[int, tuple[int, ...]] = {}
         self._delays: dict[tuple[str, str, str, str, str], float] = {}
@@ -620,7 +624,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     gkey = hashlib.blake2b(repr([tuple(grp) for grp in groups]).encode(), digest_size=16).digest()
     code = {p: k for k, p in enumerate(soc.names)}  # the same on every call (the memo outlives it)
     cols = {p: hashlib.blake2b("\0".join(table[p]).encode(), digest_size=8).digest() for p in soc.names}
-    ev = Evaluator(g, soc, t, bits_of, groups, cm, table, ({} if shared is None else shared, gkey, cols))
+    ev = Evaluator(g, soc, t, bits_of, groups, cm, table, (None, gkey, cols))
 
     def memo_key(a) -> bytes:
         used = b"".join([cols[p] if p in a else bytes(8) for p in soc.names])

@@ -252,3 +252,21 @@ def test_two_studies_of_one_in_memory_model_edit_apart():
         assert s.plan == fresh.plan
         assert s.result.totals == fresh.totals
         assert [c.latency_us for c in s.result.ops] == [c.latency_us for c in fresh.ops]
+
+
+def test_edits_after_the_model_left_the_caches_place_as_from_scratch():
+    """A study comes back to its model after other models pushed its tables and cost model out of
+    the caches: the new tables number kernel contents afresh, and nothing kept from the old ones
+    (the placement search's partition keys) may be read against them."""
+    s = npukit.Study(DETECTOR, "arm-dsp-dla")
+    nodes = [op.source for op in s.graph.ops if op.kind in ("conv2d", "sigmoid")][:2]
+    s.pin(nodes[0], "arm")
+    pipeline.TABLES.clear()  # as when eight other models were studied since
+    pipeline.COSTS.clear()
+    for edit in (lambda: s.set_support("dsp", "sigmoid", False), lambda: s.pin(nodes[1], "arm"), lambda: s.unpin(nodes[0]),
+                 lambda: s.set_support("dsp", "sigmoid", True), lambda: s.unpin(nodes[1])):  # fmt: skip
+        edit()
+        with pipeline.from_scratch():
+            fresh = pipeline.evaluate(s._model, s.soc, s.config)
+        assert s.plan == fresh.plan
+        assert s.result.totals == fresh.totals

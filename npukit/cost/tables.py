@@ -72,6 +72,9 @@ def kernel_class_of(kind: str, attrs, geo: tuple) -> str:
     return kind + ".gemv" if geo[3] == 1 else kind
 
 
+RUN_MEMO_MAX = 200_000
+
+
 class Tables:
     """Static per-graph tables for the cost model (see the module docstring)."""
 
@@ -94,6 +97,7 @@ class Tables:
         self.keys_memo: OrderedDict = OrderedDict()  # per (plan, bits, on-chip sizes): contexts, memo keys
         self.kernel_memo: OrderedDict = OrderedDict()  # costed kernels: the pipeline's cost models share it
         self.part_memo: OrderedDict = OrderedDict()  # per partition content: its kernels' keys, its contexts
+        self._runs: dict = {}  # the placement search's partition keys, per host and on-chip sizes
         self._sigs: dict = {}
         self._next_sig = itertools.count()
 
@@ -107,6 +111,16 @@ class Tables:
                 self._sigs.clear()
             s = self._sigs[key] = next(self._next_sig)
         return s
+
+    def run_memo(self, soc) -> dict:
+        """The placement search's kept partition keys and contexts (``placement.Evaluator``) for
+        profiles with ``soc``'s host and on-chip sizes.  They hold this table's signatures
+        (``sig``), so they are kept here and go with it; emptied past ``RUN_MEMO_MAX`` entries."""
+        key = (soc.host, tuple((p.name, p.onchip_bytes) for p in soc.processors))
+        m = self._runs.get(key)
+        if m is None or len(m) > RUN_MEMO_MAX:
+            m = self._runs[key] = {}
+        return m
 
     def input_specs(self) -> list[tuple[tuple[str, int], ...]]:
         """Per op, per input: (tensor id, producing op), the producer -1 for a model input or a

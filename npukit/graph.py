@@ -126,14 +126,15 @@ class OpGraph:
 
     def resolve(self, node: str | int) -> tuple[int, ...]:
         """op_ids for a user's node reference: an op_id (int, or ``"#12"`` as stored in configs), a
-        model node name (all of its ops) or an op name (``<node>/add`` for a helper op)."""
+        model node name (all of its ops) or an op name (``<node>/add`` for a helper op).  ``#12``
+        is op 12 when the model has one (the configs' spelling); else a node of that name."""
         if isinstance(node, (int, np.integer)) and not isinstance(node, bool):
             if 0 <= int(node) < len(self.ops):
                 return (int(node),)
             return ()
         s = str(node)
-        if s.startswith("#") and s[1:].isdigit():  # an op id as stored in configs ("#12")
-            return (int(s[1:]),) if int(s[1:]) < len(self.ops) else ()
+        if s.startswith("#") and s[1:].isdigit() and int(s[1:]) < len(self.ops):  # an op id as stored in configs
+            return (int(s[1:]),)
         ids = self.ops_of_source(s)  # a model node: all the ops it became (conv2d + its bias add)
         if ids:
             return ids

@@ -435,3 +435,24 @@ def test_hostile_names_survive_inspect_json(hostile_model):
     assert [ln.split()[0] for ln in rows] == [str(i) for i in range(len(HOSTILE))]
     assert "line one\\nline two" in r.stdout
     assert lines[header + 1 + len(HOSTILE)].startswith("total: 11 ops")
+
+
+def test_a_node_named_like_an_op_id_past_the_last_op_is_that_node(tmp_path):
+    """``#12`` is how a config names op 12 (it wins while the model has an op 12:
+    test_op_ids_and_names_that_look_like_op_ids); a node named ``#157`` in a model of four ops is that
+    node, not an unknown name whose closest valid name is itself."""
+    from onnx import helper as h
+
+    nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             h.make_node("Relu", ["c"], ["r"], name="#157"),
+             h.make_node("Sigmoid", ["r"], ["y"], name="#1")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 2, 4, 4])], [tensor_info("y", [1, 3, 2, 2])],
+                   [initializer("w", (3, 2, 3, 3)), initializer("b", (3,), 1)])  # fmt: skip
+    path = save_onnx(m, tmp_path / "hash_names.onnx")
+    s = npukit.Study(path, "arm-dsp-dla")
+    assert [(op.kind, op.source) for op in s.graph.ops] == [("conv2d", "conv"), ("add", "conv"), ("relu", "#157"),
+                                                             ("sigmoid", "#1")]  # fmt: skip
+    assert s.graph.resolve("#157") == (2,) and s.graph.resolve("#1") == (1,)
+    assert s.explain("#157").startswith("#157  (op_id 2, relax.nn.relu, from onnx node '#157' Relu)")
+    s.pin("#157", "arm")
+    assert dict(s.config.pins) == {"#157": "arm"} and s.plan.processor[2] == "arm"

@@ -270,3 +270,28 @@ def test_edits_after_the_model_left_the_caches_place_as_from_scratch():
             fresh = pipeline.evaluate(s._model, s.soc, s.config)
         assert s.plan == fresh.plan
         assert s.result.totals == fresh.totals
+
+
+def test_kept_partition_keys_are_bounded_by_the_ops_they_hold():
+    """A session's edits keep making new partition keys; the kept ones stay within a budget of op
+    contexts, the first kept leaving first."""
+    from npukit.cost.tables import Kept
+
+    k = Kept(5)
+    k["a"] = ([], [(0, None)] * 3)
+    k["b"] = ([], [(1, None)] * 2)
+    assert list(k) == ["a", "b"] and k.ops == 5
+    k["c"] = ([], [(2, None)])
+    assert list(k) == ["b", "c"] and k.ops == 3
+    k["b"] = ([], [(1, None)] * 4)  # replaced: its old ops no longer count
+    assert list(k) == ["b", "c"] and k.ops == 5
+    s = npukit.Study(SAMPLES / "mobilenet_v1_025_int8.tflite", "ethos-u55-256")
+    t = pipeline.cost_model(s._model, s.soc).t
+    widths = [b for b in ("int16", "fp16", "int8", "int4") if b in s.soc.processor("npu").macs_per_cycle]
+    assert len(widths) >= 2
+    for b in widths:  # each a new column of bit-widths: new partition keys
+        s.set_bits(b, "npu")
+        assert s.totals["latency_us"] > 0
+    kept = t.run_memo(s.soc)
+    assert 0 < kept.ops <= kept.budget == max(50_000, 20 * len(s.graph.ops))
+    assert t.part_memo.ops <= t.part_memo.budget

@@ -213,17 +213,11 @@ def _plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str], memo: bo
         if hit is None:
             first = {part.ops[0]} if proc != host and part.ops else set()
             hit = kept[key] = run_keys(t, soc, proc, sorted(part.ops), comps, bits, first=first)
-            if len(kept) > PART_MEMO:
-                kept.popitem(last=False)
-        else:
-            kept.move_to_end(key)
         ks += hit[0]
         for i, c in hit[1]:
             ctxs[i] = c
     return PlanKeys(ctxs, ks, bound_keys(plan, t, bits))
 
-
-PART_MEMO = 16384  # partitions whose keys are kept per graph
 
 
 def kernel_keys(t: Tables, klist, processor, bits, ctxs) -> list[tuple[tuple[int, ...], str, int]]:

@@ -72,7 +72,30 @@ def kernel_class_of(kind: str, attrs, geo: tuple) -> str:
     return kind + ".gemv" if geo[3] == 1 else kind
 
 
-RUN_MEMO_MAX = 200_000
+KEPT_OPS = 50_000  # op contexts each kept mapping of partition keys holds at least (~250 bytes each)
+KEPT_OPS_PER_OP = 20  # ... and per op of the model: twenty whole plans' worth
+RUN_SHAPES = 4  # hosts and on-chip sizes whose placement-search keys a table keeps
+
+
+class Kept(OrderedDict):
+    """Partition keys and contexts, (kernel keys, [(op id, context)]) per key, the first kept out
+    first once they hold more than ``budget`` ops' contexts (a session's bit-width and support
+    edits keep making new ones)."""
+
+    def __init__(self, budget: int):
+        super().__init__()
+        self.budget = budget
+        self.ops = 0
+
+    def __setitem__(self, key, value) -> None:
+        old = super().get(key)
+        if old is not None:
+            self.ops -= len(old[1])
+        super().__setitem__(key, value)
+        self.ops += len(value[1])
+        while self.ops > self.budget and len(self) > 1:
+            _key, gone = self.popitem(last=False)
+            self.ops -= len(gone[1])
 
 
 class Tables:
@@ -96,8 +119,8 @@ class Tables:
         self._specs: list | None = None  # input_specs(), made when first asked for
         self.keys_memo: OrderedDict = OrderedDict()  # per (plan, bits, on-chip sizes): contexts, memo keys
         self.kernel_memo: OrderedDict = OrderedDict()  # costed kernels: the pipeline's cost models share it
-        self.part_memo: OrderedDict = OrderedDict()  # per partition content: its kernels' keys, its contexts
-        self._runs: dict = {}  # the placement search's partition keys, per host and on-chip sizes
+        self.part_memo = Kept(self.kept_ops)  # per partition content: its kernels' keys, its contexts
+        self._runs: OrderedDict = OrderedDict()  # the placement search's partition keys, per host and on-chip sizes
         self._sigs: dict = {}
         self._next_sig = itertools.count()
 
@@ -115,12 +138,18 @@ class Tables:
     def run_memo(self, soc) -> dict:
         """The placement search's kept partition keys and contexts (``placement.Evaluator``) for
         profiles with ``soc``'s host and on-chip sizes.  They hold this table's signatures
-        (``sig``), so they are kept here and go with it; emptied past ``RUN_MEMO_MAX`` entries."""
+        (``sig``), so they are kept here and go with it (``Kept``: bounded by the ops they hold)."""
         key = (soc.host, tuple((p.name, p.onchip_bytes) for p in soc.processors))
         m = self._runs.get(key)
-        if m is None or len(m) > RUN_MEMO_MAX:
-            m = self._runs[key] = {}
+        if m is None:
+            m = self._runs[key] = Kept(self.kept_ops)
+            if len(self._runs) > RUN_SHAPES:  # (a sweep over on-chip sizes makes one per size)
+                self._runs.popitem(last=False)
         return m
+
+    @property
+    def kept_ops(self) -> int:
+        return max(KEPT_OPS, KEPT_OPS_PER_OP * len(self.g.ops))
 
     def input_specs(self) -> list[tuple[tuple[str, int], ...]]:
         """Per op, per input: (tensor id, producing op), the producer -1 for a model input or a

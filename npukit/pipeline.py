@@ -473,26 +473,21 @@ def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
     lb = layer_bits_of(g, cfg)
     procs = {p.name: p for p in soc.processors}
 
+    table = {}  # processor -> every op's bit-width there
+    for p, pr in procs.items():
+        col = table[p] = [pb.get(p) or pr.default_bits] * len(g.ops)
+        for i, b in lb.items():
+            if b in pr.macs_per_cycle:  # (a layer that cannot run here is refused later)
+                col[i] = b
+
     def bits_of(i, p):
-        b = lb.get(i) if i is not None else None
-        if b is None or b not in procs[p].macs_per_cycle:  # (a layer that cannot run here is refused later)
-            b = pb.get(p) or procs[p].default_bits
-        return b
+        return table[p][i] if i is not None else pb.get(p) or procs[p].default_bits
 
     def runs(i, p):
         return i not in lb or lb[i] in procs[p].macs_per_cycle
 
-    runs.layered = lb  # the ops runs() can refuse
-
-    n = len(g.ops)
-    table = {}  # processor -> every op's bit-width there (what bits_of answers, for every op at once)
-    for p, pr in procs.items():
-        col = [pb.get(p) or pr.default_bits] * n
-        for i, b in lb.items():
-            if b in pr.macs_per_cycle:
-                col[i] = b
-        table[p] = col
     bits_of.table = table
+    runs.layered = lb  # the ops runs() can refuse
     return bits_of, runs
 
 

@@ -49,6 +49,7 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from .cost import CostModel, OpContext, Tables, boundary_cost, input_bits, kernel_cost
 from .cost.grouping import PlanKeys, bound_keys, partition_kernels, run_keys
@@ -82,22 +83,15 @@ class Choice:
 def groups_of(g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Verdict]) -> list[tuple[int, ...]]:
     """Fusable chains one accelerator accepts whole, and every other op alone, in topological order."""
     n = len(g.ops)
-    oks = [[vs[(i, a)].ok for i in range(n)] for a in soc.accelerators]
-    return _groups(g, oks)
-
-
-def _groups(g: OpGraph, oks: Sequence[Sequence[bool]]) -> list[tuple[int, ...]]:
-    """``groups_of`` from each accelerator's acceptance per op."""
+    oks = [[vs[(i, a)].ok for i in range(n)] for a in soc.accelerators]  # looked up once per op
     taken: set[int] = set()
     out: list[tuple[int, ...]] = []
     for ids, _root in chains(g):
         if any(i in taken for i in ids):
             continue
-        for ok in oks:
-            if all(ok[i] for i in ids):
-                out.append(ids)
-                taken.update(ids)
-                break
+        if any(all(ok[i] for i in ids) for ok in oks):
+            out.append(ids)
+            taken.update(ids)
     out += [(op.op_id,) for op in g.ops if op.op_id not in taken]
     out.sort(key=lambda k: k[0])
     return out
@@ -169,9 +163,8 @@ class Evaluator:
             runs = (self.t.run_memo(soc), runs[1], runs[2])
         self.runs = runs if table is not None else None
         self._nbs: dict[int, tuple[int, ...]] = {}
-        self._delays: dict[tuple[str, str, str, str, str], float] = {}
+        self._crossing: dict[tuple[str, str, str, str, str], float] = {}
         self._knbs: dict[tuple[int, ...], tuple[int, ...]] = {}
-        self._group_of: dict[int, int] | None = None
 
     def plan(self, assign: Sequence[str]) -> Plan:
         g, host = self.g, self.soc.host
@@ -208,10 +201,11 @@ class Evaluator:
 
     def keys(self, assign: Sequence[str], plan: Plan, bits: list[str]) -> PlanKeys:
         """``plan_keys`` of the virtual plan of ``assign``, looked up in (or added to) the kept
-        mapping: a host partition (its runs of one processor) whole -- the host fuses epilogues
-        across groups --; an offloaded partition group by group, each group's composite keyed by
-        which groups it reads from or feeds are in the same partition (a MobileNet on an NPU is one
-        partition of ~140 ops, which every single-group move splits)."""
+        mapping: an offloaded partition group by group, each group's composite keyed by which
+        groups it reads from or feeds are in the same partition (a MobileNet on an NPU is one
+        partition of ~140 ops, which every single-group move splits); a host partition (a run of
+        host groups) whole, else kernel by kernel (``_host_run``: the host fuses epilogues across
+        groups)."""
         ctxs, ks = self._keys(assign)
         return PlanKeys(ctxs, ks, bound_keys(plan, self.t, bits))
 
@@ -262,7 +256,7 @@ class Evaluator:
         host, t = self.soc.host, self.t
         col = self.table[host]  # type: ignore[index]
         ids = sorted(i for grp in self.groups[k:end] for i in grp)
-        if not self._ordered():  # (a chain's ops in id order, as the kernel keys name them)
+        if not self.ordered:  # (a chain's ops in id order, as the kernel keys name them)
             return run_keys(t, self.soc, host, ids, [], col)
         gof = self.group_of
         out_k: list = []
@@ -283,24 +277,30 @@ class Evaluator:
         """The ops outside ``kern`` that its ops read from or feed (ascending)."""
         nbs = self._knbs.get(kern)
         if nbs is None:
-            t, tensors = self.t, self.g.tensors
-            near = set()
-            for i in kern:
-                for tid in t.act_inputs[i]:
-                    pr = tensors[tid].producer
-                    if pr is not None:
-                        near.add(pr)
-                near.update(t.consumers[i])
-            near.difference_update(kern)
-            nbs = self._knbs[kern] = tuple(sorted(near))
+            nbs = self._knbs[kern] = tuple(sorted(self._adjacent(kern)))
         return nbs
 
-    @property
+    def _adjacent(self, ids) -> set[int]:
+        """The ops outside ``ids`` that they read from or feed."""
+        t, tensors = self.t, self.g.tensors
+        near = set()
+        for i in ids:
+            for tid in t.act_inputs[i]:
+                pr = tensors[tid].producer
+                if pr is not None:
+                    near.add(pr)
+            near.update(t.consumers[i])
+        near.difference_update(ids)
+        return near
+
+    @cached_property
     def group_of(self) -> dict[int, int]:
-        gof = self._group_of
-        if gof is None:
-            gof = self._group_of = {i: k for k, grp in enumerate(self.groups) for i in grp}
-        return gof
+        return {i: k for k, grp in enumerate(self.groups) for i in grp}
+
+    @cached_property
+    def mins(self) -> list[int]:
+        """Each group's first op."""
+        return [min(grp) for grp in self.groups]
 
     def bound(self, assign: Sequence[str]) -> float:
         """A lower bound of the virtual plan's latency that needs no plan: the longest chain along
@@ -308,7 +308,7 @@ class Evaluator:
         conversions and transfer (every op ends no earlier than what it reads has arrived, plus its
         own time; lanes, overheads of model inputs and outputs can only add)."""
         g, t = self.g, self.t
-        if not self._ordered():
+        if not self.ordered:
             return 0.0
         ctxs, ks = self._keys(assign)
         n = len(g.ops)
@@ -334,7 +334,7 @@ class Evaluator:
                 if src != here:
                     first = min(c for c in consumers(tid) if where[c] == here)
                     sb = input_bits(tensors[tid]) if p is None else table[src][p]  # type: ignore[index]
-                    e += self._delay(tid, src, here, sb, table[here][first])  # type: ignore[index]
+                    e += self.crossing_us(tid, src, here, sb, table[here][first])  # type: ignore[index]
                 if e > at:
                     at = e
             end[i] = at + lat[i]
@@ -345,58 +345,39 @@ class Evaluator:
             if tt.kind == "act" and where[p] != host:
                 on_host = [c for c in consumers(tid) if where[c] == host]
                 db = table[host][min(on_host)] if on_host else input_bits(tt)  # type: ignore[index]
-                last = max(last, end[p] + self._delay(tid, where[p], host, table[where[p]][p], db))  # type: ignore[index]
+                last = max(last, end[p] + self.crossing_us(tid, where[p], host, table[where[p]][p], db))  # type: ignore[index]
         return last
 
-    def _ordered(self) -> bool:
+    @cached_property
+    def ordered(self) -> bool:
         """Does every op's producer come before it in every virtual plan's schedule (an earlier
-        op id, in an earlier group or earlier in the same one)?  ``bound`` assumes it."""
-        ok = self.__dict__.get("_is_ordered")
-        if ok is None:
-            pos = {}
-            for k, grp in enumerate(self.groups):
-                for j, i in enumerate(grp):
-                    pos[i] = (k, j)
-            tensors = self.g.tensors
-            ok = all(tensors[tid].producer is None or (tensors[tid].producer < i and pos[tensors[tid].producer] < pos[i])
-                     for i in range(len(self.g.ops)) for tid in self.t.act_inputs[i])  # fmt: skip
-            self._is_ordered = ok
-        return ok
+        op id, in an earlier group or earlier in the same one)?  ``bound`` and ``_host_run`` assume
+        it."""
+        pos = {}
+        for k, grp in enumerate(self.groups):
+            for j, i in enumerate(grp):
+                pos[i] = (k, j)
+        tensors = self.g.tensors
+        return all(tensors[tid].producer is None or (tensors[tid].producer < i and pos[tensors[tid].producer] < pos[i])
+                   for i in range(len(self.g.ops)) for tid in self.t.act_inputs[i])  # fmt: skip
 
-    def _delay(self, tid: str, src: str, dst: str, sb: str, db: str) -> float:
-        """Conversions + transfer of a tensor from ``src`` to ``dst`` (``boundary_cost``'s figures,
-        which depend on nothing else)."""
+    def crossing_us(self, tid: str, src: str, dst: str, sb: str, db: str) -> float:
+        """Transfer + conversions of a tensor from ``src`` at ``sb`` to ``dst`` at ``db``
+        (``boundary_cost``'s figures, which depend on nothing else)."""
         key = (tid, src, dst, sb, db)
-        v = self._delays.get(key)
+        v = self._crossing.get(key)
         if v is None:
             c = boundary_cost(Boundary(tid, src, dst, -1, -1, ()), self.t, self.soc, sb, db, self.procs,
                               self.soc.link(src, dst))  # fmt: skip
-            v = self._delays[key] = c.layout_us + c.quantize_us + c.transfer_us
+            v = self._crossing[key] = c.transfer_us + c.layout_us + c.quantize_us
         return v
-
-    @property
-    def mins(self) -> list[int]:
-        m = self.__dict__.get("_mins")
-        if m is None:
-            m = self._mins = [min(grp) for grp in self.groups]
-        return m
 
     def neighbours(self, j: int) -> tuple[int, ...]:
         """The groups whose ops group ``j``'s ops read from or feed (ascending)."""
         nbs = self._nbs.get(j)
         if nbs is None:
             gof = self.group_of
-            t = self.t
-            tensors = self.g.tensors
-            near = set()
-            for i in self.groups[j]:
-                for tid in t.act_inputs[i]:
-                    pr = tensors[tid].producer
-                    if pr is not None:
-                        near.add(gof[pr])
-                near.update(gof[c] for c in t.consumers[i])
-            near.discard(j)
-            nbs = self._nbs[j] = tuple(sorted(near))
+            nbs = self._nbs[j] = tuple(sorted({gof[i] for i in self._adjacent(self.groups[j])}))
         return nbs
 
     def latency(self, assign: Sequence[str]) -> tuple[float, float]:
@@ -466,9 +447,7 @@ class Additive:
             skey = ("boundary", tid, src, dst, sb, db)
             v = self._shared.get(skey)
             if v is None:
-                b = Boundary(tid, src, dst, -1, -1, ())
-                c = boundary_cost(b, ev.t, ev.soc, sb, db, ev.procs, ev.soc.link(src, dst))
-                v = self._shared[skey] = c.transfer_us + c.layout_us + c.quantize_us
+                v = self._shared[skey] = ev.crossing_us(tid, src, dst, sb, db)
             self._bc[key] = v
         return v
 
@@ -546,7 +525,7 @@ class _Edges:
     def __init__(self, ev: Evaluator):
         g, t = ev.g, ev.t
         self.groups = ev.groups
-        self.group_of = {i: k for k, grp in enumerate(ev.groups) for i in grp}
+        self.group_of = ev.group_of
         # the tensors entering each group from outside, with their producer group (-1: model input)
         self.ins: list[list[tuple[str, int]]] = []
         for grp in ev.groups:

@@ -219,7 +219,6 @@ def _plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str], memo: bo
     return PlanKeys(ctxs, ks, bound_keys(plan, t, bits))
 
 
-
 def kernel_keys(t: Tables, klist, processor, bits, ctxs) -> list[tuple[tuple[int, ...], str, int]]:
     """(op ids, processor, signature) of every kernel; ``processor``, ``bits`` and ``ctxs`` are
     indexed by op id."""

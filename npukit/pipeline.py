@@ -37,7 +37,7 @@ from .plan import Plan
 from .rules import Verdict, capabilities
 from .rules import verdicts as _verdicts
 from .soc import BITS, SocProfile
-from .timeline import Schedule, schedule
+from .timeline import Schedule, makespan, schedule
 
 
 class LRU:
@@ -87,7 +87,7 @@ SCORES = LRU(8)  # (model, soc) -> LRU of the cost placement's evaluated virtual
 ADDITIVE = LRU(8)  # (model, soc) -> the cost placement's additive kernel and boundary figures
 ADDITIVE_MAX = 200_000
 HOSTONLY = LRU(16)  # (model, soc, ops pinned away from the host) -> the all-host baseline's partition
-COSTED = LRU(16)  # (model, soc, plan, bit-widths) -> (op costs, boundary costs, schedule)
+COSTED = LRU(16)  # (model, soc, plan, bit-widths) -> _Costed (op costs, boundary costs, makespan, schedule)
 VERDICTS = LRU(16)  # (model, soc, support edits, pins) -> every processor's verdict on every op
 
 
@@ -625,18 +625,37 @@ def _refused_for_host(v: Verdict) -> Verdict:
 
 
 def _latency(model: Model, soc: SocProfile, cfg: Config, part) -> float:
-    return _costed(model, soc, part.plan, op_bits(model, soc, cfg, part.plan))[2].makespan_us
+    return _costed(model, soc, part.plan, op_bits(model, soc, cfg, part.plan)).makespan_us
 
 
-def _costed(model: Model, soc: SocProfile, plan: Plan, bits: tuple[str, ...]):
-    """Per-op and boundary costs and the schedule of a plan at given bit-widths (cached: the cost
-    policy compares three plans per edit, often equal to each other or to an earlier edit's, and
-    the chosen one is then estimated in full)."""
+class _Costed:
+    """Per-op and boundary costs of a plan at given bit-widths, its makespan, and its schedule,
+    built when first read: the cost policy compares three plans by their makespan (one pass,
+    ``timeline.makespan``) and schedules only the one it keeps."""
+
+    __slots__ = ("ops", "bounds", "makespan_us", "_args", "_sched")
+
+    def __init__(self, t: Tables, plan: Plan, soc: SocProfile, ops, bounds):
+        self.ops, self.bounds = tuple(ops), tuple(bounds)
+        self.makespan_us = makespan(t, plan, soc, ops, bounds)
+        self._args, self._sched = (t, plan, soc), None
+
+    @property
+    def schedule(self) -> Schedule:
+        if self._sched is None:
+            self._sched = schedule(*self._args, self.ops, self.bounds)
+        return self._sched
+
+
+def _costed(model: Model, soc: SocProfile, plan: Plan, bits: tuple[str, ...]) -> _Costed:
+    """The costs of a plan at given bit-widths (cached: the cost policy compares three plans per
+    edit, often equal to each other or to an earlier edit's, and the chosen one is then estimated
+    in full)."""
     key = (model.key, soc.digest, plan, bits)
     hit = COSTED.get(key)
     if hit is None:
         ops, bounds = cost_model(model, soc).evaluate(plan, bits)
-        hit = COSTED.put(key, (tuple(ops), tuple(bounds), schedule(tables(model), plan, soc, ops, bounds)))
+        hit = COSTED.put(key, _Costed(tables(model), plan, soc, ops, bounds))
     return hit
 
 
@@ -733,7 +752,8 @@ def estimate(model: Model, soc: SocProfile, cfg: Config, part) -> Result:
     partition ``part`` (sweeps reuse one partition for every configuration that cannot move an op)."""
     plan = part.plan
     bits = op_bits(model, soc, cfg, plan)
-    ops, bounds, sched = _costed(model, soc, plan, bits)
+    c = _costed(model, soc, plan, bits)
+    ops, bounds, sched = c.ops, c.bounds, c.schedule
     return Result(model, soc, cfg, part, pins_of(model.graph, cfg), bits, ops, bounds, sched,
                   totals(soc, plan, ops, bounds, sched))  # fmt: skip
 

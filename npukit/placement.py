@@ -55,10 +55,10 @@ from .cost import CostModel, OpContext, Tables, boundary_cost, input_bits, kerne
 from .cost.grouping import PlanKeys, bound_keys, partition_kernels, run_keys
 from .graph import OpGraph
 from .patterns import chains
-from .plan import Boundary, Plan, build_plan
+from .plan import Boundary, Partition, Plan, boundaries
 from .rules import Verdict, fail
 from .soc import SocProfile
-from .timeline import Program
+from .timeline import makespan
 
 EXHAUSTIVE = 2048
 EXHAUSTIVE_WORK = 8192  # assignments x ops: a virtual plan costs ~4 us per op, so an exhaustive search stays < ~40 ms
@@ -165,33 +165,49 @@ class Evaluator:
         self._nbs: dict[int, tuple[int, ...]] = {}
         self._crossing: dict[tuple[str, str, str, str, str], float] = {}
         self._knbs: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self._pattern_names: dict[tuple[int, str], str] = {}  # (group, processor) -> composite name
 
     def plan(self, assign: Sequence[str]) -> Plan:
-        g, host = self.g, self.soc.host
-        offloaded, order = [], []
-        run: list[int] = []  # group indices of the current offloaded run
-        run_proc = None
-
-        def flush():
-            nonlocal run, run_proc
-            if run:
-                name = f"v{len(offloaded)}_{run_proc}"
-                comps = [(f"{run_proc}.{'_'.join(g.ops[i].kind for i in self.groups[k])}", list(self.groups[k])) for k in run]
-                offloaded.append((name, run_proc, comps))
-                order.append(("call", name))
-            run, run_proc = [], None
-
-        for k, p in enumerate(assign):
+        """The virtual plan of ``assign``: each run of consecutive groups on one accelerator is one
+        call ``v<n>_<processor>`` with a composite per group (``<processor>.<op kinds>``), each run of
+        host groups one host partition; built directly (``build_plan`` of the same calls and order
+        gives the same Plan: ``tests/test_placement.py``)."""
+        g, host, groups = self.g, self.soc.host, self.groups
+        n = len(g.ops)
+        processor, partition, pattern = [host] * n, [-1] * n, [""] * n
+        parts: list[Partition] = []
+        names = self._pattern_names
+        k, n_groups, calls = 0, len(assign), 0
+        while k < n_groups:
+            p = assign[k]
+            end = k + 1
+            while end < n_groups and assign[end] == p:
+                end += 1
+            pid = len(parts)
             if p == host:
-                flush()
-                order += [("op", i) for i in self.groups[k]]
+                ids = [i for j in range(k, end) for i in groups[j]]
+                for i in ids:
+                    partition[i] = pid
+                parts.append(Partition(pid, host, tuple(ids)))
             else:
-                if p != run_proc:
-                    flush()
-                    run_proc = p
-                run.append(k)
-        flush()
-        return build_plan(g, host, offloaded, order)
+                comps, ids = [], []
+                for j in range(k, end):
+                    grp = groups[j]
+                    pat = names.get((j, p))
+                    if pat is None:
+                        pat = names[(j, p)] = f"{p}.{'_'.join(g.ops[i].kind for i in grp)}"
+                    for i in grp:
+                        processor[i] = p
+                        partition[i] = pid
+                        pattern[i] = pat
+                    comps.append((pat, tuple(grp)))
+                    ids += grp
+                ids.sort()
+                parts.append(Partition(pid, p, tuple(ids), f"v{calls}_{p}", tuple(comps)))
+                calls += 1
+            k = end
+        return Plan(tuple(processor), tuple(partition), tuple(pattern), tuple(parts),
+                    boundaries(g, processor, partition, host))  # fmt: skip
 
     def bits(self, plan: Plan) -> list[str]:
         tab = self.table
@@ -385,8 +401,7 @@ class Evaluator:
         bits = self.bits(plan)
         keys = self.keys(assign, plan, bits) if self.runs is not None else None
         ops, bounds = self.cm.evaluate(plan, bits, memo=False, keys=keys)  # a virtual plan is costed once
-        s = Program(self.t, plan, self.soc, bounds).run(ops, bounds)
-        return s.makespan_us, sum(c.energy_uj for c in ops) + sum(b.energy_uj for b in bounds)
+        return makespan(self.t, plan, self.soc, ops, bounds), sum(c.energy_uj for c in ops) + sum(b.energy_uj for b in bounds)
 
 
 class Additive:

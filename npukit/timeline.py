@@ -15,7 +15,9 @@ on which conversions each boundary needs (not on any duration), so it is worked 
 and boundary shape (``Program``); a schedule is then one pass over that program with the
 durations of one estimate: ``start = max(end of what it waits for, its lane free)``.  Sweeps and the
 cost-aware placement schedule thousands of estimates of one plan.  The items, with their labels,
-are made only when someone reads them.
+are made only when someone reads them.  A plan only compared by its latency (the placement search's
+virtual plans, the cost policy's candidates) takes ``makespan``: the same steps in one pass, no
+program kept.
 """
 
 from __future__ import annotations
@@ -230,6 +232,97 @@ class Schedule:
                 items.append(Item(p.lanes[ln], text, kind, s, e, op_id, tensor))
             self._items = tuple(items)
         return self._items
+
+
+def makespan(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bounds: Sequence[BoundaryCost]) -> float:
+    """The schedule's makespan in one pass, without a ``Program``: the same steps in the same order,
+    each started at ``max(end of what it waits for, its resource free)``, with the same floating-point
+    operations, so it equals ``schedule(...).makespan_us`` bit for bit
+    (``tests/test_timeline.py`` holds them equal).  For plans only compared by their latency (the
+    placement search's virtual plans, the cost policy's candidates): building the program is ~60%
+    of a schedule and is thrown away with them."""
+    g = tables.g
+    tensors = g.tensors
+    free: dict[str, float] = {}  # resource -> when it is free
+    ready: dict[str, dict[str, float]] = {p.name: {} for p in soc.processors}  # processor -> tensor -> when there
+    end = 0.0  # the latest end so far
+    by_tensor: dict[str, list[BoundaryCost]] = {}
+    for b in bounds:
+        by_tensor.setdefault(b.tensor, []).append(b)
+
+    def step(r: str, at: float, d: float) -> float:
+        s = free.get(r, 0.0)
+        if at > s:
+            s = at
+        s += d
+        free[r] = s
+        return s
+
+    def ship(b: BoundaryCost, at: float) -> float:
+        """The conversions and the transfer of one boundary from ``at``: when the tensor is there."""
+        src = b.src
+        lc, qc = b.layout, b.quantize
+        lc = lc if lc and lc.us else None
+        qc = qc if qc and qc.us else None
+        if lc and lc.on == src:
+            at = step(src, at, b.layout_us)
+        if qc and qc.on == src:
+            at = step(src, at, b.quantize_us)
+        at = step(b.lane, at, b.transfer_us)
+        if lc and lc.on != src:
+            at = step(lc.on, at, b.layout_us)
+        if qc and qc.on != src:
+            at = step(qc.on, at, b.quantize_us)
+        ready[b.dst][b.tensor] = at
+        return at
+
+    for tid in g.inputs:  # boundaries of model inputs leave at time 0
+        for b in by_tensor.get(tid, ()):
+            e = ship(b, 0.0)
+            if e > end:
+                end = e
+    act_inputs = tables.act_inputs
+    partition = plan.partition
+    host = soc.host
+    g_ops = g.ops
+    for part in plan.partitions:
+        proc = part.processor
+        here = ready[proc].get
+        call = 0.0
+        if proc != host:  # one call: its first op waits for everything it reads from outside
+            pid = part.pid
+            for i in part.ops:
+                for t in act_inputs[i]:
+                    p = tensors[t].producer
+                    if p is None or partition[p] != pid:
+                        e = here(t)
+                        if e is not None and e > call:
+                            call = e
+        mine = ready[proc]
+        r = free.get(proc, 0.0)
+        for i in part.ops:
+            at = call
+            call = 0.0
+            for t in act_inputs[i]:
+                e = here(t)
+                if e is not None and e > at:
+                    at = e
+            if at > r:
+                r = at
+            r += ops[i].latency_us
+            free[proc] = r
+            if r > end:
+                end = r
+            for t in g_ops[i].outputs:
+                mine[t] = r
+                bs = by_tensor.get(t)
+                if bs:
+                    for b in bs:
+                        e = ship(b, r)
+                        if e > end:
+                            end = e
+                    r = free[proc]  # (a conversion on this processor holds it too)
+    return end
 
 
 def program(tables: Tables, plan: Plan, soc: SocProfile, bounds: Sequence[BoundaryCost]) -> Program:

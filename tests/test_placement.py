@@ -22,6 +22,8 @@ from conftest import (
 import npukit
 from npukit import pipeline
 from npukit.placement import Evaluator, candidates, groups_of
+from npukit.plan import build_plan
+from npukit.timeline import schedule
 
 
 def _host_only(path, soc):
@@ -198,6 +200,26 @@ def test_host_kernels_kept_apart_keep_the_chain_an_earlier_op_took(tmp_path):
         assert (0, 2, 3) in hk and (1,) in hk, hk  # conv_a + add + relu; conv_b alone
 
 
+def _virtual_plan(g, host, groups, assign):
+    """``build_plan`` of a virtual plan's calls and main order: each run of consecutive groups on
+    one accelerator one call ``v<n>_<processor>``, a composite per group; host groups' ops in main."""
+    offloaded, order, k = [], [], 0
+    while k < len(assign):
+        end = k + 1
+        while end < len(assign) and assign[end] == assign[k]:
+            end += 1
+        p = assign[k]
+        if p == host:
+            order += [("op", i) for j in range(k, end) for i in groups[j]]
+        else:
+            name = f"v{len(offloaded)}_{p}"
+            comps = [(f"{p}." + "_".join(g.ops[i].kind for i in groups[j]), list(groups[j])) for j in range(k, end)]
+            offloaded.append((name, p, comps))
+            order.append(("call", name))
+        k = end
+    return build_plan(g, host, offloaded, order)
+
+
 def _partition_keys_match(path, soc: str, singles: bool):
     """Virtual plans costed from kept partition keys against whole-plan keys, on random assignments
     of the sample's groups (``singles``: every op its own group) and the single moves around them;
@@ -225,6 +247,12 @@ def _partition_keys_match(path, soc: str, singles: bool):
         for a in rng.sample(moves, min(12, len(moves))):
             lat = whole.latency(a)
             assert by_parts.latency(a) == lat, a
+            # the virtual plan as MergeCompositeFunctions' read-back would give it, and its latency
+            # the full schedule's makespan (the search takes both in one pass each)
+            plan = whole.plan(a)
+            assert plan == _virtual_plan(g, s.soc.host, groups, a), a
+            ops, bounds = cm.evaluate(plan, whole.bits(plan), memo=False)
+            assert schedule(t, plan, s.soc, ops, bounds).makespan_us == lat[0], a
             # the bound that lets the search skip a move is never above the plan's latency
             assert by_parts.bound(a) <= lat[0] * (1 + 1e-9) + 1e-9, a
             tight += by_parts.bound(a) >= lat[0] * (1 - 1e-9)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -159,6 +160,10 @@ def test_an_offloaded_partition_is_one_call(tmp_path):
     kt_arrives = tl[tl.index.str.startswith("transfer kt")].end_us.max()
     assert tl.loc["q", "start_us"] >= kt_arrives  # q waits for its call's other input
     assert tl.loc["scores", "start_us"] == pytest.approx(tl.loc["q", "end_us"])
+    from npukit import pipeline, timeline  # the one-pass figure waits alike
+
+    r = s.result
+    assert timeline.makespan(pipeline.tables(s._model), plan, s.soc, r.ops, r.bounds) == r.schedule.makespan_us
 
 
 def _reference_schedule(t, plan, soc, ops, bounds):
@@ -215,7 +220,7 @@ def _reference_schedule(t, plan, soc, ops, bounds):
 def test_compiled_schedule_equals_the_list_schedule_stated_directly(sample):
     """Every bundled profile, both placements, per-processor bit-widths that add quantize steps and
     pins that move ops: items, makespan and busy time equal to the last bit."""
-    from npukit import pipeline
+    from npukit import pipeline, timeline
 
     m = pipeline.load(SAMPLES / sample)
     t = pipeline.tables(m)
@@ -234,5 +239,59 @@ def test_compiled_schedule_equals_the_list_schedule_stated_directly(sample):
             items, makespan, busy = _reference_schedule(t, r.plan, soc, r.ops, r.bounds)
             assert [tuple(it) for it in r.schedule.items] == items, (prof, cfg)
             assert r.schedule.makespan_us == makespan and r.schedule.busy_us == busy, (prof, cfg)
+            assert timeline.makespan(t, r.plan, soc, r.ops, r.bounds) == makespan, (prof, cfg)  # the one-pass figure
             n += 1
     assert n >= 14  # (at least two configurations on each of the seven profiles)
+
+
+def _fanout(path: Path) -> Path:
+    """A conv whose output is read by a relu (and 24 convs) after it and by a softmax beside it,
+    joined by a sub: on a DLA + DSP chip the conv's tensor crosses to the DSP while the DLA goes on
+    with the relu, on the critical path."""
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1, "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r0"], name="relu")]
+    nodes += [helper.make_node("Conv", [f"r{k}", "w"], [f"r{k + 1}"], name=f"conv{k + 2}", pads=[1, 1, 1, 1])
+              for k in range(24)]  # (the DLA's branch the longer one)
+    nodes += [helper.make_node("Softmax", ["c"], ["s"], name="softmax", axis=-1),
+              helper.make_node("Sub", ["r24", "s"], ["y"], name="join")]
+    g = helper.make_graph(nodes, "fanout", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], [w])  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+def test_one_pass_makespan_equals_the_schedule_where_conversions_hold_a_busy_processor(tmp_path, branchy):
+    """``timeline.makespan`` (the figure the placement search and the cost policy compare plans by)
+    equals the full schedule's makespan to the bit, on two small models with every op pinned to
+    every processor in turn and conversions on the producer's, the consumer's or the host's side.
+    A layout or quantize step on the side that made the tensor holds that processor, so the op it
+    runs next waits for it (checked to happen)."""
+    from npukit import pipeline, timeline
+
+    n = held = 0
+    for study in (branchy, npukit.Study(_fanout(tmp_path / "fanout.onnx"), "arm-dsp-dla")):
+        m = study._model
+        t = pipeline.tables(m)
+        names = [op.name for op in study.graph.ops]
+        for lay, qua in itertools.product(("src", "dst", "host"), ("src", "host")):
+            soc = study.soc.with_changes({"conversion.layout_on": lay, "conversion.quantize_on": qua})
+            for pin in [(), *itertools.product(names, soc.names)]:
+                cfg = npukit.Config(placement="first-fit", pins=(pin,) if pin else (),
+                                    bits=(("dla", "int8"), ("dsp", "fp16")))  # fmt: skip
+                try:
+                    r = pipeline.evaluate(m, soc, cfg)
+                except npukit.NpukitError:  # (a pin the processor refuses)
+                    continue
+                items, makespan, _busy = _reference_schedule(t, r.plan, soc, r.ops, r.bounds)
+                assert r.schedule.makespan_us == makespan, (lay, qua, pin)
+                assert timeline.makespan(t, r.plan, soc, r.ops, r.bounds) == makespan, (lay, qua, pin)
+                n += 1
+                # an op that starts the moment a conversion on its processor ends, later than its
+                # own input was ready there: the conversion held it
+                ends = {it[4]: it for it in items if it[2] in ("layout", "quantize")}
+                held += any(it[2] == "op" and it[3] in ends and ends[it[3]][0] == it[0] for it in items)
+    assert n >= 60 and held >= 3, (n, held)

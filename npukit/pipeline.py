@@ -523,15 +523,16 @@ def _partition(model: Model, soc: SocProfile, cfg: Config, key):
     choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs, cost_model(model, soc),
                     _scores(model, soc), _additive(model, soc))
     cost = _byoc(model, soc, constrain(vs, soc, choice))
-    host = _host_only(model, soc, vs)
+    away = _pinned_away(vs, soc)
+    host = _host_only(model, soc, vs, away)
     inf = float("inf")
     layered = layer_bits_of(g, cfg)  # a plan that puts a layer where its bit-width cannot run is out
     lats = [_latency(model, soc, cfg, p) if all(runs(i, p.plan.processor[i]) for i in layered) else inf
             for p in (cost, ff, host)]  # fmt: skip
     k = min(range(3), key=lambda n: (lats[n], n))
     if k == 2:  # kept: with the refusals in this config's words
-        host = _byoc(model, soc, _host_verdicts(vs, soc))
-    held = " but the pinned ones" if _pinned_away(vs, soc) else ""
+        host = _byoc(model, soc, _host_verdicts(vs, soc, away))
+    held = " but the pinned ones" if away else ""
     names = ("the cost model's choice", "the profile's first-fit placement", f"every op on the host{held}")
     summary = (f"estimated {lats[0]:,.1f} us with the cost model's choice, {lats[1]:,.1f} us first-fit, "
                f"{lats[2]:,.1f} us all on {soc.host}{held}: kept {names[k]}")  # fmt: skip
@@ -598,23 +599,21 @@ def _pinned_away(vs, soc: SocProfile) -> set[int]:
     return {i for i in range(len(vs) // len(soc.processors)) if vs[(i, host)].failed("pinned")}
 
 
-def _host_verdicts(vs, soc: SocProfile):
+def _host_verdicts(vs, soc: SocProfile, away: set[int]):
     """The all-host baseline's verdicts: every accelerator refuses every op, except the ops the user
-    pinned to one (a pin always holds)."""
-    away = _pinned_away(vs, soc)
+    pinned to one (``away``: a pin always holds)."""
     return {k: (v if v.host or not v.ok or k[0] in away else _refused_for_host(v)) for k, v in vs.items()}
 
 
-def _host_only(model: Model, soc: SocProfile, vs):
-    """The all-host baseline's partition.  Every accelerator refuses every op but the pinned ones,
-    so it depends only on the pins to accelerators: cached by those (the same plan for every
-    other edit)."""
-    away = _pinned_away(vs, soc)
+def _host_only(model: Model, soc: SocProfile, vs, away: set[int]):
+    """The all-host baseline's partition.  Every accelerator refuses every op but the pinned ones
+    (``away``), so it depends only on the pins to accelerators: cached by those (the same plan for
+    every other edit)."""
     pins = tuple((i, p, vs[(i, p)].fused_only) for i in sorted(away) for p in soc.accelerators if vs[(i, p)].ok)
     key = (model.key, soc.digest, tuple(sorted(away)), pins)
     hit = HOSTONLY.get(key)
     if hit is None:
-        hit = HOSTONLY.put(key, _byoc(model, soc, _host_verdicts(vs, soc)))
+        hit = HOSTONLY.put(key, _byoc(model, soc, _host_verdicts(vs, soc, away)))
     return hit
 
 

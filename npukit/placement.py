@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .cost import CostModel, OpContext, Tables, boundary_cost, input_bits, kernel_cost
-from .cost.grouping import PlanKeys, bound_keys, partition_kernels, run_keys
+from .cost.grouping import PlanKeys, bound_keys, kept_kernel, partition_kernels, run_keys
 from .graph import OpGraph
 from .patterns import chains
 from .plan import Boundary, Partition, Plan, boundaries
@@ -164,7 +164,6 @@ class Evaluator:
         self.runs = runs if table is not None else None
         self._nbs: dict[int, tuple[int, ...]] = {}
         self._crossing: dict[tuple[str, str, str, str, str], float] = {}
-        self._knbs: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._pattern_names: dict[tuple[int, str], str] = {}  # (group, processor) -> composite name
 
     def plan(self, assign: Sequence[str]) -> Plan:
@@ -244,17 +243,18 @@ class Evaluator:
                     hits[0] = kept[key] = self._host_run(k, end)
             else:
                 first = min(self.mins[k:end])
+                gof = self.group_of
                 hits = []
                 for j in range(k, end):
                     nb = self.neighbours(j)
                     lead = self.mins[j] == first  # the group holding the partition's first op
                     key = ("group", gkey, j, p, cols[p], tuple([k <= x < end for x in nb]), lead)
                     hit = kept.get(key)
-                    if hit is None:
-                        near = [i for x in nb if k <= x < end for i in groups[x]]
-                        grp = groups[j]
-                        hit = kept[key] = run_keys(self.t, self.soc, p, sorted(grp), [grp], self.table[p],  # type: ignore[index]
-                                                   near, {first} if lead else set())  # fmt: skip
+                    if hit is None:  # the group's composite in this run, kept by content too
+                        kern = tuple(sorted(groups[j]))
+                        near = tuple([x for x in self.t.adjacent(kern) if k <= gof[x] < end])
+                        hit = kept[key] = kept_kernel(self.t, self.soc, p, kern, near, first if lead else -1,
+                                                      self.table[p])  # type: ignore[index]  # fmt: skip
                     hits.append(hit)
             for hit in hits:
                 ks += hit[0]
@@ -278,36 +278,16 @@ class Evaluator:
         out_k: list = []
         out_c: list = []
         for kern in partition_kernels(t, ids):
-            nb = self._kernel_neighbours(kern)
+            nb = t.adjacent(kern)
             flags = tuple([k <= gof[x] < end for x in nb])
             key = ("host kernel", gkey, kern, cols[host], flags)
             hit = kept.get(key)
             if hit is None:  # the kernel as given: inside the run an earlier chain may hold its next op
-                near = [x for x, f in zip(nb, flags) if f]
-                hit = kept[key] = run_keys(t, self.soc, host, list(kern), [kern], col, near, set())
+                near = tuple([x for x, f in zip(nb, flags) if f])
+                hit = kept[key] = kept_kernel(t, self.soc, host, kern, near, -1, col)
             out_k += hit[0]
             out_c += hit[1]
         return out_k, out_c
-
-    def _kernel_neighbours(self, kern: tuple[int, ...]) -> tuple[int, ...]:
-        """The ops outside ``kern`` that its ops read from or feed (ascending)."""
-        nbs = self._knbs.get(kern)
-        if nbs is None:
-            nbs = self._knbs[kern] = tuple(sorted(self._adjacent(kern)))
-        return nbs
-
-    def _adjacent(self, ids) -> set[int]:
-        """The ops outside ``ids`` that they read from or feed."""
-        t, tensors = self.t, self.g.tensors
-        near = set()
-        for i in ids:
-            for tid in t.act_inputs[i]:
-                pr = tensors[tid].producer
-                if pr is not None:
-                    near.add(pr)
-            near.update(t.consumers[i])
-        near.difference_update(ids)
-        return near
 
     @cached_property
     def group_of(self) -> dict[int, int]:
@@ -393,7 +373,7 @@ class Evaluator:
         nbs = self._nbs.get(j)
         if nbs is None:
             gof = self.group_of
-            nbs = self._nbs[j] = tuple(sorted({gof[i] for i in self._adjacent(self.groups[j])}))
+            nbs = self._nbs[j] = tuple(sorted({gof[i] for i in self.t.adjacent(self.groups[j])}))
         return nbs
 
     def latency(self, assign: Sequence[str]) -> tuple[float, float]:
@@ -689,19 +669,23 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
 def _dp(add: Additive, cands) -> list[str]:
     """Dynamic programming over the groups in order, the state the previous group's processor.  A
     path is kept as a linked list (processor, the path before it), so extending it costs nothing;
-    the processor of an earlier group is found by walking back."""
+    the processor of an earlier group is found by walking back, unless it is settled: once a step
+    keeps a single state (a group with one candidate, often), every later path passes through it,
+    so the processors of the groups up to it are the same on all of them (``settled``)."""
     ev = add.ev
     host = ev.soc.host
     tensors = ev.g.tensors
     best: dict[str | None, tuple[float, tuple | None]] = {None: (0.0, None)}
+    settled: list[str] = []  # processor per group, the same on every path kept
     for k, c in enumerate(cands):
         nxt: dict[str | None, tuple[float, tuple | None]] = {}
         first = ev.groups[k][0]
         ins = add.ins[k]
+        n_settled = len(settled)
         for p in c:
             base = add.kernel_us(k, p)
             call = add.call_us(p) if p != host else 0.0
-            opts = []
+            top = None
             for q, (cost, path) in best.items():
                 x = cost + base
                 if q != p:
@@ -709,6 +693,10 @@ def _dp(add: Additive, cands) -> list[str]:
                 for tid, pk in ins:
                     if pk < 0 or pk >= k:  # a model input, or a group later in the order
                         src = host
+                    elif pk == k - 1:
+                        src = q
+                    elif pk < n_settled:
+                        src = settled[pk]
                     else:
                         node, at = path, k - 1
                         while at > pk:
@@ -716,10 +704,17 @@ def _dp(add: Additive, cands) -> list[str]:
                         src = node[0]
                     if src != p:
                         x += add.boundary_us(tid, src, p, tensors[tid].producer, first)
-                opts.append((x, path, q))
-            x, path, _q = min(opts, key=lambda o: (o[0], str(o[2])))
-            nxt[p] = (x, (p, path))
+                if top is None or x < top[0] or (x == top[0] and str(q) < str(top[2])):
+                    top = (x, path, q)
+            nxt[p] = (top[0], (p, top[1]))
         best = nxt
+        if len(best) == 1:  # every later path passes through this state
+            (_x, node), = best.values()
+            fill = []
+            for _ in range(k + 1 - n_settled):
+                fill.append(node[0])
+                node = node[1]
+            settled += fill[::-1]
     _x, path = min(best.values(), key=lambda v: v[0])
     out: list[str] = []
     while path is not None:
@@ -793,8 +788,14 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
     cur = list(chosen)
     host = ev.soc.host
     why = [""] * len(ev.g.ops)
+    alone: dict[str, str] = {}  # processor -> the text of a group no other processor accepts
     for k, (grp, c) in enumerate(zip(groups, cands)):
         p = chosen[k]
+        if len(c) == 1 and p in alone:
+            text = alone[p]
+            for i in grp:
+                why[i] = text
+            continue
         mine = add.kernel_us(k, p)
         alts = []
         for q in c[:4]:
@@ -814,6 +815,8 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
         verb = "kept on" if p == host else "on"
         head = f"{verb} {p} by cost: the model takes {base:,.1f} us"
         text = head + ("; " + "; ".join(alts) if alts else "; no other processor accepts it")
+        if len(c) == 1:
+            alone[p] = text
         for i in grp:
             why[i] = text
     return tuple(why)
@@ -824,8 +827,9 @@ def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Ch
     the cost model gives to another processor refuses it with the figures; one that takes an op only
     fused after a conv/matmul refuses it when the op stands alone, with that rule."""
     out = dict(vs)
+    accels = soc.accelerators
     for i, p in enumerate(choice.processor):
-        for a in soc.accelerators:
+        for a in accels:
             v = vs[(i, a)]
             if a != p and v.ok:
                 if v.fused_only and i in choice.lone:  # never a candidate: the rule, not the cost, keeps it off

@@ -211,8 +211,8 @@ def _plan_keys(plan: Plan, soc: SocProfile, t: Tables, bits: list[str], memo: bo
         key = (proc, host, soc.processor(proc).onchip_bytes, part.ops, comps, tuple([bits[i] for i in part.ops]))
         hit = kept.get(key)
         if hit is None:
-            first = {part.ops[0]} if proc != host and part.ops else set()
-            hit = kept[key] = run_keys(t, soc, proc, sorted(part.ops), comps, bits, first=first)
+            first = part.ops[0] if proc != host and part.ops else -1
+            hit = kept[key] = kernel_by_kernel(t, soc, proc, sorted(part.ops), comps, bits, first)
         ks += hit[0]
         for i, c in hit[1]:
             ctxs[i] = c
@@ -243,6 +243,42 @@ def bound_keys(plan: Plan, t: Tables, bits: list[str]) -> list[tuple[object, str
         db = bits[b.consumers[0]] if b.consumers else input_bits(tt)
         bs.append((b, sb, db, t.sig((b, sb, db))))
     return bs
+
+
+def kernel_by_kernel(t: Tables, soc: SocProfile, proc: str, op_ids: list[int], comps, col: list[str], first: int):
+    """``run_keys`` of one partition (``op_ids`` ascending, on ``proc``, composites ``comps``, its
+    first op ``first`` or -1 on the host), put together from its kernels' (``kept_kernel``): a
+    partition no plan held before is mostly made of kernels some plan held with the same
+    neighbours (the placement search costs the plans the policy then partitions for real)."""
+    klist = _kernels(t.g, t, comps, op_ids, _Outside.fromkeys(op_ids, 0))
+    if any(list(k) != sorted(k) for k in klist):  # (a chain against op order: named as it runs, whole)
+        return run_keys(t, soc, proc, op_ids, comps, col, first={first} if first >= 0 else set())
+    inside = set(op_ids)
+    ks: list = []
+    cs: list = []
+    for kern in klist:
+        near = tuple([x for x in t.adjacent(kern) if x in inside])
+        hit = kept_kernel(t, soc, proc, kern, near, first if first in kern else -1, col)
+        ks += hit[0]
+        cs += hit[1]
+    return ks, cs
+
+
+def kept_kernel(t: Tables, soc: SocProfile, proc: str, kern: tuple[int, ...], near: tuple[int, ...], first: int,
+                col: list[str]):  # fmt: skip
+    """``run_keys`` of one kernel ``kern`` (ascending op ids) inside a partition on ``proc``:
+    ``near`` the partition's ops it reads from or feeds (ascending), ``first`` the partition's first
+    op if in ``kern`` and offloaded (its call), else -1; ``col`` bit-widths per op id.  Its contexts
+    and keys depend on nothing else (a context reads whether each producer and consumer is in the
+    kernel or the partition, and their bit-widths), so they are kept by that content
+    (``Tables.kernel_kept``) for every plan, real or virtual, that holds the kernel so placed."""
+    key = (proc, soc.processor(proc).onchip_bytes, kern, near, first, tuple([col[i] for i in kern]),
+           tuple([col[x] for x in near]))  # fmt: skip
+    kept = t.kernel_kept
+    hit = kept.get(key)
+    if hit is None:
+        hit = kept[key] = run_keys(t, soc, proc, list(kern), [kern], col, list(near), {first} if first >= 0 else set())
+    return hit
 
 
 class _Outside(dict):

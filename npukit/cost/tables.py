@@ -120,6 +120,8 @@ class Tables:
         self.keys_memo: OrderedDict = OrderedDict()  # per (plan, bits, on-chip sizes): contexts, memo keys
         self.kernel_memo: OrderedDict = OrderedDict()  # costed kernels: the pipeline's cost models share it
         self.part_memo = Kept(self.kept_ops)  # per partition content: its kernels' keys, its contexts
+        self.kernel_kept = Kept(self.kept_ops)  # per kernel content and neighbours: its keys, its contexts
+        self._adjacent: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._runs: OrderedDict = OrderedDict()  # the placement search's partition keys, per host and on-chip sizes
         self._sigs: dict = {}
         self._next_sig = itertools.count()
@@ -146,6 +148,24 @@ class Tables:
             if len(self._runs) > RUN_SHAPES:  # (a sweep over on-chip sizes makes one per size)
                 self._runs.popitem(last=False)
         return m
+
+    def adjacent(self, ids: tuple[int, ...]) -> tuple[int, ...]:
+        """The ops outside ``ids`` that they read from or feed (ascending)."""
+        out = self._adjacent.get(ids)
+        if out is None:
+            tensors = self.g.tensors
+            near = set()
+            for i in ids:
+                for tid in self.act_inputs[i]:
+                    pr = tensors[tid].producer
+                    if pr is not None:
+                        near.add(pr)
+                near.update(self.consumers[i])
+            near.difference_update(ids)
+            if len(self._adjacent) >= 1 << 18:
+                self._adjacent.clear()
+            out = self._adjacent[ids] = tuple(sorted(near))
+        return out
 
     @property
     def kept_ops(self) -> int:

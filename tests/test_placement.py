@@ -323,3 +323,34 @@ def test_kept_partition_keys_are_bounded_by_the_ops_they_hold():
     kept = t.run_memo(s.soc)
     assert 0 < kept.ops <= kept.budget == max(50_000, 20 * len(s.graph.ops))
     assert t.part_memo.ops <= t.part_memo.budget
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v1_025_int8.tflite", "tiny_detector.onnx", "families/resnet.onnx",
+                                  "transformer_encoder.onnx"])  # fmt: skip
+def test_real_plans_keyed_kernel_by_kernel_equal_their_whole_keys(name):
+    """A partition no plan held before is put together from its kernels' kept keys
+    (``grouping.kernel_by_kernel``, shared with the placement search's virtual plans): the memory
+    contexts and kernel keys equal those worked out for the whole plan at once, for the plans of
+    both policies, with pins and per-processor bit-widths, on every bundled profile."""
+    from npukit.cost.grouping import _plan_keys
+
+    model = pipeline.load(SAMPLES / name)
+    t = pipeline.tables(model)
+    names = [op.source for op in model.graph.ops]
+    n = 0
+    t.kernel_kept.clear()
+    for prof in ("arm-dsp-dla", "ethos-u55-256", "hexagon-like", "riscv-accel"):
+        soc = npukit.load_soc(prof)
+        for cfg in (npukit.Config(), npukit.Config(placement="first-fit", pins=((names[len(names) // 3], soc.host),)),
+                    npukit.Config(bits=tuple((p.name, p.bits[0]) for p in soc.processors))):  # fmt: skip
+            try:
+                r = pipeline.evaluate(model, soc, cfg)
+            except npukit.NpukitError:
+                continue
+            t.part_memo.clear()  # every partition put together kernel by kernel, from kernels of every plan so far
+            by_kernel = _plan_keys(r.plan, soc, t, list(r.bits))
+            whole = _plan_keys(r.plan, soc, t, list(r.bits), memo=False)
+            assert by_kernel.contexts == whole.contexts, (prof, cfg)
+            assert sorted(by_kernel.kernels) == sorted(whole.kernels), (prof, cfg)  # (in partition order)
+            n += 1
+    assert n >= 8 and len(t.kernel_kept) > 0

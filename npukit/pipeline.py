@@ -628,22 +628,29 @@ def _latency(model: Model, soc: SocProfile, cfg: Config, part) -> float:
 
 
 class _Costed:
-    """Per-op and boundary costs of a plan at given bit-widths, its makespan, and its schedule,
-    built when first read: the cost policy compares three plans by their makespan (one pass,
-    ``timeline.makespan``) and schedules only the one it keeps."""
+    """Per-op and boundary costs of a plan at given bit-widths; its makespan and its schedule are
+    worked out when first read: the cost policy compares three plans by their makespan (one pass,
+    ``timeline.makespan``, equal to the schedule's) and schedules only the one it keeps."""
 
-    __slots__ = ("ops", "bounds", "makespan_us", "_args", "_sched")
+    __slots__ = ("ops", "bounds", "_args", "_sched", "_makespan")
 
     def __init__(self, t: Tables, plan: Plan, soc: SocProfile, ops, bounds):
         self.ops, self.bounds = tuple(ops), tuple(bounds)
-        self.makespan_us = makespan(t, plan, soc, ops, bounds)
-        self._args, self._sched = (t, plan, soc), None
+        self._args, self._sched, self._makespan = (t, plan, soc), None, None
 
     @property
     def schedule(self) -> Schedule:
         if self._sched is None:
             self._sched = schedule(*self._args, self.ops, self.bounds)
         return self._sched
+
+    @property
+    def makespan_us(self) -> float:
+        if self._sched is not None:
+            return self._sched.makespan_us
+        if self._makespan is None:
+            self._makespan = makespan(*self._args, self.ops, self.bounds)
+        return self._makespan
 
 
 def _costed(model: Model, soc: SocProfile, plan: Plan, bits: tuple[str, ...]) -> _Costed:

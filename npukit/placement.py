@@ -395,7 +395,7 @@ class Additive:
         edges there too: most edits leave the groups alone."""
         self.ev = ev
         self._kc: dict[tuple[int, str], float] = {}
-        self._bc: dict[tuple[str, str, str], float] = {}
+        self._bc: dict[tuple[str, str, str, str], float] = {}
         self._shared: dict = {} if shared is None else shared
         kept = self._shared.setdefault("edges", OrderedDict()) if gkey is not None else {}
         edges = kept.get(gkey)
@@ -433,12 +433,12 @@ class Additive:
         return v
 
     def boundary_us(self, tid: str, src: str, dst: str, src_op: int | None, dst_op: int) -> float:
-        key = (tid, src, dst)
+        ev = self.ev
+        db = ev.bits_of(dst_op, dst)  # (consumers of one tensor on one processor may differ in width)
+        key = (tid, src, dst, db)
         v = self._bc.get(key)
         if v is None:
-            ev = self.ev
             sb = ev.bits_of(src_op, src) if src_op is not None else "fp32"
-            db = ev.bits_of(dst_op, dst)
             skey = ("boundary", tid, src, dst, sb, db)
             v = self._shared.get(skey)
             if v is None:

@@ -247,21 +247,41 @@ def bound_keys(plan: Plan, t: Tables, bits: list[str]) -> list[tuple[object, str
 
 def kernel_by_kernel(t: Tables, soc: SocProfile, proc: str, op_ids: list[int], comps, col: list[str], first: int):
     """``run_keys`` of one partition (``op_ids`` ascending, on ``proc``, composites ``comps``, its
-    first op ``first`` or -1 on the host), put together from its kernels' (``kept_kernel``): a
-    partition no plan held before is mostly made of kernels some plan held with the same
-    neighbours (the placement search costs the plans the policy then partitions for real)."""
+    first op ``first`` or -1 on the host), put together from its kernels' kept keys
+    (``kept_kernel``): a partition no plan held before is mostly made of kernels some plan held
+    with the same neighbours (the placement search costs the plans the policy then partitions for
+    real).  When a kernel is new, the partition is worked out whole and its new kernels kept."""
     klist = _kernels(t.g, t, comps, op_ids, _Outside.fromkeys(op_ids, 0))
+    whole = {first} if first >= 0 else set()
     if any(list(k) != sorted(k) for k in klist):  # (a chain against op order: named as it runs, whole)
-        return run_keys(t, soc, proc, op_ids, comps, col, first={first} if first >= 0 else set())
+        return run_keys(t, soc, proc, op_ids, comps, col, first=whole)
     inside = set(op_ids)
-    ks: list = []
-    cs: list = []
+    kept = t.kernel_kept
+    keys = []
+    hits = []
     for kern in klist:
         near = tuple([x for x in t.adjacent(kern) if x in inside])
-        hit = kept_kernel(t, soc, proc, kern, near, first if first in kern else -1, col)
-        ks += hit[0]
-        cs += hit[1]
-    return ks, cs
+        key = _kernel_key(soc, proc, kern, near, first if first in kern else -1, col)
+        keys.append((key, kern))
+        hits.append(kept.get(key))
+    if None in hits:  # one pass over the partition (cheaper than kernel by kernel), its new kernels kept
+        ks, cs = run_keys(t, soc, proc, op_ids, comps, col, first=whole)
+        ctx = dict(cs)
+        for (key, kern), k, hit in zip(keys, ks, hits):
+            if hit is None:
+                kept[key] = ([k], [(i, ctx[i]) for i in kern])
+        return ks, cs
+    out_k: list = []
+    out_c: list = []
+    for hit in hits:
+        out_k += hit[0]
+        out_c += hit[1]
+    return out_k, out_c
+
+
+def _kernel_key(soc: SocProfile, proc: str, kern: tuple[int, ...], near: tuple[int, ...], first: int, col: list[str]):
+    return (proc, soc.processor(proc).onchip_bytes, kern, near, first, tuple([col[i] for i in kern]),
+            tuple([col[x] for x in near]))  # fmt: skip
 
 
 def kept_kernel(t: Tables, soc: SocProfile, proc: str, kern: tuple[int, ...], near: tuple[int, ...], first: int,
@@ -272,8 +292,7 @@ def kept_kernel(t: Tables, soc: SocProfile, proc: str, kern: tuple[int, ...], ne
     and keys depend on nothing else (a context reads whether each producer and consumer is in the
     kernel or the partition, and their bit-widths), so they are kept by that content
     (``Tables.kernel_kept``) for every plan, real or virtual, that holds the kernel so placed."""
-    key = (proc, soc.processor(proc).onchip_bytes, kern, near, first, tuple([col[i] for i in kern]),
-           tuple([col[x] for x in near]))  # fmt: skip
+    key = _kernel_key(soc, proc, kern, near, first, col)
     kept = t.kernel_kept
     hit = kept.get(key)
     if hit is None:

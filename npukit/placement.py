@@ -66,6 +66,8 @@ MOVE_BUDGET = 200
 VIRTUAL_MOVES_MAX_OPS = 400  # larger models stop after the additive moves (each virtual evaluation costs O(ops))
 EXACT_REASONS_MAX_OPS = 64  # up to here every alternative in a reason is its own virtual plan
 EDGES_KEPT = 8  # groupings whose edges the additive model keeps per model and profile
+DELTA_WIDTHS = 4  # bit-width settings whose move changes a grouping's edges keep
+DELTAS_KEPT = 100_000  # move changes kept per grouping and bit-widths (emptied past it)
 PROMISING = 0.02  # a virtual move is tried when the additive model says it costs < 2% of the latency
 
 
@@ -407,6 +409,11 @@ class Additive:
                     kept.popitem(last=False)
         self._edges = edges
         self.group_of, self.ins = edges.group_of, edges.ins
+        # a move's change depends only on the processors of the groups its terms read (and the
+        # bit-widths): kept per grouping and bit-width columns, across decisions
+        runs = ev.runs
+        self._deltas = (edges.deltas(b"".join([runs[2][p] for p in ev.soc.names]))
+                        if gkey is not None and runs is not None else None)  # fmt: skip
 
     def kernel_us(self, k: int, p: str) -> float:
         key = (k, p)
@@ -495,7 +502,20 @@ class Additive:
         return self._edges.terms(k)
 
     def delta(self, assign: list[str], k: int, q: str) -> float:
-        """total(assign with group k on q) - total(assign), from the terms group k touches."""
+        """total(assign with group k on q) - total(assign), from the terms group k touches (kept by
+        the processors of the groups they read: ``_Edges.deps``)."""
+        memo = self._deltas
+        if memo is not None:
+            key = (k, q, tuple([assign[x] for x in self._edges.deps(k)]))
+            d = memo.get(key)
+            if d is None:
+                if len(memo) >= DELTAS_KEPT:
+                    memo.clear()
+                d = memo[key] = self._delta(assign, k, q)
+            return d
+        return self._delta(assign, k, q)
+
+    def _delta(self, assign: list[str], k: int, q: str) -> float:
         host = self.ev.soc.host
         terms = self._terms(k)
 
@@ -549,6 +569,36 @@ class _Edges:
             inputs.append((tid, cons, tid in outset))
         self.outs = (outs, inputs)
         self._terms: dict[int, list] = {}
+        self._deps: dict[int, tuple[int, ...]] = {}
+        self._deltas: OrderedDict = OrderedDict()  # bit-width columns -> {(group, processor, deps' processors): change}
+
+    def deps(self, k: int) -> tuple[int, ...]:
+        """The groups whose processors ``Additive.delta`` of group ``k`` reads: itself and its
+        neighbours in the order (call overheads), and the producers and consumers of its terms."""
+        d = self._deps.get(k)
+        if d is None:
+            s = {k}
+            if k > 0:
+                s.add(k - 1)
+            if k + 1 < len(self.groups):
+                s.add(k + 1)
+            for _tid, pk, cons, _o in self.terms(k):
+                if pk >= 0:
+                    s.add(pk)
+                s.update(cons)
+            d = self._deps[k] = tuple(sorted(s))
+        return d
+
+    def deltas(self, bits: bytes) -> dict:
+        """The kept changes of single moves at the bit-widths ``bits`` (a digest of every column)."""
+        m = self._deltas.get(bits)
+        if m is None:
+            m = self._deltas[bits] = {}
+            if len(self._deltas) > DELTA_WIDTHS:
+                self._deltas.popitem(last=False)
+        else:
+            self._deltas.move_to_end(bits)
+        return m
 
     def terms(self, k: int) -> list[tuple[str, int, tuple[int, ...], bool]]:
         terms = self._terms.get(k)

@@ -354,3 +354,46 @@ def test_real_plans_keyed_kernel_by_kernel_equal_their_whole_keys(name):
             assert sorted(by_kernel.kernels) == sorted(whole.kernels), (prof, cfg)  # (in partition order)
             n += 1
     assert n >= 8 and len(t.kernel_kept) > 0
+
+
+@pytest.mark.parametrize("name,soc", [("mobilenet_v1_025_int8.tflite", "arm-dsp-dla"), ("tiny_detector.onnx", "hexagon-like"),
+                                      ("families/resnet.onnx", "arm-dsp-dla"), ("transformer_encoder.onnx", "ethos-u55-256")])  # fmt: skip
+def test_kept_move_changes_equal_the_changes_worked_out_again(name, soc):
+    """The additive model keeps each single move's change by the processors of the groups it reads
+    (kept across decisions); on random assignments and assignments a few moves apart, a kept change
+    equals the change worked out again on the assignment at hand."""
+    import hashlib
+    import random
+
+    from npukit.placement import Additive
+
+    s = npukit.Study(SAMPLES / name, soc, placement="first-fit")
+    model, cfg, g = s._model, s.config, s.graph
+    vs = pipeline.verdicts(model, s.soc, cfg)
+    bits_of, runs = pipeline.bits_policy(s.soc, cfg, g)
+    groups = groups_of(g, s.soc, vs)
+    cands = [candidates(grp, s.soc, vs, runs) for grp in groups]
+    table = bits_of.table
+    cols = {p: hashlib.sha256("|".join(table[p]).encode()).digest() for p in s.soc.names}
+    ev = Evaluator(g, s.soc, pipeline.tables(model), bits_of, groups, pipeline.cost_model(model, s.soc), table,
+                   (None, b"groups", cols))  # fmt: skip
+    shared: dict = {}
+    rng = random.Random(5)
+    movable = [k for k, c in enumerate(cands) if len(c) > 1]
+    assert movable
+    checked = kept = 0
+    for _ in range(4):
+        add = Additive(ev, shared, b"groups")  # a new decision: the kept changes carry over
+        a = [rng.choice(c) for c in cands]
+        for _step in range(6):
+            for k in rng.sample(movable, min(25, len(movable))):
+                for q in cands[k]:
+                    if q != a[k]:
+                        before = len(add._deltas)
+                        d = add.delta(a, k, q)
+                        kept += len(add._deltas) == before
+                        assert d == add._delta(a, k, q), (k, q)
+                        checked += 1
+            k = rng.choice(movable)  # a move: the changes of the groups far from it stay kept
+            a[k] = rng.choice(cands[k])
+    assert checked >= 100 and kept >= 30, (checked, kept)

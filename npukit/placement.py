@@ -699,8 +699,10 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
         at = tuple(best)  # the assignment ``deltas`` start from
         if len(g.ops) <= VIRTUAL_MOVES_MAX_OPS:
             best = _moves_virtual(score, cands, best, add, exhaustive=len(g.ops) <= EXACT_REASONS_MAX_OPS, slower=slower)
-    options = [(score(best), 0, method, tuple(best)), (score(ff), -1, "first-fit", tuple(ff)),
-               (score(all_host), 1, "host", tuple(all_host))]  # fmt: skip
+    options = [(score(best), 0, method, tuple(best))]
+    for a, order, name in ((ff, -1, "first-fit"), (all_host, 1, "host")):
+        if not slower(a, options[0][0][0]):  # (a baseline certainly slower than the search's best cannot win)
+            options.append((score(a), order, name, tuple(a)))
     (lat, _e), _, method, chosen = min(options, key=lambda o: (o[0][0], o[0][1], o[1]))
     proc = [host] * len(g.ops)
     for grp, p in zip(groups, chosen):

@@ -397,3 +397,36 @@ def test_kept_move_changes_equal_the_changes_worked_out_again(name, soc):
             k = rng.choice(movable)  # a move: the changes of the groups far from it stay kept
             a[k] = rng.choice(cands[k])
     assert checked >= 100 and kept >= 30, (checked, kept)
+
+
+def test_a_baseline_certainly_slower_than_the_best_is_bounded_not_costed():
+    """The first-fit and all-host assignments the search is held against are costed only when their
+    lower bound does not rule them out; the decision is the one costing every baseline gives."""
+    from npukit import placement
+
+    s = npukit.Study(SAMPLES / "transformer_encoder.onnx", "ethos-u55-256", placement="first-fit")
+    model, g = s._model, s.graph
+    vs = pipeline.verdicts(model, s.soc, s.config)
+    bits_of, runs = pipeline.bits_policy(s.soc, s.config, g)
+    ff = s.plan.processor
+    args = (g, s.soc, pipeline.tables(model), vs, bits_of, ff, runs, pipeline.cost_model(model, s.soc))
+    costed = []
+    real = Evaluator.latency
+
+    def counting(self, a):
+        costed.append(tuple(a))
+        return real(self, a)
+
+    Evaluator.latency = counting
+    try:
+        pruned = placement.decide(*args)
+        n_pruned = len(costed)
+        placement_slower = placement.Evaluator.bound
+        Evaluator.bound = lambda self, a: 0.0  # a bound that rules nothing out: every baseline costed
+        costed.clear()
+        full = placement.decide(*args)
+    finally:
+        Evaluator.latency = real
+        Evaluator.bound = placement_slower
+    assert pruned == full
+    assert n_pruned < len(costed)  # the bound spared at least one virtual plan

@@ -146,18 +146,28 @@ def prune_lone_views(g: OpGraph, soc: SocProfile, vs: Verdicts) -> Verdicts:
     """Refuse up front the view ops no neighbour could join on the same processor (the common case
     of ``prune_view_partitions``), which saves a second partition run."""
     out = None
-    for op in g.ops:
-        if not is_view(op.kind) or is_pinned(vs, op.op_id, soc.host):
+    for i, kind, nbrs in _views(g):
+        if is_pinned(vs, i, soc.host):
             continue
-        nbrs = list(g.producers(op)) + [c for t in op.outputs for c in g.consumers(t)]
         for proc in soc.accelerators:
-            v = vs.get((op.op_id, proc))
+            v = vs.get((i, proc))
             if v is None or not v.ok or any(vs[(n, proc)].ok for n in nbrs):
                 continue
             if out is None:
                 out = dict(vs)
-            out[(op.op_id, proc)] = pruned(proc, op.kind)
+            out[(i, proc)] = pruned(proc, kind)
     return vs if out is None else out
+
+
+def _views(g: OpGraph) -> tuple[tuple[int, str, tuple[int, ...]], ...]:
+    """The graph's view ops, each as (op id, kind, the ops it reads from then the ops reading it):
+    worked out once per graph (every partition prunes them)."""
+    views = g.__dict__.get("_views")
+    if views is None:
+        views = tuple((op.op_id, op.kind, (*g.producers(op), *(c for t in op.outputs for c in g.consumers(t))))
+                      for op in g.ops if is_view(op.kind))  # fmt: skip
+        object.__setattr__(g, "_views", views)
+    return views
 
 
 def prune_view_partitions(g: OpGraph, soc: SocProfile, vs: Verdicts, partitions) -> dict[tuple[int, str], Verdict]:

@@ -66,8 +66,8 @@ MOVE_BUDGET = 200
 VIRTUAL_MOVES_MAX_OPS = 400  # larger models stop after the additive moves (each virtual evaluation costs O(ops))
 EXACT_REASONS_MAX_OPS = 64  # up to here every alternative in a reason is its own virtual plan
 EDGES_KEPT = 8  # groupings whose edges the additive model keeps per model and profile
-DELTA_WIDTHS = 4  # bit-width settings whose move changes a grouping's edges keep
-DELTAS_KEPT = 100_000  # move changes kept per grouping and bit-widths (emptied past it)
+DELTA_WIDTHS = 2  # bit-width settings whose additive figures a grouping's edges keep
+DELTAS_KEPT = 50_000  # move changes kept per grouping and bit-widths (emptied past it)
 PROMISING = 0.02  # a virtual move is tried when the additive model says it costs < 2% of the latency
 
 
@@ -165,7 +165,7 @@ class Evaluator:
             runs = (self.t.run_memo(soc), runs[1], runs[2])
         self.runs = runs if table is not None else None
         self._nbs: dict[int, tuple[int, ...]] = {}
-        self._crossing: dict[tuple[str, str, str, str, str], float] = {}
+        self._crossing = self.cm.crossings  # (they depend on the profile alone: kept across decisions)
         self._pattern_names: dict[tuple[int, str], str] = {}  # (group, processor) -> composite name
 
     def plan(self, assign: Sequence[str]) -> Plan:
@@ -412,8 +412,10 @@ class Additive:
         # a move's change depends only on the processors of the groups its terms read (and the
         # bit-widths): kept per grouping and bit-width columns, across decisions
         runs = ev.runs
-        self._deltas = (edges.deltas(b"".join([runs[2][p] for p in ev.soc.names]))
-                        if gkey is not None and runs is not None else None)  # fmt: skip
+        if gkey is not None and runs is not None:
+            self._deltas, self._kc, self._bc = edges.kept(b"".join([runs[2][p] for p in ev.soc.names]))
+        else:
+            self._deltas = None
 
     def kernel_us(self, k: int, p: str) -> float:
         key = (k, p)
@@ -570,7 +572,7 @@ class _Edges:
         self.outs = (outs, inputs)
         self._terms: dict[int, list] = {}
         self._deps: dict[int, tuple[int, ...]] = {}
-        self._deltas: OrderedDict = OrderedDict()  # bit-width columns -> {(group, processor, deps' processors): change}
+        self._kept: OrderedDict = OrderedDict()  # bit-width columns -> figures (``kept``)
 
     def deps(self, k: int) -> tuple[int, ...]:
         """The groups whose processors ``Additive.delta`` of group ``k`` reads: itself and its
@@ -589,15 +591,16 @@ class _Edges:
             d = self._deps[k] = tuple(sorted(s))
         return d
 
-    def deltas(self, bits: bytes) -> dict:
-        """The kept changes of single moves at the bit-widths ``bits`` (a digest of every column)."""
-        m = self._deltas.get(bits)
+    def kept(self, bits: bytes) -> tuple[dict, dict, dict]:
+        """The additive model's figures kept for these groups at the bit-widths ``bits`` (a digest
+        of every processor's column): single moves' changes, groups' kernel times, boundary times."""
+        m = self._kept.get(bits)
         if m is None:
-            m = self._deltas[bits] = {}
-            if len(self._deltas) > DELTA_WIDTHS:
-                self._deltas.popitem(last=False)
+            m = self._kept[bits] = ({}, {}, {})
+            if len(self._kept) > DELTA_WIDTHS:
+                self._kept.popitem(last=False)
         else:
-            self._deltas.move_to_end(bits)
+            self._kept.move_to_end(bits)
         return m
 
     def terms(self, k: int) -> list[tuple[str, int, tuple[int, ...], bool]]:

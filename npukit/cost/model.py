@@ -87,6 +87,9 @@ class CostModel:
         self._links: dict[tuple[str, str], object] = {}
         self._util = UtilMemo()
         self.recomputed = 0  # ops recomputed by the last evaluate()
+        # a tensor's transfer + conversions from one processor and width to another (the placement
+        # search's figure: placement.Evaluator.crossing_us), kept for every decision on this profile
+        self.crossings: dict[tuple[str, str, str, str, str], float] = {}
 
     def evaluate(self, plan: Plan, bits: Mapping[int, str] | Sequence[str], memo: bool = True,
                  keys: PlanKeys | None = None) -> tuple[list[OpCost], list[BoundaryCost]]:  # fmt: skip

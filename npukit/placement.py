@@ -26,8 +26,9 @@ costed by the cost model and the list schedule exactly as a real plan is.  Metho
   additive model prices under ``PROMISING`` of the latency; a move whose lower bound -- the longest
   chain of kernel times, conversions and transfers along the graph's edges -- is above the current
   latency cannot pay and is not costed, though it counts against the budget);
-* the profile's first-fit choice and the all-host choice are always evaluated too, and the best
-  virtual latency wins (ties: lower energy, then the first-fit choice).
+* the profile's first-fit choice and the all-host choice are always considered too, and the best
+  virtual latency wins (ties: lower energy, then the first-fit choice); one whose lower bound is
+  above the best's latency cannot win and is not costed.
 
 Every op's reason compares its processor with each other candidate: the whole model's latency with
 only its group moved, split into the kernel's own time and the rest.  Up to
@@ -39,7 +40,11 @@ for the 1,161-op transformer, and an edit would need one per group and alternati
 Virtual plans share most of their partitions with the plans costed before them, so the kernels'
 keys and memory contexts are kept across plans and edits (``Evaluator.keys``: an offloaded
 partition group by group, the host's kernel by kernel, each keyed by which neighbours share its
-partition); what is left per plan is the plan itself, its boundaries and its schedule.
+partition; the same kernels are kept by content for the real plans, ``grouping.kernel_by_kernel``);
+what is left per plan is the plan itself, its boundaries and the one pass of its schedule that
+gives its makespan (``timeline.makespan``).  The additive model's kernel and boundary times and
+each single move's change (keyed by the processors of the groups it reads) are kept across edits
+too, per grouping and bit-widths, so the move passes after an edit recompute only what it touched.
 """
 
 from __future__ import annotations

@@ -28,8 +28,13 @@ def _branchy(path: Path) -> Path:
         helper.make_node("Softmax", ["s"], ["s2"], name="branch_b/softmax2", axis=-1),
         helper.make_node("Sub", ["c2", "s2"], ["y"], name="join"),
     ]
-    g = helper.make_graph(nodes, "branchy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32, 32])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 32, 32])], [w])  # fmt: skip
+    return _save(path, "branchy", nodes, [1, 16, 32, 32], [1, 16, 32, 32], [w])
+
+
+def _save(path: Path, name: str, nodes, x_shape, y_shape, inits) -> Path:
+    """An ONNX model of ``nodes`` from input ``x`` to output ``y`` (float), saved at ``path``."""
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)], inits)  # fmt: skip
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.save(m, path)
@@ -256,12 +261,7 @@ def _fanout(path: Path) -> Path:
               for k in range(24)]  # (the DLA's branch the longer one)
     nodes += [helper.make_node("Softmax", ["c"], ["s"], name="softmax", axis=-1),
               helper.make_node("Sub", ["r24", "s"], ["y"], name="join")]
-    g = helper.make_graph(nodes, "fanout", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], [w])  # fmt: skip
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, path)
-    return path
+    return _save(path, "fanout", nodes, [1, 8, 16, 16], [1, 8, 16, 16], [w])
 
 
 def test_one_pass_makespan_equals_the_schedule_where_conversions_hold_a_busy_processor(tmp_path, branchy):

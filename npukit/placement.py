@@ -73,6 +73,7 @@ EXACT_REASONS_MAX_OPS = 64  # up to here every alternative in a reason is its ow
 EDGES_KEPT = 8  # groupings whose edges the additive model keeps per model and profile
 DELTA_WIDTHS = 2  # bit-width settings whose additive figures a grouping's edges keep
 DELTAS_KEPT = 50_000  # move changes kept per grouping and bit-widths (emptied past it)
+CROSSINGS_KEPT = 200_000  # crossing times kept per model and profile (emptied past it)
 PROMISING = 0.02  # a virtual move is tried when the additive model says it costs < 2% of the latency
 
 
@@ -372,6 +373,8 @@ class Evaluator:
         if v is None:
             c = boundary_cost(Boundary(tid, src, dst, -1, -1, ()), self.t, self.soc, sb, db, self.procs,
                               self.soc.link(src, dst))  # fmt: skip
+            if len(self._crossing) >= CROSSINGS_KEPT:  # (kept for the session: bounded)
+                self._crossing.clear()
             v = self._crossing[key] = c.transfer_us + c.layout_us + c.quantize_us
         return v
 

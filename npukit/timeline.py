@@ -313,15 +313,16 @@ def makespan(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost],
             free[proc] = r
             if r > end:
                 end = r
+            done = r  # every output is there when the op ends; its boundaries leave from then
             for t in g_ops[i].outputs:
-                mine[t] = r
+                mine[t] = done
                 bs = by_tensor.get(t)
                 if bs:
                     for b in bs:
-                        e = ship(b, r)
+                        e = ship(b, done)
                         if e > end:
                             end = e
-                    r = free[proc]  # (a conversion on this processor holds it too)
+            r = free[proc]  # (a conversion on this processor holds it too)
     return end
 
 

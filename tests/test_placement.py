@@ -430,3 +430,39 @@ def test_a_baseline_certainly_slower_than_the_best_is_bounded_not_costed():
         Evaluator.bound = placement_slower
     assert pruned == full
     assert n_pruned < len(costed)  # the bound spared at least one virtual plan
+
+
+def test_the_additive_boundary_figure_follows_each_consumers_bit_width(tmp_path):
+    """One tensor, two readers on the host at different layer bit-widths: the additive model's
+    boundary figure for each is the crossing at that reader's width (it was whichever width was met
+    first in the decision, so it depended on the order of evaluation)."""
+    import hashlib
+
+    from onnx import helper as h
+
+    from npukit.placement import Additive
+
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             h.make_node("Relu", ["c"], ["r"], name="relu"),
+             h.make_node("Sigmoid", ["c"], ["s"], name="sig"),
+             h.make_node("Add", ["r", "s"], ["y"], name="sum")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 8, 16, 16])], [tensor_info("y", [1, 8, 16, 16])],
+                   [initializer("w", (8, 8, 3, 3), 1)])  # fmt: skip
+    path = save_onnx(m, tmp_path / "two_readers.onnx")
+    cfg = npukit.Config(placement="first-fit", layer_bits=(("relu", "int16"),), pins=(("relu", "arm"), ("sig", "arm")))
+    s = npukit.Study(path, "arm-dsp-dla", cfg)
+    model, g, soc = s._model, s.graph, s.soc
+    by = {op.name: op.op_id for op in g.ops}
+    vs = pipeline.verdicts(model, soc, cfg)
+    bits_of, _runs = pipeline.bits_policy(soc, cfg, g)
+    groups = groups_of(g, soc, vs)
+    cols = {p: hashlib.sha256("|".join(bits_of.table[p]).encode()).digest() for p in soc.names}
+    ev = Evaluator(g, soc, pipeline.tables(model), bits_of, groups, pipeline.cost_model(model, soc), bits_of.table,
+                   (None, b"two readers", cols))  # fmt: skip
+    add = Additive(ev, {}, b"two readers")
+    tid, host, sb = g.ops[by["conv"]].outputs[0], soc.host, bits_of(by["conv"], "dla")
+    assert bits_of(by["relu"], host) == "int16" != bits_of(by["sig"], host)
+    for reader in ("sig", "relu", "sig"):  # either order: each reader's own width
+        db = bits_of(by[reader], host)
+        assert add.boundary_us(tid, "dla", host, by["conv"], by[reader]) == ev.crossing_us(tid, "dla", host, sb, db)
+    assert ev.crossing_us(tid, "dla", host, sb, "int16") != ev.crossing_us(tid, "dla", host, sb, bits_of(by["sig"], host))

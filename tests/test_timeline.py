@@ -264,34 +264,54 @@ def _fanout(path: Path) -> Path:
     return _save(path, "fanout", nodes, [1, 8, 16, 16], [1, 8, 16, 16], [w])
 
 
+def _split(path: Path) -> Path:
+    """A conv, then a split whose two halves go different ways: one to a softmax, one through a chain
+    of convs; a concat joins them.  On a chip with two links the halves can leave on different ones."""
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(rng.standard_normal((64, 64, 3, 3)).astype(np.float32) * 0.1, "w")
+    w2 = numpy_helper.from_array(rng.standard_normal((60, 60, 3, 3)).astype(np.float32) * 0.1, "w2")
+    sizes = numpy_helper.from_array(np.array([4, 60], dtype=np.int64), "sizes")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Split", ["c", "sizes"], ["s1", "s2"], name="split", axis=1),
+             helper.make_node("Softmax", ["s1"], ["a"], name="softmax", axis=-1)]
+    nodes += [helper.make_node("Conv", [f"b{k}" if k else "s2", "w2"], [f"b{k + 1}"], name=f"conv_b{k}", pads=[1, 1, 1, 1])
+              for k in range(6)]  # (the convs' half the longer way) # fmt: skip
+    nodes.append(helper.make_node("Concat", ["b6", "a"], ["y"], name="join", axis=1))
+    return _save(path, "split", nodes, [1, 64, 64, 64], [1, 64, 64, 64], [w, w2, sizes])
+
+
 def test_one_pass_makespan_equals_the_schedule_where_conversions_hold_a_busy_processor(tmp_path, branchy):
     """``timeline.makespan`` (the figure the placement search and the cost policy compare plans by)
-    equals the full schedule's makespan to the bit, on two small models with every op pinned to
+    equals the full schedule's makespan to the bit, on three small models with every op pinned to
     every processor in turn and conversions on the producer's, the consumer's or the host's side.
     A layout or quantize step on the side that made the tensor holds that processor, so the op it
-    runs next waits for it (checked to happen)."""
+    runs next waits for it (checked to happen), but not the op's other outputs: a split's halves
+    leave when it ends, each on its own link."""
     from npukit import pipeline, timeline
 
+    fanout = npukit.Study(_fanout(tmp_path / "fanout.onnx"), "arm-dsp-dla")
+    split = npukit.Study(_split(tmp_path / "split.onnx"), "hexagon-like")
+    cases = [(branchy, (("dla", "int8"), ("dsp", "fp16")), []), (fanout, (("dla", "int8"), ("dsp", "fp16")), []),
+             (split, (), [(("split", a), ("softmax", b)) for a in ("hvx", "hmx") for b in ("cpu", "hvx")])]  # fmt: skip
     n = held = 0
-    for study in (branchy, npukit.Study(_fanout(tmp_path / "fanout.onnx"), "arm-dsp-dla")):
+    for study, bits, pairs in cases:
         m = study._model
         t = pipeline.tables(m)
         names = [op.name for op in study.graph.ops]
         for lay, qua in itertools.product(("src", "dst", "host"), ("src", "host")):
             soc = study.soc.with_changes({"conversion.layout_on": lay, "conversion.quantize_on": qua})
-            for pin in [(), *itertools.product(names, soc.names)]:
-                cfg = npukit.Config(placement="first-fit", pins=(pin,) if pin else (),
-                                    bits=(("dla", "int8"), ("dsp", "fp16")))  # fmt: skip
+            for pins in [(), *((pin,) for pin in itertools.product(names, soc.names)), *pairs]:
+                cfg = npukit.Config(placement="first-fit", pins=pins, bits=bits)
                 try:
                     r = pipeline.evaluate(m, soc, cfg)
                 except npukit.NpukitError:  # (a pin the processor refuses)
                     continue
                 items, makespan, _busy = _reference_schedule(t, r.plan, soc, r.ops, r.bounds)
-                assert r.schedule.makespan_us == makespan, (lay, qua, pin)
-                assert timeline.makespan(t, r.plan, soc, r.ops, r.bounds) == makespan, (lay, qua, pin)
+                assert r.schedule.makespan_us == makespan, (lay, qua, pins)
+                assert timeline.makespan(t, r.plan, soc, r.ops, r.bounds) == makespan, (lay, qua, pins)
                 n += 1
                 # an op that starts the moment a conversion on its processor ends, later than its
                 # own input was ready there: the conversion held it
                 ends = {it[4]: it for it in items if it[2] in ("layout", "quantize")}
                 held += any(it[2] == "op" and it[3] in ends and ends[it[3]][0] == it[0] for it in items)
-    assert n >= 60 and held >= 3, (n, held)
+    assert n >= 90 and held >= 3, (n, held)

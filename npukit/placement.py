@@ -71,7 +71,7 @@ MOVE_BUDGET = 200
 VIRTUAL_MOVES_MAX_OPS = 400  # larger models stop after the additive moves (each virtual evaluation costs O(ops))
 EXACT_REASONS_MAX_OPS = 64  # up to here every alternative in a reason is its own virtual plan
 EDGES_KEPT = 8  # groupings whose edges the additive model keeps per model and profile
-DELTA_WIDTHS = 2  # bit-width settings whose additive figures a grouping's edges keep
+KEPT_WIDTHS = 2  # bit-width settings whose additive figures a grouping's edges keep
 DELTAS_KEPT = 50_000  # move changes kept per grouping and bit-widths (emptied past it)
 CROSSINGS_KEPT = 200_000  # crossing times kept per model and profile (emptied past it)
 PROMISING = 0.02  # a virtual move is tried when the additive model says it costs < 2% of the latency
@@ -417,8 +417,8 @@ class Additive:
                     kept.popitem(last=False)
         self._edges = edges
         self.group_of, self.ins = edges.group_of, edges.ins
-        # a move's change depends only on the processors of the groups its terms read (and the
-        # bit-widths): kept per grouping and bit-width columns, across decisions
+        # the kernel and boundary times and each move's change (which depends only on the
+        # processors of the groups its terms read): kept per grouping and bit-widths, across decisions
         runs = ev.runs
         if gkey is not None and runs is not None:
             self._deltas, self._kc, self._bc = edges.kept(b"".join([runs[2][p] for p in ev.soc.names]))
@@ -605,7 +605,7 @@ class _Edges:
         m = self._kept.get(bits)
         if m is None:
             m = self._kept[bits] = ({}, {}, {})
-            if len(self._kept) > DELTA_WIDTHS:
+            if len(self._kept) > KEPT_WIDTHS:
                 self._kept.popitem(last=False)
         else:
             self._kept.move_to_end(bits)

@@ -287,7 +287,8 @@ def makespan(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost],
     g_ops = g.ops
     for part in plan.partitions:
         proc = part.processor
-        here = ready[proc].get
+        mine = ready[proc]  # what has arrived on this processor (or was made here)
+        here = mine.get
         call = 0.0
         if proc != host:  # one call: its first op waits for everything it reads from outside
             pid = part.pid
@@ -298,7 +299,6 @@ def makespan(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost],
                         e = here(t)
                         if e is not None and e > call:
                             call = e
-        mine = ready[proc]
         r = free.get(proc, 0.0)
         for i in part.ops:
             at = call

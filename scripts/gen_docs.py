@@ -30,7 +30,7 @@ def cost_model() -> str:
         "Every Relax operator npukit knows, its role and its work formula (MACs for `mac` ops, vector operations "
         "otherwise); an op outside this table is refused at import with the closest known kinds:\n\n"
         "| op | role | work | flags |\n|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
-        "## Placement policy (`npukit/placement.py`)\n\n"
+        "## Placement policy (`npukit/placement/`)\n\n"
         "`placement=\"cost\"` (the default) lets the cost model above choose among the processors whose rules "
         "accept an op; `\"first-fit\"` takes the profile's preference order.\n\n```text\n"
         + (inspect.getdoc(placement) or "") + "\n```\n"

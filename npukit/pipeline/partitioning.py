@@ -1,0 +1,286 @@
+"""The partition step: TVM's BYOC partition under the edits' verdicts (replayed by ``npukit.byocsim``),
+and the cost policy's choice among the cost model's placement, first-fit and all on the host."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from ..config import Config
+from ..cost import Tables
+from ..errors import ConfigError
+from ..graph import OpGraph
+from ..plan import Plan
+from ..rules import Verdict
+from ..soc import SocProfile
+from ..timeline import Schedule, makespan, schedule
+from .caches import ADDITIVE, ADDITIVE_MAX, CHOICES, COSTED, HOSTONLY, LRU, PARTS, PREP, SCORES, gc_paused, settle
+from .model import (
+    Model,
+    by_specificity,
+    cost_model,
+    layer_bits_of,
+    op_bits,
+    pinned_as,
+    pins_of,
+    resolve,
+    tables,
+    verdicts,
+)
+
+
+def _byoc(model: Model, soc: SocProfile, vs):
+    """The BYOC partition under verdicts ``vs`` (cached by what they accept).
+
+    The Plan comes from ``npukit.byocsim``, TVM's FuseOpsByPattern + MergeCompositeFunctions
+    replayed on the tagged module's skeleton (milliseconds where TVM takes tenths of a second);
+    ``Partitioned.mod`` runs TVM's own passes on the whole module when first asked for and checks
+    that its read-back is the same Plan.  With ``NPUKIT_BYOC=tvm`` (or a module the replay does
+    not model) TVM runs on every edit."""
+    from ..patterns import chain_shapes  # noqa: PLC0415
+    from ..tvm.partition import arities, skeleton  # noqa: PLC0415
+
+    accepts, held = [], []
+    for (i, p), v in vs.items():  # (the verdicts' order is the same for every config of one model)
+        if v.host:
+            if not v.ok and v.failed("pinned"):
+                held.append(i)
+        elif v.ok:
+            accepts.append((i, p, v.fused_only))
+    accepts, pinned = tuple(accepts), tuple(sorted(held))
+    key = (model.key, soc.rules_digest, hash((accepts, pinned)), accepts, pinned)  # costs never enter it
+    hit = PARTS.get(key)
+    if hit is not None:  # the same acceptance partitions alike; the refusals keep their own words
+        pruned = {k: v for k, v in hit.verdicts.items() if v.failed("pruned")}
+        words = {**vs, **pruned}
+        return hit if words == hit.verdicts else dataclasses.replace(hit, verdicts=words)
+    prep = PREP.get(model.key)
+    if prep is None:
+        mod = model.module
+        prep = PREP.put(model.key, (chain_shapes(model.graph), arities(mod), skeleton(mod)))
+    shapes, ar, sk = prep
+    if sk is None or os.environ.get("NPUKIT_BYOC") == "tvm":
+        from ..tvm.partition import partition as byoc  # noqa: PLC0415
+
+        return PARTS.put(key, byoc(model.module, model.graph, soc, vs, shapes=shapes, ar=ar))
+    return PARTS.put(key, _replayed(model, soc, vs, sk, shapes, ar))
+
+
+def _replayed(model: Model, soc: SocProfile, vs, sk, shapes, ar):
+    from ..byocsim import partition as replay  # noqa: PLC0415
+    from ..tvm.partition import LazyModule, Partitioned  # noqa: PLC0415
+
+    plan, obeyed = replay(sk, model.graph, soc, vs, shapes, ar)
+    return Partitioned(LazyModule(lambda: _tvm_module(model, soc, obeyed, plan, shapes, ar)), plan, obeyed)
+
+
+def _tvm_module(model: Model, soc: SocProfile, obeyed, plan: Plan, shapes, ar):
+    """TVM's own passes on the whole tagged module under the verdicts the replayed Plan obeyed; its
+    read-back must be that Plan."""
+    from ..tvm.partition import run_once  # noqa: PLC0415
+
+    res = run_once(model.module, model.graph, soc, obeyed, shapes, ar)
+    if res.plan != plan:
+        diff = next((i for i in range(len(plan.processor))
+                     if (plan.processor[i], plan.partition[i], plan.pattern[i])
+                     != (res.plan.processor[i], res.plan.partition[i], res.plan.pattern[i])), None)  # fmt: skip
+        raise AssertionError(f"{model.graph.path}: npukit's replay of TVM's BYOC passes disagrees with TVM "
+                             f"(first at op {diff}); please report this with the model and the edits")  # fmt: skip
+    return res.mod
+
+
+def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
+    """``bits_of(op, processor)``: the bit-width an op runs at on a processor (layer override, else the
+    processor's setting, else its default), and ``runs(op, processor)``: can it run there at all.
+    For the placement search, which reads them for every op: ``bits_of.table`` holds every answer
+    (processor -> per op) and ``runs.layered`` the only ops ``runs`` can refuse."""
+    pb = dict(cfg.bits)
+    lb = layer_bits_of(g, cfg)
+    procs = {p.name: p for p in soc.processors}
+
+    table = {}  # processor -> every op's bit-width there
+    for p, pr in procs.items():
+        col = table[p] = [pb.get(p) or pr.default_bits] * len(g.ops)
+        for i, b in lb.items():
+            if b in pr.macs_per_cycle:  # (a layer that cannot run here is refused later)
+                col[i] = b
+
+    def bits_of(i, p):
+        return table[p][i] if i is not None else pb.get(p) or procs[p].default_bits
+
+    def runs(i, p):
+        return i not in lb or lb[i] in procs[p].macs_per_cycle
+
+    bits_of.table = table
+    runs.layered = lb  # the ops runs() can refuse
+    return bits_of, runs
+
+
+def partition_cached(model: Model, soc: SocProfile, cfg: Config) -> bool:
+    """Is the partition of ``cfg`` at hand (``partition`` would answer from its cache)?"""
+    return CHOICES.get((model.key, soc.digest, cfg.partition_key)) is not None
+
+
+def partition(model: Model, soc: SocProfile, cfg: Config):
+    """The BYOC partition of a config (TVM's FuseOpsByPattern + MergeCompositeFunctions, read back
+    as a Plan).  "first-fit": under the verdicts of the user's support edits and pins.  "cost": the
+    cost model chooses among the accepting processors first (``npukit.placement``), and its choice
+    becomes verdicts the same passes obey; of the cost plan, the first-fit plan and the all-host plan
+    the one with the lowest estimated latency is kept, so the policy is never worse than either."""
+    key = (model.key, soc.digest, cfg.partition_key)
+    hit = CHOICES.get(key)
+    if hit is not None:
+        return hit
+    with gc_paused():
+        return _partition(model, soc, cfg, key)
+
+
+def _partition(model: Model, soc: SocProfile, cfg: Config, key):
+    vs = verdicts(model, soc, cfg)
+    ff = _byoc(model, soc, vs)
+    settle(model)
+    if cfg.placement == "first-fit":
+        return CHOICES.put(key, ff)
+    from ..placement import constrain, decide  # noqa: PLC0415
+
+    g = model.graph
+    bits_of, runs = bits_policy(soc, cfg, g)
+    choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs, cost_model(model, soc),
+                    _scores(model, soc), _additive(model, soc))
+    cost = _byoc(model, soc, constrain(vs, soc, choice))
+    away = _pinned_away(vs, soc)
+    host = _host_only(model, soc, vs, away)
+    inf = float("inf")
+    layered = layer_bits_of(g, cfg)  # a plan that puts a layer where its bit-width cannot run is out
+    lats = [_latency(model, soc, cfg, p) if all(runs(i, p.plan.processor[i]) for i in layered) else inf
+            for p in (cost, ff, host)]  # fmt: skip
+    k = min(range(3), key=lambda n: (lats[n], n))
+    if k == 2:  # kept: with the refusals in this config's words
+        host = _byoc(model, soc, _host_verdicts(vs, soc, away))
+    held = " but the pinned ones" if away else ""
+    names = ("the cost model's choice", "the profile's first-fit placement", f"every op on the host{held}")
+    summary = (f"estimated {lats[0]:,.1f} us with the cost model's choice, {lats[1]:,.1f} us first-fit, "
+               f"{lats[2]:,.1f} us all on {soc.host}{held}: kept {names[k]}")  # fmt: skip
+    notes = {i: (choice.why[i] if k == 0 else summary) for i in range(len(g.ops))}
+    return CHOICES.put(key, dataclasses.replace((cost, ff, host)[k], notes=notes))
+
+
+
+def _scores(model: Model, soc: SocProfile) -> LRU:
+    """The cost placement's evaluated virtual plans of one model on one profile (latency, energy),
+    kept across edits."""
+    key = (model.key, soc.digest)
+    memo = SCORES.get(key)
+    if memo is None:
+        memo = SCORES.put(key, LRU(20_000))
+    return memo
+
+
+def _additive(model: Model, soc: SocProfile) -> dict:
+    """The cost placement's additive figures of one model on one profile (each group's kernel time
+    per processor and bit-widths, each tensor's boundary cost per pair of processors and bit-widths),
+    kept across edits; emptied when it grows past ADDITIVE_MAX entries."""
+    key = (model.key, soc.digest)
+    memo = ADDITIVE.get(key)
+    if memo is None or len(memo) > ADDITIVE_MAX:
+        memo = ADDITIVE.put(key, {})
+    return memo
+
+
+def _pinned_away(vs, soc: SocProfile) -> set[int]:
+    """Ops the user pinned to an accelerator (their host verdict is a pin refusal)."""
+    host = soc.host
+    return {i for i in range(len(vs) // len(soc.processors)) if vs[(i, host)].failed("pinned")}
+
+
+def _host_verdicts(vs, soc: SocProfile, away: set[int]):
+    """The all-host baseline's verdicts: every accelerator refuses every op, except the ops the user
+    pinned to one (``away``: a pin always holds)."""
+    return {k: (v if v.host or not v.ok or k[0] in away else _refused_for_host(v)) for k, v in vs.items()}
+
+
+def _host_only(model: Model, soc: SocProfile, vs, away: set[int]):
+    """The all-host baseline's partition.  Every accelerator refuses every op but the pinned ones
+    (``away``), so it depends only on the pins to accelerators: cached by those (the same plan for
+    every other edit)."""
+    pins = tuple((i, p, vs[(i, p)].fused_only) for i in sorted(away) for p in soc.accelerators if vs[(i, p)].ok)
+    key = (model.key, soc.digest, tuple(sorted(away)), pins)
+    hit = HOSTONLY.get(key)
+    if hit is None:
+        hit = HOSTONLY.put(key, _byoc(model, soc, _host_verdicts(vs, soc, away)))
+    return hit
+
+
+def _refused_for_host(v: Verdict) -> Verdict:
+    from ..rules import fail  # noqa: PLC0415
+
+    return Verdict(v.processor, False, (fail("cost", "cost: the whole model on the host is faster"),))
+
+
+def _latency(model: Model, soc: SocProfile, cfg: Config, part) -> float:
+    return costed(model, soc, part.plan, op_bits(model, soc, cfg, part.plan)).makespan_us
+
+
+class Costed:
+    """Per-op and boundary costs of a plan at given bit-widths; its makespan and its schedule are
+    worked out when first read: the cost policy compares three plans by their makespan (one pass,
+    ``timeline.makespan``, equal to the schedule's) and schedules only the one it keeps."""
+
+    __slots__ = ("ops", "bounds", "_args", "_sched", "_makespan")
+
+    def __init__(self, t: Tables, plan: Plan, soc: SocProfile, ops, bounds):
+        self.ops, self.bounds = tuple(ops), tuple(bounds)
+        self._args, self._sched, self._makespan = (t, plan, soc), None, None
+
+    @property
+    def schedule(self) -> Schedule:
+        if self._sched is None:
+            self._sched = schedule(*self._args, self.ops, self.bounds)
+        return self._sched
+
+    @property
+    def makespan_us(self) -> float:
+        if self._sched is not None:
+            return self._sched.makespan_us
+        if self._makespan is None:
+            self._makespan = makespan(*self._args, self.ops, self.bounds)
+        return self._makespan
+
+
+def costed(model: Model, soc: SocProfile, plan: Plan, bits: tuple[str, ...]) -> Costed:
+    """The costs of a plan at given bit-widths (cached: the cost policy compares three plans per
+    edit, often equal to each other or to an earlier edit's, and the chosen one is then estimated
+    in full)."""
+    key = (model.key, soc.digest, plan, bits)
+    hit = COSTED.get(key)
+    if hit is None:
+        ops, bounds = cost_model(model, soc).evaluate(plan, bits)
+        hit = COSTED.put(key, Costed(tables(model), plan, soc, ops, bounds))
+    return hit
+
+
+def byoc_steps(model: Model, soc: SocProfile, cfg: Config) -> dict:
+    """The partition step by step (pattern table, fused module, merged module), for teaching: under
+    the verdicts the chosen partition obeyed."""
+    from ..tvm.partition import steps  # noqa: PLC0415
+
+    return steps(model.module, model.graph, soc, partition(model, soc, cfg).verdicts)
+
+
+def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None:
+    """After partitioning: every pin holds, and every layer bit-width runs where its layer landed."""
+    g = model.graph
+    lb = layer_bits_of(g, cfg)
+    for node, b in by_specificity(g, cfg.layer_bits):
+        for i in resolve(g, node):
+            p = soc.processor(plan.processor[i])
+            if lb[i] == b and b not in p.macs_per_cycle:  # (an op a finer edit overrides is checked there)
+                raise ConfigError(f"layer {node!r} would run on {p.name}, which cannot run its bit-width {b} "
+                                  f"(processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}); "
+                                  f"change it first with set_bits(..., layer={node!r})")  # fmt: skip
+    part = partition(model, soc, cfg)
+    for i, p in sorted(pins_of(g, cfg).items()):
+        if plan.processor[i] != p:
+            why = part.verdicts[(i, p)].text
+            raise ConfigError(f"cannot pin {pinned_as(g, cfg, i, kind=False)} to {p}: the partition placed it on "
+                              f"{plan.processor[i]} ({p}: {why})")  # fmt: skip

@@ -1,0 +1,104 @@
+"""The units of the placement choice: groups (fusable chains one accelerator accepts whole, else
+single ops), each group's candidate processors, the decision (``Choice``) and the verdicts it becomes
+(``constrain``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..graph import OpGraph
+from ..patterns import chains
+from ..rules import Verdict, fail
+from ..soc import SocProfile
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The cost policy's decision: the processor of every op, and for every op the figures behind it."""
+
+    processor: tuple[str, ...]  # per op id
+    why: tuple[str, ...]  # per op id: the cost comparison in words
+    method: str  # "exhaustive" | "dp+local" | "first-fit" | "host"
+    latency_us: float  # of the virtual plan
+    lone: frozenset[int] = frozenset()  # ops that are a group alone (an accelerator taking them only fused cannot)
+
+
+def groups_of(g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Verdict]) -> list[tuple[int, ...]]:
+    """Fusable chains one accelerator accepts whole, and every other op alone, in topological order."""
+    n = len(g.ops)
+    oks = [[vs[(i, a)].ok for i in range(n)] for a in soc.accelerators]  # looked up once per op
+    taken: set[int] = set()
+    out: list[tuple[int, ...]] = []
+    for ids, _root in chains(g):
+        if any(i in taken for i in ids):
+            continue
+        if any(all(ok[i] for i in ids) for ok in oks):
+            out.append(ids)
+            taken.update(ids)
+    out += [(op.op_id,) for op in g.ops if op.op_id not in taken]
+    out.sort(key=lambda k: k[0])
+    return out
+
+
+def candidates(grp: tuple[int, ...], soc: SocProfile, vs, runs=lambda i, p: True) -> list[str]:
+    """The host (unless a pin forbids it) and every accelerator that accepts all of the group (an op
+    accepted only fused after a conv/matmul needs its root in the group) and can run its bit-widths
+    (``runs(op, processor)``)."""
+    return Accepts(soc, vs, runs, grp).candidates(grp)
+
+
+class Accepts:
+    """Per processor, per op: accepted there and runnable at its bit-width; per accelerator, per op:
+    accepted only fused (looked up once per decision, not once per group and processor); and each
+    op's candidates alone (most groups are one op: 10,000 of them at the generated model's size)."""
+
+    def __init__(self, soc: SocProfile, vs, runs, ids: Sequence[int]):
+        n = max(ids, default=-1) + 1
+        self.host, self.accels = soc.host, soc.accelerators
+        names = soc.names
+        self.ok = {p: [vs[(i, p)].ok for i in range(n)] for p in names}
+        layered = getattr(runs, "layered", None)  # the only ops ``runs`` can refuse, when it says so
+        for p, col in self.ok.items():
+            for i in range(n) if layered is None else sorted(i for i in layered if i < n):
+                col[i] = col[i] and runs(i, p)
+        self.only = {a: [vs[(i, a)].fused_only for i in range(n)] for a in self.accels}
+        alone: dict[tuple[bool, ...], list[str]] = {}
+        self.alone: list[list[str]] = []
+        for key in zip(*[self.ok[p] for p in names], *[self.only[a] for a in self.accels]):
+            c = alone.get(key)
+            if c is None:
+                ok = dict(zip(names, key))
+                only = dict(zip(self.accels, key[len(names):]))
+                c = alone[key] = self._of([p for p in self.accels if ok[p] and not only[p]], ok[self.host])
+            self.alone.append(c)
+
+    def _of(self, accels: list[str], host_ok: bool) -> list[str]:
+        return ([self.host] if host_ok or not accels else []) + accels
+
+    def candidates(self, grp: tuple[int, ...]) -> list[str]:
+        if len(grp) == 1:
+            return self.alone[grp[0]]
+        ok = self.ok
+        return self._of([a for a in self.accels if all(ok[a][i] for i in grp)], all(ok[self.host][i] for i in grp))
+
+
+
+def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Choice) -> dict[tuple[int, str], Verdict]:
+    """The verdicts the BYOC partition obeys under the cost policy: an accelerator that accepts an op
+    the cost model gives to another processor refuses it with the figures; one that takes an op only
+    fused after a conv/matmul refuses it when the op stands alone, with that rule."""
+    out = dict(vs)
+    accels = soc.accelerators
+    for i, p in enumerate(choice.processor):
+        for a in accels:
+            v = vs[(i, a)]
+            if a != p and v.ok:
+                if v.fused_only and i in choice.lone:  # never a candidate: the rule, not the cost, keeps it off
+                    out[(i, a)] = Verdict(a, False, (FUSED_ALONE,))
+                else:
+                    out[(i, a)] = Verdict(a, False, (fail("cost", f"{choice.why[i]} (placed on {p})", chosen=p),))
+    return out
+
+
+FUSED_ALONE = fail("fused_only", "accepted only fused after a conv/matmul; not fused here")

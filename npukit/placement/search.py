@@ -1,0 +1,207 @@
+"""The decision: the search over assignments (exhaustive, or DP + moves), the baselines it is held
+against, and every op's reason."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Mapping, Sequence
+
+from ..cost import Tables
+from ..graph import OpGraph
+from ..rules import Verdict
+from ..soc import SocProfile
+from .additive import Additive, dp, moves
+from .groups import Accepts, Choice, groups_of
+from .virtual import Evaluator
+
+EXHAUSTIVE = 2048
+EXHAUSTIVE_WORK = 8192  # assignments x ops: a virtual plan costs ~4 us per op, so an exhaustive search stays < ~40 ms
+MOVE_BUDGET = 200
+VIRTUAL_MOVES_MAX_OPS = 400  # larger models stop after the additive moves (each virtual evaluation costs O(ops))
+EXACT_REASONS_MAX_OPS = 64  # up to here every alternative in a reason is its own virtual plan
+PROMISING = 0.02  # a virtual move is tried when the additive model says it costs < 2% of the latency
+
+
+def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], Verdict], bits_of,
+           first_fit: Sequence[str], runs=lambda i, p: True, cm=None, memo=None, shared=None) -> Choice:  # fmt: skip
+    """The cost policy's processor for every op (the method: ``npukit.placement``).  ``bits_of(op, proc)``
+    is the bit-width an op would run at on a processor; ``first_fit`` the processor per op the
+    profile's preference order gives (the baseline that is always evaluated).  ``memo``: a mapping
+    kept across calls for one model and profile (the pipeline's): a virtual plan's latency depends
+    only on the groups, their processors and the ops' bit-widths, so an edit that leaves most of the
+    assignment alone re-uses the evaluations of the previous decision; ``shared`` (also kept per model
+    and profile) the additive model's kernel and boundary figures (see ``Additive``)."""
+    acc = Accepts(soc, vs, runs, range(len(g.ops)))
+    groups = groups_of(g, soc, vs)
+    cands = [acc.candidates(grp) for grp in groups]
+    table = getattr(bits_of, "table", None)  # looked up, not recomputed
+    if table is None:
+        table = {p: [bits_of(i, p) for i in range(len(g.ops))] for p in soc.names}
+
+    def bits_of(i, p, slow=bits_of):
+        return table[p][i] if i is not None else slow(i, p)
+
+    host = soc.host
+    ff = [first_fit[grp[0]] if first_fit[grp[0]] in c else c[0] for grp, c in zip(groups, cands)]
+    all_host = [host if host in c else c[0] for c in cands]
+    space = 1
+    for c in cands:
+        space *= len(c)
+        if space > EXHAUSTIVE:
+            break
+    scored: dict[tuple[str, ...], tuple[float, float]] = {}
+
+    # the memo's key is a 16-byte digest of (groups, processors, bit-widths): the tuples themselves
+    # would hold a few KB per entry at transformer size, hundreds of MB for a full memo.  The
+    # bit-widths enter as a digest of each used processor's column of the table (an edit of one
+    # processor's width leaves the plans that do not use it valid)
+    gkey = hashlib.blake2b(repr([tuple(grp) for grp in groups]).encode(), digest_size=16).digest()
+    code = {p: k for k, p in enumerate(soc.names)}  # the same on every call (the memo outlives it)
+    cols = {p: hashlib.blake2b("\0".join(table[p]).encode(), digest_size=8).digest() for p in soc.names}
+    ev = Evaluator(g, soc, t, bits_of, groups, cm, table, (None, gkey, cols))
+
+    def memo_key(a) -> bytes:
+        used = b"".join([cols[p] if p in a else bytes(8) for p in soc.names])
+        return hashlib.blake2b(gkey + used + bytes([code[p] for p in a]), digest_size=16).digest()
+
+    def score(a) -> tuple[float, float]:
+        a = tuple(a)
+        s = scored.get(a)
+        if s is None:
+            if memo is None:
+                s = ev.latency(a)
+            else:
+                key = memo_key(a)
+                s = memo.get(key)
+                if s is None:
+                    s = memo.put(key, ev.latency(a))
+            scored[a] = s
+        return s
+
+    def slower(a, than: float) -> bool:
+        """Is the virtual plan of ``a`` certainly slower than ``than``: its lower bound (``bound``)
+        above it, beyond rounding?  Plans already costed are not bounded (their score is at hand)."""
+        a = tuple(a)
+        if a in scored:
+            return False
+        if memo is None:
+            lb = ev.bound(a)
+        else:
+            key = memo_key(a)
+            s = memo.get(key)
+            if s is not None:
+                scored[a] = s
+                return False
+            lb = memo.get(b"bound" + key)  # kept too: an edit and its undo bound the same moves
+            if lb is None:
+                lb = memo.put(b"bound" + key, ev.bound(a))
+        return lb > than * (1 + 1e-9) + 1e-9
+
+    add, deltas, at = None, None, None
+    if space <= EXHAUSTIVE and space * len(g.ops) <= EXHAUSTIVE_WORK:
+        method = "exhaustive"
+        best = min(itertools.product(*cands), key=lambda a: (*score(a), a != tuple(ff)))
+    else:
+        method = "dp+local"
+        add = Additive(ev, shared, gkey)
+        best = dp(add, cands)
+        best, deltas = moves(add, cands, best)
+        at = tuple(best)  # the assignment ``deltas`` start from
+        if len(g.ops) <= VIRTUAL_MOVES_MAX_OPS:
+            best = _moves_virtual(score, cands, best, add, exhaustive=len(g.ops) <= EXACT_REASONS_MAX_OPS, slower=slower)
+    options = [(score(best), 0, method, tuple(best))]
+    for a, order, name in ((ff, -1, "first-fit"), (all_host, 1, "host")):
+        if not slower(a, options[0][0][0]):  # (a baseline certainly slower than the search's best cannot win)
+            options.append((score(a), order, name, tuple(a)))
+    (lat, _e), _, method, chosen = min(options, key=lambda o: (o[0][0], o[0][1], o[1]))
+    proc = [host] * len(g.ops)
+    for grp, p in zip(groups, chosen):
+        for i in grp:
+            proc[i] = p
+    exact = len(g.ops) <= EXACT_REASONS_MAX_OPS
+    if add is None:
+        add = Additive(ev, shared, gkey)
+    if exact or chosen != at:
+        deltas = None
+    why = _reasons(add, cands, chosen, score, exact, deltas)
+    lone = frozenset(grp[0] for grp in groups if len(grp) == 1)
+    return Choice(tuple(proc), why, method, lat, lone)
+
+
+
+def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool = True, slower=None) -> list[str]:
+    """Single-group moves judged by the virtual plan while they improve it.  Unless ``exhaustive``,
+    only the moves the additive model finds promising (costing less than ``PROMISING`` of the
+    current latency: it cannot see overlap between lanes, so a move it prices slightly positive may
+    still pay) are evaluated.  ``slower(b, latency)``: the move certainly does not pay (a lower bound
+    of its latency is above the current one), so it is not costed; it still counts against the
+    budget, so the moves made are the same as if it had been."""
+    a = tuple(a)
+    cur = score(a)
+    budget = MOVE_BUDGET
+    improved = True
+    while improved and budget > 0:
+        improved = False
+        for k, c in enumerate(cands):
+            for p in c:
+                if p == a[k] or budget <= 0:
+                    continue
+                if not exhaustive and add.delta(list(a), k, p) >= PROMISING * cur[0]:
+                    continue
+                b = a[:k] + (p,) + a[k + 1 :]
+                budget -= 1
+                if slower is not None and slower(b, cur[0]):
+                    continue
+                v = score(b)
+                if v < cur:
+                    a, cur, improved = b, v, True
+    return list(a)
+
+
+def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: dict | None = None) -> tuple[str, ...]:
+    """Per op: the chosen processor against every other candidate, the whole model re-estimated with
+    only this group moved, split into the kernel's own time and the rest (call overheads, transfers,
+    conversions, lost overlap).  ``exact``: each alternative's latency from its own virtual plan
+    (the moves evaluated most of them already); otherwise (large models, where one virtual plan
+    costs tens of ms) the chosen plan's latency plus the additive model's change of the terms the
+    group touches (its kernel, call overheads, the transfers and conversions of its edges), said so.
+    ``deltas``: those changes, already worked out from ``chosen`` by the additive moves."""
+    ev = add.ev
+    groups = ev.groups
+    base = score(chosen)[0]
+    cur = list(chosen)
+    host = ev.soc.host
+    why = [""] * len(ev.g.ops)
+    alone: dict[str, str] = {}  # processor -> the text of a group no other processor accepts
+    for k, (grp, c) in enumerate(zip(groups, cands)):
+        p = chosen[k]
+        if len(c) == 1 and p in alone:
+            text = alone[p]
+            for i in grp:
+                why[i] = text
+            continue
+        mine = add.kernel_us(k, p)
+        alts = []
+        for q in c[:4]:
+            if q == p:
+                continue
+            if exact:
+                lat = score(tuple(chosen[:k]) + (q,) + tuple(chosen[k + 1 :]))[0]
+            else:
+                d = deltas.get((k, q)) if deltas is not None else None
+                lat = base + (add.delta(cur, k, q) if d is None else d)
+            kern = add.kernel_us(k, q) - mine
+            rest = (lat - base) - kern
+            what = "saves" if kern < 0 else "costs"
+            total = f"{lat:,.1f} us in all" if exact else f"about {lat:,.1f} us in all, estimated term by term"
+            alts.append(f"on {q} its kernel {what} {abs(kern):,.1f} us but overheads and transfers "
+                        f"{'add' if rest >= 0 else 'save'} {abs(rest):,.1f} us ({total})")  # fmt: skip
+        verb = "kept on" if p == host else "on"
+        head = f"{verb} {p} by cost: the model takes {base:,.1f} us"
+        text = head + ("; " + "; ".join(alts) if alts else "; no other processor accepts it")
+        if len(c) == 1:
+            alone[p] = text
+        for i in grp:
+            why[i] = text
+    return tuple(why)

@@ -1,0 +1,264 @@
+"""Virtual plans: an assignment of the groups to processors built into a Plan and costed as a real
+plan is (the cost model, then the schedule's makespan in one pass), the kernels' keys kept across
+plans; and a lower bound of its latency that needs no plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+
+from ..cost import CostModel, Tables, boundary_cost, input_bits
+from ..cost.grouping import PlanKeys, bound_keys, kept_kernel, partition_kernels, run_keys
+from ..graph import OpGraph
+from ..plan import Boundary, Partition, Plan, boundaries
+from ..soc import SocProfile
+from ..timeline import makespan
+
+CROSSINGS_KEPT = 200_000  # crossing times kept per model and profile (emptied past it)
+
+
+class Evaluator:
+    """Latency of an assignment (group -> processor) through a virtual plan."""
+
+    def __init__(self, g: OpGraph, soc: SocProfile, t: Tables, bits_of, groups: list[tuple[int, ...]], cm=None,
+                 table: Mapping[str, Sequence[str]] | None = None, runs: tuple[dict, bytes, Mapping] | None = None):  # fmt: skip
+        """``table``: processor -> every op's bit-width there (``bits_of`` looked up, not called).
+        ``runs``: (a mapping kept across decisions or None, the groups' digest, processor -> a
+        digest of its column of ``table``): each partition's kernel keys and memory contexts are
+        kept there (``grouping.run_keys``), so a virtual plan works out only the partitions no
+        earlier plan of the same groups and bit-widths held.  The keys are numbers of the cost
+        model's tables (``Tables.sig``): None keeps them with those tables (``Tables.run_memo``); a
+        mapping given must not outlive them."""
+        self.g, self.soc, self.bits_of, self.groups = g, soc, bits_of, groups
+        self.table = table
+        self.cm = CostModel(t, soc) if cm is None else cm  # the pipeline's: kernels costed once per content
+        # the cost model's own tables: the kernel keys this evaluator makes are numbers
+        # (``Tables.sig``) the cost model's memo must have made too (two studies of one in-memory
+        # model hold equal graphs whose tables number alike contents apart)
+        self.t = self.cm.t
+        self.procs = {p.name: p for p in soc.processors}
+        if runs is not None and runs[0] is None:
+            runs = (self.t.run_memo(soc), runs[1], runs[2])
+        self.runs = runs if table is not None else None
+        self._nbs: dict[int, tuple[int, ...]] = {}
+        self._crossing = self.cm.crossings  # (they depend on the profile alone: kept across decisions)
+        self._pattern_names: dict[tuple[int, str], str] = {}  # (group, processor) -> composite name
+
+    def plan(self, assign: Sequence[str]) -> Plan:
+        """The virtual plan of ``assign``: each run of consecutive groups on one accelerator is one
+        call ``v<n>_<processor>`` with a composite per group (``<processor>.<op kinds>``), each run of
+        host groups one host partition; built directly (``build_plan`` of the same calls and order
+        gives the same Plan: ``tests/test_placement.py``)."""
+        g, host, groups = self.g, self.soc.host, self.groups
+        n = len(g.ops)
+        processor, partition, pattern = [host] * n, [-1] * n, [""] * n
+        parts: list[Partition] = []
+        names = self._pattern_names
+        k, n_groups, calls = 0, len(assign), 0
+        while k < n_groups:
+            p = assign[k]
+            end = k + 1
+            while end < n_groups and assign[end] == p:
+                end += 1
+            pid = len(parts)
+            if p == host:
+                ids = [i for j in range(k, end) for i in groups[j]]
+                for i in ids:
+                    partition[i] = pid
+                parts.append(Partition(pid, host, tuple(ids)))
+            else:
+                comps, ids = [], []
+                for j in range(k, end):
+                    grp = groups[j]
+                    pat = names.get((j, p))
+                    if pat is None:
+                        pat = names[(j, p)] = f"{p}.{'_'.join(g.ops[i].kind for i in grp)}"
+                    for i in grp:
+                        processor[i] = p
+                        partition[i] = pid
+                        pattern[i] = pat
+                    comps.append((pat, tuple(grp)))
+                    ids += grp
+                ids.sort()
+                parts.append(Partition(pid, p, tuple(ids), f"v{calls}_{p}", tuple(comps)))
+                calls += 1
+            k = end
+        return Plan(tuple(processor), tuple(partition), tuple(pattern), tuple(parts),
+                    boundaries(g, processor, partition, host))  # fmt: skip
+
+    def bits(self, plan: Plan) -> list[str]:
+        tab = self.table
+        if tab is not None:
+            return [tab[p][i] for i, p in enumerate(plan.processor)]
+        return [self.bits_of(i, plan.processor[i]) for i in range(len(self.g.ops))]
+
+    def keys(self, assign: Sequence[str], plan: Plan, bits: list[str]) -> PlanKeys:
+        """``plan_keys`` of the virtual plan of ``assign``, looked up in (or added to) the kept
+        mapping: an offloaded partition group by group, each group's composite keyed by which
+        groups it reads from or feeds are in the same partition (a MobileNet on an NPU is one
+        partition of ~140 ops, which every single-group move splits); a host partition (a run of
+        host groups) whole, else kernel by kernel (``_host_run``: the host fuses epilogues across
+        groups)."""
+        ctxs, ks = self._keys(assign)
+        return PlanKeys(ctxs, ks, bound_keys(plan, self.t, bits))
+
+    def _keys(self, assign: Sequence[str]) -> tuple[list, list]:
+        """(contexts, kernel keys) of the virtual plan of ``assign`` (see ``keys``)."""
+        kept, gkey, cols = self.runs  # type: ignore[misc]
+        groups, host = self.groups, self.soc.host
+        ctxs: list = [None] * len(self.g.ops)
+        ks: list = []
+        k, n = 0, len(assign)
+        while k < n:
+            p = assign[k]
+            end = k + 1
+            while end < n and assign[end] == p:
+                end += 1
+            if p == host:
+                key = ("run", gkey, k, end, p, cols[p])
+                hits = [kept.get(key)]
+                if hits[0] is None:
+                    hits[0] = kept[key] = self._host_run(k, end)
+            else:
+                first = min(self.mins[k:end])
+                gof = self.group_of
+                hits = []
+                for j in range(k, end):
+                    nb = self.neighbours(j)
+                    lead = self.mins[j] == first  # the group holding the partition's first op
+                    key = ("group", gkey, j, p, cols[p], tuple([k <= x < end for x in nb]), lead)
+                    hit = kept.get(key)
+                    if hit is None:  # the group's composite in this run, kept by content too
+                        kern = tuple(sorted(groups[j]))
+                        near = tuple([x for x in self.t.adjacent(kern) if k <= gof[x] < end])
+                        hit = kept[key] = kept_kernel(self.t, self.soc, p, kern, near, first if lead else -1,
+                                                      self.table[p])  # type: ignore[index]  # fmt: skip
+                    hits.append(hit)
+            for hit in hits:
+                ks += hit[0]
+                for i, c in hit[1]:
+                    ctxs[i] = c
+            k = end
+        return ctxs, ks
+
+    def _host_run(self, k: int, end: int):
+        """``run_keys`` of the host partition of groups ``k`` to ``end - 1``, kernel by kernel: the
+        host's kernels (an op and the epilogue chain it fuses) are worked out for the run, and each
+        one's keys and contexts kept by which of the ops it reads from or feeds are in the run (a
+        move next to a long host run makes a new run, whose kernels are mostly known)."""
+        kept, gkey, cols = self.runs  # type: ignore[misc]
+        host, t = self.soc.host, self.t
+        col = self.table[host]  # type: ignore[index]
+        ids = sorted(i for grp in self.groups[k:end] for i in grp)
+        if not self.ordered:  # (a chain's ops in id order, as the kernel keys name them)
+            return run_keys(t, self.soc, host, ids, [], col)
+        gof = self.group_of
+        out_k: list = []
+        out_c: list = []
+        for kern in partition_kernels(t, ids):
+            nb = t.adjacent(kern)
+            flags = tuple([k <= gof[x] < end for x in nb])
+            key = ("host kernel", gkey, kern, cols[host], flags)
+            hit = kept.get(key)
+            if hit is None:  # the kernel as given: inside the run an earlier chain may hold its next op
+                near = tuple([x for x, f in zip(nb, flags) if f])
+                hit = kept[key] = kept_kernel(t, self.soc, host, kern, near, -1, col)
+            out_k += hit[0]
+            out_c += hit[1]
+        return out_k, out_c
+
+    @cached_property
+    def group_of(self) -> dict[int, int]:
+        return {i: k for k, grp in enumerate(self.groups) for i in grp}
+
+    @cached_property
+    def mins(self) -> list[int]:
+        """Each group's first op."""
+        return [min(grp) for grp in self.groups]
+
+    def bound(self, assign: Sequence[str]) -> float:
+        """A lower bound of the virtual plan's latency that needs no plan: the longest chain along
+        the graph's edges of kernel times and, where an edge crosses processors, the tensor's
+        conversions and transfer (every op ends no earlier than what it reads has arrived, plus its
+        own time; lanes, overheads of model inputs and outputs can only add)."""
+        g, t = self.g, self.t
+        if not self.ordered:
+            return 0.0
+        ctxs, ks = self._keys(assign)
+        n = len(g.ops)
+        lat = [0.0] * n
+        rows = self.cm.kernel_rows
+        table = self.table
+        for ids, proc, sig in ks:
+            for c in rows(ids, proc, sig, table[proc], ctxs):  # type: ignore[index]
+                lat[c.op_id] = c.latency_us
+        where = [""] * n
+        for grp, p in zip(self.groups, assign):
+            for i in grp:
+                where[i] = p
+        tensors, consumers, host = g.tensors, g.consumers, self.soc.host
+        end = [0.0] * n
+        for i in range(n):
+            at = 0.0
+            here = where[i]
+            for tid in t.act_inputs[i]:
+                p = tensors[tid].producer
+                src = host if p is None else where[p]
+                e = 0.0 if p is None else end[p]
+                if src != here:
+                    first = min(c for c in consumers(tid) if where[c] == here)
+                    sb = input_bits(tensors[tid]) if p is None else table[src][p]  # type: ignore[index]
+                    e += self.crossing_us(tid, src, here, sb, table[here][first])  # type: ignore[index]
+                if e > at:
+                    at = e
+            end[i] = at + lat[i]
+        last = max(end, default=0.0)
+        for tid in g.outputs:  # an output made off the host travels back to it
+            tt = tensors[tid]
+            p = tt.producer
+            if tt.kind == "act" and where[p] != host:
+                on_host = [c for c in consumers(tid) if where[c] == host]
+                db = table[host][min(on_host)] if on_host else input_bits(tt)  # type: ignore[index]
+                last = max(last, end[p] + self.crossing_us(tid, where[p], host, table[where[p]][p], db))  # type: ignore[index]
+        return last
+
+    @cached_property
+    def ordered(self) -> bool:
+        """Does every op's producer come before it in every virtual plan's schedule (an earlier
+        op id, in an earlier group or earlier in the same one)?  ``bound`` and ``_host_run`` assume
+        it."""
+        pos = {}
+        for k, grp in enumerate(self.groups):
+            for j, i in enumerate(grp):
+                pos[i] = (k, j)
+        tensors = self.g.tensors
+        return all(tensors[tid].producer is None or (tensors[tid].producer < i and pos[tensors[tid].producer] < pos[i])
+                   for i in range(len(self.g.ops)) for tid in self.t.act_inputs[i])  # fmt: skip
+
+    def crossing_us(self, tid: str, src: str, dst: str, sb: str, db: str) -> float:
+        """Transfer + conversions of a tensor from ``src`` at ``sb`` to ``dst`` at ``db``
+        (``boundary_cost``'s figures, which depend on nothing else)."""
+        key = (tid, src, dst, sb, db)
+        v = self._crossing.get(key)
+        if v is None:
+            c = boundary_cost(Boundary(tid, src, dst, -1, -1, ()), self.t, self.soc, sb, db, self.procs,
+                              self.soc.link(src, dst))  # fmt: skip
+            if len(self._crossing) >= CROSSINGS_KEPT:  # (kept for the session: bounded)
+                self._crossing.clear()
+            v = self._crossing[key] = c.transfer_us + c.layout_us + c.quantize_us
+        return v
+
+    def neighbours(self, j: int) -> tuple[int, ...]:
+        """The groups whose ops group ``j``'s ops read from or feed (ascending)."""
+        nbs = self._nbs.get(j)
+        if nbs is None:
+            gof = self.group_of
+            nbs = self._nbs[j] = tuple(sorted({gof[i] for i in self.t.adjacent(self.groups[j])}))
+        return nbs
+
+    def latency(self, assign: Sequence[str]) -> tuple[float, float]:
+        plan = self.plan(assign)
+        bits = self.bits(plan)
+        keys = self.keys(assign, plan, bits) if self.runs is not None else None
+        ops, bounds = self.cm.evaluate(plan, bits, memo=False, keys=keys)  # a virtual plan is costed once
+        return makespan(self.t, plan, self.soc, ops, bounds), sum(c.energy_uj for c in ops) + sum(b.energy_uj for b in bounds)

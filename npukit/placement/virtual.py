@@ -14,6 +14,7 @@ from ..plan import Boundary, Partition, Plan, boundaries
 from ..soc import SocProfile
 from ..timeline import makespan
 
+BOUND_DIFF_MAX = 8  # an assignment this close to the last one bounded is bounded from it
 CROSSINGS_KEPT = 200_000  # crossing times kept per model and profile (emptied past it)
 
 
@@ -43,6 +44,7 @@ class Evaluator:
         self._nbs: dict[int, tuple[int, ...]] = {}
         self._crossing = self.cm.crossings  # (they depend on the profile alone: kept across decisions)
         self._pattern_names: dict[tuple[int, str], str] = {}  # (group, processor) -> composite name
+        self._chain: tuple | None = None  # the last assignment bounded: (assign, times, processors, ends)
 
     def plan(self, assign: Sequence[str]) -> Plan:
         """The virtual plan of ``assign``: each run of consecutive groups on one accelerator is one
@@ -102,13 +104,14 @@ class Evaluator:
         ctxs, ks = self._keys(assign)
         return PlanKeys(ctxs, ks, bound_keys(plan, self.t, bits))
 
-    def _keys(self, assign: Sequence[str]) -> tuple[list, list]:
-        """(contexts, kernel keys) of the virtual plan of ``assign`` (see ``keys``)."""
+    def _keys(self, assign: Sequence[str], lo: int = 0, hi: int | None = None) -> tuple[list, list]:
+        """(contexts, kernel keys) of the virtual plan of ``assign`` (see ``keys``); of its partitions
+        from group ``lo`` to ``hi - 1`` alone when given (each end a partition's edge)."""
         kept, gkey, cols = self.runs  # type: ignore[misc]
         groups, host = self.groups, self.soc.host
         ctxs: list = [None] * len(self.g.ops)
         ks: list = []
-        k, n = 0, len(assign)
+        k, n = lo, len(assign) if hi is None else hi
         while k < n:
             p = assign[k]
             end = k + 1
@@ -180,25 +183,73 @@ class Evaluator:
         """A lower bound of the virtual plan's latency that needs no plan: the longest chain along
         the graph's edges of kernel times and, where an edge crosses processors, the tensor's
         conversions and transfer (every op ends no earlier than what it reads has arrived, plus its
-        own time; lanes, overheads of model inputs and outputs can only add)."""
-        g, t = self.g, self.t
+        own time; lanes, overheads of model inputs and outputs can only add).
+
+        The move search bounds many assignments that differ from one another in a group or two, so
+        the chain of the last assignment bounded is kept (``_chain``): one that differs from it in
+        at most ``BOUND_DIFF_MAX`` groups works out again only the partitions those groups and
+        their neighbours are in, and the chain from the first op whose time or processor differs
+        (an op's chain depends only on ops before it: ``ordered``).  The figure is the same as
+        bounding it in full (``tests/test_placement.py``)."""
         if not self.ordered:
             return 0.0
+        base = self._chain
+        if base is not None and len(base[0]) == len(assign):
+            diff = [k for k, (p, q) in enumerate(zip(base[0], assign)) if p != q]
+            if len(diff) <= BOUND_DIFF_MAX:
+                return self._bound_near(assign, base, diff)
+        return self._bound_full(assign)
+
+    def _bound_full(self, assign: Sequence[str]) -> float:
+        n = len(self.g.ops)
         ctxs, ks = self._keys(assign)
-        n = len(g.ops)
-        lat = [0.0] * n
-        rows = self.cm.kernel_rows
-        table = self.table
-        for ids, proc, sig in ks:
-            for c in rows(ids, proc, sig, table[proc], ctxs):  # type: ignore[index]
-                lat[c.op_id] = c.latency_us
+        lat = self._times(ks, ctxs, [0.0] * n)
         where = [""] * n
         for grp, p in zip(self.groups, assign):
             for i in grp:
                 where[i] = p
+        end = self._chain_from(0, lat, where, [0.0] * n)
+        self._chain = (tuple(assign), lat, where, end)
+        return self._outputs(where, end)
+
+    def _bound_near(self, assign: Sequence[str], base, diff: list[int]) -> float:
+        a0, lat0, where0, end0 = base
+        if not diff:
+            return self._outputs(where0, end0)
+        n_groups = len(assign)
+        lo, hi = max(diff[0] - 1, 0), min(diff[-1] + 2, n_groups)  # (a move joins or splits its neighbours)
+        while lo > 0 and (assign[lo - 1] == assign[lo] or a0[lo - 1] == a0[lo]):
+            lo -= 1  # back to where a partition starts in both assignments
+        while hi < n_groups and (assign[hi] == assign[hi - 1] or a0[hi] == a0[hi - 1]):
+            hi += 1
+        ops = [i for grp in self.groups[lo:hi] for i in grp]
+        lat = lat0[:]
+        for i in ops:
+            lat[i] = 0.0
+        ctxs, ks = self._keys(assign, lo, hi)
+        lat = self._times(ks, ctxs, lat)
+        where = where0[:]
+        for k in diff:
+            for i in self.groups[k]:
+                where[i] = assign[k]
+        first = min((i for i in ops if lat[i] != lat0[i] or where[i] != where0[i]), default=len(lat))
+        end = self._chain_from(first, lat, where, end0[:first] + [0.0] * (len(lat) - first))
+        self._chain = (tuple(assign), lat, where, end)  # the moves come group by group: the next is near
+        return self._outputs(where, end)
+
+    def _times(self, ks, ctxs, lat: list[float]) -> list[float]:
+        """Each op's kernel time under the kernel keys ``ks`` (written into ``lat``)."""
+        rows, table = self.cm.kernel_rows, self.table
+        for ids, proc, sig in ks:
+            for c in rows(ids, proc, sig, table[proc], ctxs):  # type: ignore[index]
+                lat[c.op_id] = c.latency_us
+        return lat
+
+    def _chain_from(self, first: int, lat: list[float], where: list[str], end: list[float]) -> list[float]:
+        """``end[i]``, the longest chain ending with op ``i``, for every op from ``first`` on."""
+        g, t, table = self.g, self.t, self.table
         tensors, consumers, host = g.tensors, g.consumers, self.soc.host
-        end = [0.0] * n
-        for i in range(n):
+        for i in range(first, len(lat)):
             at = 0.0
             here = where[i]
             for tid in t.act_inputs[i]:
@@ -206,14 +257,20 @@ class Evaluator:
                 src = host if p is None else where[p]
                 e = 0.0 if p is None else end[p]
                 if src != here:
-                    first = min(c for c in consumers(tid) if where[c] == here)
+                    first_c = min(c for c in consumers(tid) if where[c] == here)
                     sb = input_bits(tensors[tid]) if p is None else table[src][p]  # type: ignore[index]
-                    e += self.crossing_us(tid, src, here, sb, table[here][first])  # type: ignore[index]
+                    e += self.crossing_us(tid, src, here, sb, table[here][first_c])  # type: ignore[index]
                 if e > at:
                     at = e
             end[i] = at + lat[i]
+        return end
+
+    def _outputs(self, where: list[str], end: list[float]) -> float:
+        """The longest chain, an output made off the host travelling back to it."""
+        g, table, host = self.g, self.table, self.soc.host
+        tensors, consumers = g.tensors, g.consumers
         last = max(end, default=0.0)
-        for tid in g.outputs:  # an output made off the host travels back to it
+        for tid in g.outputs:
             tt = tensors[tid]
             p = tt.producer
             if tt.kind == "act" and where[p] != host:

@@ -263,11 +263,28 @@ def test_export_never_replaces_a_directory_it_did_not_write(tmp_path):
     s.export(tmp_path / "empty")  # an empty directory is taken
     first = {str(q.relative_to(tmp_path / "empty")) for q in (tmp_path / "empty").rglob("*") if q.is_file()}
     assert "manifest.json" in first and "Makefile" in first
-    (tmp_path / "empty" / "a.out").write_text("a build output\n")
+    exp = tmp_path / "empty"
+    (exp / "model").write_text("the program make builds\n")
+    (exp / ".runs" / "0").mkdir(parents=True)
+    (exp / ".runs" / "0" / "0.npy").write_text("npukit build's run\n")
+    (exp / "notes.txt").write_text("mine\n")
+    (exp / "out").mkdir()
+    (exp / "out" / "0.npy").write_text("a make run output\n")
     s.set_bits("fp16", processor="dla")
-    s.export(tmp_path / "empty")  # an earlier export is replaced whole, its build outputs too
-    again = {str(q.relative_to(tmp_path / "empty")) for q in (tmp_path / "empty").rglob("*") if q.is_file()}
-    assert again == set(s.code)
+    s.export(exp)  # what the earlier export and its build wrote is replaced; the user's files are kept
+    again = {str(q.relative_to(exp)) for q in exp.rglob("*") if q.is_file()}
+    assert again == set(s.code) | {"notes.txt", "out/0.npy"}
+    assert (exp / "notes.txt").read_text() == "mine\n" and (exp / "out" / "0.npy").read_text() == "a make run output\n"
+    # a file of the user's where the new export writes one: refused, the directory left as it was
+    m = json.loads((exp / "manifest.json").read_text())
+    m["files"].remove("src/main.c")
+    (exp / "manifest.json").write_text(json.dumps(m))
+    before = {str(q.relative_to(exp)): q.read_bytes() for q in exp.rglob("*") if q.is_file()}
+    with pytest.raises(npukit.NpukitError) as e:
+        s.export(exp)
+    assert str(e.value) == (f"{exp}: the export would write src/main.c, where the directory holds a file of yours "
+                            "(no earlier export wrote it); move it out first or give a new directory")  # fmt: skip
+    assert {str(q.relative_to(exp)): q.read_bytes() for q in exp.rglob("*") if q.is_file()} == before
 
 
 def test_build_runs_an_export_on_the_data_it_was_calibrated_on(tmp_path):

@@ -158,3 +158,59 @@ def test_infinite_and_nan_literals_become_math_h_macros():
     assert c_special_floats(src) == (
         "a = (fabsf(x) != INFINITY); b = (v) > (-INFINITY) ? v : -INFINITY; c = NAN; d = info->inf; e = inff2; "
         "f = inf(3);")  # fmt: skip
+
+
+def _const_model(tmp_path, mask_or_c):
+    """``y = where(mask, x, -x)`` with a constant bool mask, or ``y = x + c`` with a constant ``c`` of
+    its own dtype (x of that dtype too)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    if mask_or_c.dtype == np.bool_:
+        nodes = [h.make_node("Neg", ["x"], ["nx"], name="neg"),
+                 h.make_node("Where", ["mask", "x", "nx"], ["y"], name="pick")]  # fmt: skip
+        m = onnx_model(nodes, [tensor_info("x", [1, N])], [tensor_info("y", [1, N])],
+                       [numpy_helper.from_array(mask_or_c, "mask")])  # fmt: skip
+    else:
+        et = {np.float64: T.DOUBLE, np.uint16: T.UINT16}[mask_or_c.dtype.type]
+        m = onnx_model([h.make_node("Add", ["x", "c"], ["y"], name="add_c")], [tensor_info("x", [1, N], et)],
+                       [tensor_info("y", [1, N], et)], [numpy_helper.from_array(mask_or_c, "c")])  # fmt: skip
+    return save_onnx(m, tmp_path / "const.onnx")
+
+
+@pytest.mark.slow
+def test_a_bool_constant_reaches_tvms_host_c_as_bool(tmp_path):
+    """TVM declares a bool constant's parameter ``const bool *``; the weights store it as bytes, so
+    the call casts it (the program did not compile: a new user's Where with a constant mask).  Built
+    with -Werror and held against onnxruntime."""
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        missing_tool("make / cc is not installed")
+    import onnxruntime as ort
+
+    mask = np.array([[True, False] * (N // 2)])
+    path = _const_model(tmp_path, mask)
+    s = npukit.Study(path, "arm-dsp-dla")
+    s.export(tmp_path / "e")
+    make(tmp_path / "e")
+    assert "(const bool *)" in (tmp_path / "e" / "src" / "model.c").read_text()
+    (tmp_path / "e" / ".w").mkdir()
+    got = run_program(tmp_path / "e", ["./model"], [X[:1]], [(1, N)], tmp_path / "e" / ".w")
+    want = ort.InferenceSession(str(path)).run(None, {"x": X[:1]})
+    assert np.array_equal(got[0], want[0]), (got, want)
+    assert got[0].ravel().tolist() == [v if i % 2 == 0 else -v for i, v in enumerate(X[0].tolist())]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.uint16])
+def test_a_constant_the_c_cannot_store_is_named_before_anything_is_written(tmp_path, dtype):
+    """A host constant of a dtype the generated C does not store (float64, uint16, ...) used to
+    be written as float and fail to compile; the export now stops with the model's node and
+    tensor, and writes nothing."""
+    path = _const_model(tmp_path, np.arange(N, dtype=dtype).reshape(1, N))
+    s = npukit.Study(path, "arm-dsp-dla")
+    with pytest.raises(npukit.NpukitError) as e:
+        s.export(tmp_path / "e")
+    name = np.dtype(dtype).name
+    assert str(e.value) == (f"node 'add_c' (Add): its constant c is {name}, which the generated C does not store "
+                            "(constants are float32, int8, int16, int32, int64, uint8 or bool); cast it in the model")
+    assert not (tmp_path / "e").exists()

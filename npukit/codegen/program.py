@@ -31,7 +31,7 @@ from ..cost import kernels as cost_kernels
 from ..quant.boundary import copy_bits
 from ..quant.scheme import INT_BITS
 from . import memplan
-from .lower import KernelLowering, Unsupported
+from .lower import KernelLowering, Unsupported, model_node
 from .lower_cmsis import CmsisLowering
 from .names import Names, comment
 from .storage import CTYPE, ITEMSIZE, Format, Storage
@@ -363,7 +363,7 @@ class Program:
             args = []
             for prm in hk.params:
                 if prm.role == "const":
-                    args.append(self._host_const(prm.tid, grp))
+                    args.append(self._host_const(prm.tid, grp, prm))
                     continue
                 c = self.copies[(prm.tid, self.host, "")] if prm.role == "input" else self._main_copy(prm.tid)
                 self.use(c)
@@ -391,19 +391,29 @@ class Program:
             self._rounded_set = rounded_ops(self.g, self.kernels, self.bits)
         return self._rounded_set
 
-    def _host_const(self, tid: str, grp) -> str:
+    def _host_const(self, tid: str, grp, prm) -> str:
+        """The weight array a host kernel's constant parameter ``prm`` points to (cast where TVM
+        declares it ``bool`` and it is stored as bytes)."""
         import numpy as np  # noqa: PLC0415
 
         from ..quant.scheme import quantize_weight  # noqa: PLC0415
+        from ..tvm.hostc_emit import c_type  # noqa: PLC0415
 
         arr = np.asarray(self.g.consts[tid])
         owner, axis = self._weight_owner(tid)
         if owner is not None and "float" in str(arr.dtype):  # the simulation's quantized MAC weights
             arr = quantize_weight(arr, self.bits[owner], axis)
-        ctype = CTYPE.get({"float32": "F32", "int8": "S8", "int32": "S32", "int64": "S64", "uint8": "U8",
-                           "int16": "S16", "bool": "BOOL"}.get(str(arr.dtype), "F32"))  # fmt: skip
-        return self.weights.add("c", self.label(tid), ctype, arr if ctype != "float" else arr.astype(np.float32),
-                                f"{self.label(tid)} {list(arr.shape)}")  # fmt: skip
+        kind = {"float32": "F32", "int8": "S8", "int32": "S32", "int64": "S64", "uint8": "U8", "int16": "S16",
+                "bool": "BOOL"}.get(str(arr.dtype), "F32")  # fmt: skip
+        ctype, want = CTYPE[kind], c_type(prm.dtype)
+        if ctype != want and not (kind == "BOOL" and want == "bool"):
+            op = next((self.g.ops[i] for i in grp if tid in self.g.ops[i].inputs), self.g.ops[grp[0]])
+            raise Unsupported(f"{model_node(self.g, op)}: its constant {comment(self.g.tensors[tid].name or tid)} is "
+                              f"{prm.dtype}, which the generated C does not store (constants are float32, int8, "
+                              "int16, int32, int64, uint8 or bool); cast it in the model")  # fmt: skip
+        sym = self.weights.add("c", self.label(tid), ctype, arr if ctype != "float" else arr.astype(np.float32),
+                               f"{self.label(tid)} {list(arr.shape)}")  # fmt: skip
+        return sym if ctype == want else f"(const {want} *){sym}"
 
     def _weight_owner(self, tid: str) -> tuple[int | None, int]:
         """(the MAC op whose weight ``tid`` is, its output-channel axis): the weights the simulation

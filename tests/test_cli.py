@@ -8,7 +8,17 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DETECTOR, DIGITS_ONNX, ROOT, assert_cli_error, missing_tool, run_cli
+from conftest import (
+    DETECTOR,
+    DIGITS_ONNX,
+    ROOT,
+    assert_cli_error,
+    missing_tool,
+    onnx_model,
+    run_cli,
+    save_onnx,
+    tensor_info,
+)
 
 import npukit
 from npukit.soc import bundled, load_soc
@@ -386,3 +396,37 @@ def test_a_reader_that_goes_away_is_no_error():
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(60) == 0 and err == ""
+
+
+def _dyn_batch_model(path, c: float):
+    """``y = relu(x + c)``, ``x`` of shape (N, 4) with a symbolic batch N."""
+    import numpy as np
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    nodes = [h.make_node("Add", ["x", "c"], ["s"], name="add_c"), h.make_node("Relu", ["s"], ["y"], name="relu")]
+    m = onnx_model(nodes, [tensor_info("x", ["N", 4])], [tensor_info("y", ["N", 4])],
+                   [numpy_helper.from_array(np.full((1, 4), c, np.float32), "c")])  # fmt: skip
+    return save_onnx(m, path)
+
+
+def test_build_takes_the_input_shapes_and_model_of_the_export(tmp_path):
+    """`npukit build` imports the model with the --input-shape the export was made with (it used to
+    import it without them and fail on the symbolic batch), and says so when the model file changed
+    since the export instead of reporting a mismatch or a data error."""
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        missing_tool("make and a C compiler are needed")
+    model = _dyn_batch_model(tmp_path / "dyn.onnx", 0.5)
+    r = run_cli("study", model, "--soc", "arm-dsp-dla", "--input-shape", "x=2,4", "--export", "e", cwd=tmp_path,
+                timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "e" / "manifest.json").read_text())
+    assert m["input_shapes"] == {"x": [2, 4]}
+    b = run_cli("build", "e", "--json", cwd=tmp_path, timeout=600)
+    assert b.returncode == 0, b.stderr
+    assert json.loads(b.stdout)["outputs_agree"] is True
+    _dyn_batch_model(tmp_path / "dyn.onnx", -0.25)  # the model changes after the export
+    b = run_cli("build", "e", cwd=tmp_path, timeout=600)
+    assert assert_cli_error(b, limit_s=120) == (
+        f"e/manifest.json: the model {model.resolve()} changed since the export (it no longer "
+        "imports as the graph the code was generated from); export again")  # fmt: skip

@@ -194,7 +194,11 @@ def study_of_export(directory):
         raise NpukitError(f"{man}: the export was made from an in-memory model; build it from Python with study.build()")
     if m.get("profile_file") and (d / m["profile_file"]).is_file():
         profile = d / m["profile_file"]  # the profile as it was studied (an edited one too)
-    s = Study(model, profile, config)
+    shapes = {k: tuple(v) for k, v in (m.get("input_shapes") or {}).items()}  # the --input-shape it was made with
+    s = Study(model, profile, config, input_shapes=shapes or None)
+    if m.get("model_key") and s._model.key != m["model_key"]:  # noqa: SLF001
+        raise NpukitError(f"{man}: the model {model} changed since the export (it no longer imports as the graph "
+                          "the code was generated from); export again")  # fmt: skip
     _restore_data(s, m.get("data"), man)
     return s, d
 

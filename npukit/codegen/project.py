@@ -195,6 +195,8 @@ def _manifest(prog: Program, result, files: dict, target: str) -> dict:
     return {
         "model": Path(str(g.path)).name if g.path else "(in-memory model)",
         "model_path": str(Path(g.path).resolve()) if g.path and not str(g.path).startswith("<") else None,
+        "model_key": result.model.key,  # the imported graph's digest: npukit build checks the file still gives it
+        "input_shapes": {k: list(v) for k, v in (result.model.recipe[2] if result.model.recipe else ())},
         "profile": result.soc.name,
         "profile_path": _where(str(result.soc.path)),
         "profile_file": PROFILE_FILE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .errors import NpukitError
@@ -152,8 +152,8 @@ def is_export(d: Path) -> bool:
 def check_export_target(directory: str | os.PathLike) -> None:
     """An NpukitError unless ``directory`` can take an export: it does not exist yet, or is an empty
     directory, or one an earlier export wrote (``is_export``: what that export and its build wrote is
-    replaced, the user's own files in it are kept: ``atomic_write_tree``).  A directory holding anything else -- the model, the user's notes -- is never
-    replaced."""
+    replaced, the user's own files in it are kept: ``atomic_write_tree``).  A directory holding
+    anything else -- the model, the user's notes -- is never replaced."""
     shown = Path(directory)
     d = Path(os.path.abspath(directory))
     cwd = Path(os.path.abspath(os.getcwd()))
@@ -175,38 +175,33 @@ def check_export_target(directory: str | os.PathLike) -> None:
                           "directory")  # fmt: skip
 
 
-def users_files(d: Path) -> list[str]:
+def users_files(d: Path, built: Iterable[str] = ()) -> list[str]:
     """Files in the earlier export ``d`` that neither the export (its manifest's files, the manifest
-    and README) nor its build (the programs ``make`` builds, ``npukit build``'s ``.runs``) wrote:
-    the user's, such as notes, inputs or ``make run`` outputs (relative paths, sorted).  An export
-    over ``d`` keeps them."""
-    from .codegen.project import PROGRAM  # noqa: PLC0415
-    from .codegen.targets import TARGETS  # noqa: PLC0415
-
+    and README) nor its build (``built``: the paths a build of it writes, a directory's as
+    ``"name/"``) wrote: the user's, such as notes, inputs or ``make run`` outputs (relative paths,
+    sorted).  An export over ``d`` keeps them."""
     m = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
-    ours = {str(f) for f in m["files"]} | {"manifest.json", "README.md", PROGRAM}
-    ours |= {t.program_name(PROGRAM) for t in TARGETS.values()}
+    ours = {str(f) for f in m["files"]} | {"manifest.json", "README.md"} | {b for b in built if not b.endswith("/")}
+    dirs_ours = tuple(b for b in built if b.endswith("/"))
     out = []
     for root, dirs, files in os.walk(d):
-        rel_root = Path(root).relative_to(d)
-        if rel_root.parts[:1] == (".runs",):
-            continue
+        rel_root = Path(root).relative_to(d).as_posix()
         dirs.sort()
         for f in sorted(files):
-            rel = (rel_root / f).as_posix()
-            if rel not in ours:
+            rel = f if rel_root == "." else f"{rel_root}/{f}"
+            if rel not in ours and not rel.startswith(dirs_ours):
                 out.append(rel)
     return sorted(out)
 
 
-def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | str]) -> Path:
+def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | str], built: Iterable[str] = ()) -> Path:
     """Replace ``directory`` with exactly ``files`` (relative path -> content), atomically: the tree is
     written into a temporary sibling, then swapped into place in one step (renameat2 exchange; a
     plain rename where the directory does not exist yet).  Only a new or empty directory, or one an
     earlier export wrote (``check_export_target``), is replaced: anything else there is the user's.
-    Over an earlier export, what that export and its build wrote goes and the user's own files in it
-    (``users_files``: notes, inputs, ``make run`` outputs) are copied into the new tree; one where
-    the new export writes a file is refused.
+    Over an earlier export, what that export and its build (``built``, see ``users_files``) wrote
+    goes and the user's own files in it (notes, inputs, ``make run`` outputs) are copied into the
+    new tree; one where the new export writes a file is refused.
     A path that is absolute or climbs out of the directory (``..``) is refused before anything is
     written.  Killed at any point, the
     directory is either as it was or complete; two exports at once leave one complete result.  The
@@ -218,7 +213,7 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
             raise NpukitError(f"{shown}: refusing to write {rel!r}: outside the export directory")
     check_export_target(directory)
     d = Path(os.path.abspath(directory))  # "." and "dir/.." name the directory itself
-    keep = users_files(d) if is_export(d) else []
+    keep = users_files(d, built) if is_export(d) else []
     clash = [rel for rel in keep if rel in files]
     if clash:
         raise NpukitError(f"{shown}: the export would write {clash[0]}, where the directory holds a file of "

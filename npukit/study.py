@@ -325,13 +325,14 @@ class Study:
     def export(self, directory) -> object:
         """Write the generated project to ``directory`` atomically; ``make`` builds it.  Returns the
         Project (files, manifest, memory figures).  ``directory`` must be new, empty, or an earlier
-        export (replaced as a whole, its build outputs too); a directory holding anything else is
-        refused (NpukitError) and left as it was."""
+        export (what it and its build wrote is replaced, your own files in it are kept); a
+        directory holding anything else is refused (NpukitError) and left as it was."""
+        from .codegen.project import build_outputs  # noqa: PLC0415
         from .io import atomic_write_tree, check_export_target  # noqa: PLC0415
 
         check_export_target(directory)  # before the code is generated: a wrong directory fails fast
         proj = self.project
-        atomic_write_tree(directory, proj.files)
+        atomic_write_tree(directory, proj.files, build_outputs())
         return proj
 
     def fit(self, directory=None, *, target: str | None = None) -> dict:

@@ -167,6 +167,14 @@ def op_lines(files: dict[str, str]) -> dict[int, list[list]]:
     return out
 
 
+def build_outputs() -> tuple[str, ...]:
+    """What building an export writes into it: the programs ``make`` / ``make target`` build (for any
+    target) and ``npukit build``'s runs (``.runs/``); an export over it replaces them."""
+    from .targets import TARGETS  # noqa: PLC0415
+
+    return (PROGRAM, *sorted({t.program_name(PROGRAM) for t in TARGETS.values()} - {PROGRAM}), ".runs/")
+
+
 def _where(path: str) -> str:
     """A profile's path as an absolute path when it is a file (an export is built from anywhere)."""
     p = Path(path)

@@ -146,14 +146,9 @@ class Study:
             raise ConfigError("set_bits takes processor= or layer=, not both")
         cfg = self._config
         if layer is not None:
+            # (as in a config given whole: the cost placement may move the layer to a processor that
+            # runs the width; under first-fit, or where none can, ``_apply`` refuses it)
             key = self._node_key(layer)
-            if bits is not None:
-                plan = self.plan
-                for i in pl.resolve(self.graph, key):
-                    p = self.soc.processor(plan.processor[i])
-                    if bits not in p.macs_per_cycle:
-                        raise ConfigError(f"layer {key!r} runs on {p.name}, which cannot run {bits}: "
-                                          f"processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}")  # fmt: skip
             lb = self._without_covered(cfg.layer_bits, key)
             if bits is not None:
                 lb[key] = bits

@@ -123,8 +123,15 @@ def test_unsupported_bits_are_clear_errors():
     s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
     with pytest.raises(npukit.ConfigError, match=r"dla cannot run int4: processors\.dla\.macs_per_cycle lists int8, fp16"):
         s.set_bits("int4", processor="dla")
-    with pytest.raises(npukit.ConfigError, match=r"layer '/conv1/Conv' runs on dla, which cannot run int16"):
-        s.set_bits("int16", layer="/conv1/Conv")
+    ff = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", placement="first-fit")
+    with pytest.raises(npukit.ConfigError) as e:  # first-fit keeps the layer on the DLA, which cannot run it
+        ff.set_bits("int16", layer="/conv1/Conv")
+    assert str(e.value) == ("layer '/conv1/Conv' would run on dla, which cannot run its bit-width int16 "
+                            "(processors.dla.macs_per_cycle lists int8, fp16); change it first with "
+                            "set_bits(..., layer='/conv1/Conv')")  # fmt: skip
+    assert ff.config.layer_bits == ()
+    with pytest.raises(npukit.ConfigError, match=r"layer '/conv1/Conv' would run on arm, which cannot run its bit-width int2"):
+        s.set_bits("int2", layer="/conv1/Conv")  # no processor that accepts conv1 runs int2
     with pytest.raises(npukit.ConfigError, match="unknown bit-width 'int3'"):
         s.set_bits("int3", processor="dsp")
     with pytest.raises(npukit.ConfigError, match="unknown processor 'npu'"):
@@ -272,3 +279,17 @@ def test_labels_need_class_scores_at_output_0(tmp_path):
                              "not one row of class scores; accuracy cannot be measured on it: give no labels")  # fmt: skip
     s.set_data(x)  # without labels it is taken
     assert len(s.data.samples) == 4 and s.data.labels is None
+
+
+def test_a_layer_width_its_processor_cannot_run_moves_it_under_the_cost_policy():
+    """``set_bits(bits, layer=)`` takes the same configs as ``config=`` and sweeps (a new user found a
+    sweep's best point refused by the edit and by --bits-layer): under the cost policy a layer the
+    DLA cannot run at int16 goes to a processor that can, and the DLA's verdict says why."""
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    assert s.placement.set_index("name").loc["/conv1/Conv", "processor"] == "dla"
+    s.set_bits("int16", layer="/conv1/Conv")
+    whole = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", config={"layer_bits": {"/conv1/Conv": "int16"}})
+    assert s.config == whole.config and s.plan == whole.plan and s.totals == whole.totals
+    row = s.placement.set_index("name").loc["/conv1/Conv"]
+    assert row["processor"] == "arm" and s.costs.set_index("name").loc["/conv1/Conv", "bits"] == "int16"
+    assert row["dla"] == "cannot run the layer's bit-width int16 (processors.dla.macs_per_cycle lists int8, fp16)"

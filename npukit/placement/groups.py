@@ -84,17 +84,26 @@ class Accepts:
 
 
 
-def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Choice) -> dict[tuple[int, str], Verdict]:
+def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Choice,
+              layered: Mapping[int, str] | None = None) -> dict[tuple[int, str], Verdict]:  # fmt: skip
     """The verdicts the BYOC partition obeys under the cost policy: an accelerator that accepts an op
     the cost model gives to another processor refuses it with the figures; one that takes an op only
-    fused after a conv/matmul refuses it when the op stands alone, with that rule."""
+    fused after a conv/matmul refuses it when the op stands alone, with that rule; one that cannot
+    run the op's layer bit-width (``layered``: op -> the user's width) refuses it with that rule."""
     out = dict(vs)
     accels = soc.accelerators
+    layered = layered or {}
     for i, p in enumerate(choice.processor):
         for a in accels:
             v = vs[(i, a)]
             if a != p and v.ok:
-                if v.fused_only and i in choice.lone:  # never a candidate: the rule, not the cost, keeps it off
+                b = layered.get(i)
+                pr = soc.processor(a)
+                if b is not None and b not in pr.macs_per_cycle:  # never a candidate: the width keeps it off
+                    out[(i, a)] = Verdict(a, False, (fail("bits", f"cannot run the layer's bit-width {b} "
+                                                           f"(processors.{a}.macs_per_cycle lists {', '.join(pr.bits)})",
+                                                           bits=b),))  # fmt: skip
+                elif v.fused_only and i in choice.lone:  # never a candidate: the rule, not the cost, keeps it off
                     out[(i, a)] = Verdict(a, False, (FUSED_ALONE,))
                 else:
                     out[(i, a)] = Verdict(a, False, (fail("cost", f"{choice.why[i]} (placed on {p})", chosen=p),))

@@ -177,6 +177,13 @@ def test_explain_a_node_without_ops(tmp_path):
               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])  # fmt: skip
     s = npukit.Study(p, "arm-dsp-dla")
     assert s.explain("ident") == "ident: a model node without an op of its own: identity: passes on a model input"
+    # an edit of it says the same, not "unknown node" (a new user pinned part of a GELU written as erf)
+    for edit in (lambda: s.pin("ident", "arm"), lambda: s.set_bits("fp16", layer="ident")):
+        with pytest.raises(npukit.ConfigError) as e:
+            edit()
+        assert str(e.value) == ("node 'ident' has no op of its own (identity: passes on a model input), so it cannot "
+                                "be pinned or given a bit-width on its own")  # fmt: skip
+    assert s.config == npukit.Config()
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -174,6 +174,9 @@ def resolve(g: OpGraph, node) -> tuple[int, ...]:
     closest valid names."""
     ids = g.resolve(node)
     if not ids:
+        if str(node) in g.elided:  # a model node the import folded into another op (a GELU's erf...)
+            raise ConfigError(f"node {node!r} has no op of its own ({g.elided[str(node)]}), so it cannot be "
+                              "pinned or given a bit-width on its own")  # fmt: skip
         names = set(g.names()) | {op.source for op in g.ops}
         raise ConfigError(f"unknown node {node!r}; {closest(str(node), names)}")
     return ids

@@ -537,3 +537,22 @@ def test_killed_sweep_resumes_with_every_row_once(tmp_path):
     assert not parts.exists()
     ref = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, progress=False)
     assert df.equals(ref)
+
+
+@pytest.mark.slow
+def test_a_sweep_that_fails_before_any_result_leaves_no_journal(tmp_path):
+    """A sweep refused before it starts (a bad worker count) or that cannot reach its Dask scheduler
+    leaves no ``<out>.parts/`` behind (a new user found one after each); the same sweep then runs."""
+    out = tmp_path / "r.parquet"
+    grid = {"bits.dla": ["int8", "fp16"]}
+    with pytest.raises(SweepError, match=r"^workers must be 0 \(this process\) or a positive number, got -1$"):
+        npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=-1, out=out, progress=False)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SweepError, match=rf"^cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"):
+        npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, client=f"tcp://127.0.0.1:{port}", out=out, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, out=out, progress=False)
+    assert len(df) == 2 and df["failure"].isna().all()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.parquet"]

@@ -43,6 +43,8 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
     workers import npukit and read the model file from the same path (a shared file system).
     ``out``: a Parquet file, written incrementally; a re-run skips what it already holds.
     """
+    if client is None and workers is not None and int(workers) < 0:
+        raise SweepError(f"workers must be 0 (this process) or a positive number, got {workers}")
     soc = load_soc(soc)
     m = pl.load(model)
     g = load_grid(grid)
@@ -66,7 +68,12 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
     parts: list = []  # Arrow tables, one per finished chunk
     sink = store.add if store is not None else parts.append
     if todo:
-        _run(job, todo, sink, client, workers, progress, chunk_size, total=len(items), initial=len(items) - len(todo))
+        try:
+            _run(job, todo, sink, client, workers, progress, chunk_size, total=len(items), initial=len(items) - len(todo))
+        except BaseException:
+            if store is not None:  # (a scheduler that cannot be reached: nothing half-written is left)
+                store.abandon()
+            raise
     if store is not None:
         t = store.finish()
     else:

@@ -64,6 +64,7 @@ class Store:
         self.schema = schema
         self.meta = meta
         self.seq = 0
+        self.created = False  # did ``open`` start the journal (no earlier run of this sweep left one)
 
     def _check(self, found: dict | None, where: Path) -> None:
         ident = {k: v for k, v in self.meta.items() if k != "paths"}
@@ -93,7 +94,16 @@ class Store:
         else:
             self.parts.mkdir(parents=True)
             _atomic_bytes(self.parts / "sweep.json", json.dumps(self.meta, sort_keys=True, indent=1).encode())
+            self.created = True
         return done
+
+    def abandon(self) -> None:
+        """The run failed before anything was journaled: remove the journal ``open`` started (a
+        journal holding results stays, for the re-run to resume from)."""
+        import shutil  # noqa: PLC0415
+
+        if self.created and not self._part_files():
+            shutil.rmtree(self.parts, ignore_errors=True)
 
     def _part_files(self) -> list[Path]:
         return sorted(p for p in self.parts.glob("part-*.parquet"))

@@ -209,7 +209,7 @@ def report_html(study, include_error: bool = False, include_memory: bool = True)
         "<p>" + " &nbsp; ".join(f"<b>{e(p)}</b> {_plural(t['ops'][p], 'op')}, busy {t['busy_us'][p]:,.2f} us "
                                 f"({100 * t['utilisation'][p]:.0f}%)" for p in study.soc.names) + "</p>",  # fmt: skip
         "<h2>configuration</h2>", _config_table(study),
-        fig.to_html(full_html=False, include_plotlyjs=False),
+        fig.to_html(full_html=False, include_plotlyjs=False, div_id="npukit-timeline"),  # (a fixed id: the same page every time)
     ]
     if include_memory:
         parts.append(memory_html(study))

@@ -97,3 +97,22 @@ def test_a_report_over_its_budget_keeps_the_same_share_of_every_table(tmp_path, 
     assert kept and all(int(k) < int(n) for k, n in kept)
     assert "14" in [n for _, n in kept]  # the placement (14 ops) is cut
     assert page.count("<table class='t'") == full.count("<table class='t'")  # every table is still there
+
+
+def test_the_same_study_writes_the_same_report_in_two_processes(tmp_path):
+    """The report is deterministic: two processes (different hash seeds) write the same bytes (the
+    timeline's plotly div had a random id: every report differed)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, npukit; s = npukit.Study(sys.argv[1], 'arm-dsp-dla'); s.set_bits('fp16', processor='dla');"
+            "s.report(sys.argv[2])")  # fmt: skip
+    pages = []
+    for k, seed in enumerate(("1", "2")):
+        out = tmp_path / f"r{k}.html"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", code, str(DIGITS), str(out)], check=True, env=env, timeout=300)
+        pages.append(out.read_bytes())
+    assert pages[0] == pages[1]
+    assert b'id="npukit-timeline"' in pages[0]

@@ -295,6 +295,11 @@ def _records(df) -> list[dict]:
 
 
 def cmd_study(args) -> int:
+    if args.save_config and Path(args.save_config).suffix.lower() not in (".toml", ".json"):
+        from .errors import NpukitError  # noqa: PLC0415
+
+        raise NpukitError(f"{args.save_config}: --save-config writes TOML (.toml) or JSON (.json); give the file "
+                          "one of those suffixes")  # fmt: skip
     s = _build_study(args)
     for node in args.explain:  # a bad name fails before anything is printed or written
         if not s.graph.resolve(node) and str(node) not in s.graph.elided:
@@ -336,7 +341,7 @@ def cmd_study(args) -> int:
 
     if args.save_config:
         p = Path(args.save_config)
-        atomic_write_text(p, s.config.to_json() if p.suffix == ".json" else s.config.to_toml())
+        atomic_write_text(p, s.config.to_json() if p.suffix.lower() == ".json" else s.config.to_toml())
     if html is not None:
         atomic_write_text(args.report, html)
     if args.export:

@@ -430,3 +430,18 @@ def test_build_takes_the_input_shapes_and_model_of_the_export(tmp_path):
     assert assert_cli_error(b, limit_s=120) == (
         f"e/manifest.json: the model {model.resolve()} changed since the export (it no longer "
         "imports as the graph the code was generated from); export again")  # fmt: skip
+
+
+def test_save_config_writes_toml_or_json_by_name(tmp_path):
+    """--save-config c.yaml was written as TOML without a word; now it is refused before anything runs,
+    and .json / .toml (any case) write what they say."""
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "c.yaml", cwd=tmp_path)
+    assert assert_cli_error(r, limit_s=30) == ("c.yaml: --save-config writes TOML (.toml) or JSON (.json); give the file "
+                                               "one of those suffixes")  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+    for name in ("c.JSON", "c.toml"):
+        r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--pin", "/conv1/Conv=arm", "--save-config", name,
+                    cwd=tmp_path, timeout=300)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "c.JSON").read_text())["pins"] == {"/conv1/Conv": "arm"}
+    assert npukit.Config.from_toml((tmp_path / "c.toml").read_text()) == npukit.Config.from_json((tmp_path / "c.JSON").read_text())

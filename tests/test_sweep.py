@@ -556,3 +556,13 @@ def test_a_sweep_that_fails_before_any_result_leaves_no_journal(tmp_path):
     df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, out=out, progress=False)
     assert len(df) == 2 and df["failure"].isna().all()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.parquet"]
+
+
+def test_results_go_to_a_parquet_file_by_name(tmp_path):
+    """``out`` must name a .parquet file: a new user's ``--out r.csv`` was written as Parquet without a
+    word; now it is refused before anything runs."""
+    grid = write(tmp_path, GRID)
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", "r.csv", cwd=tmp_path)
+    msg = assert_cli_error(r, limit_s=30)
+    assert msg == "r.csv: a sweep's results are written as Parquet; give the file the suffix .parquet"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [grid.name]

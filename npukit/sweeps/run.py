@@ -16,6 +16,7 @@ import os
 import pickle
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from .. import pipeline as pl
 from ..config import Config
@@ -43,6 +44,8 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
     workers import npukit and read the model file from the same path (a shared file system).
     ``out``: a Parquet file, written incrementally; a re-run skips what it already holds.
     """
+    if out is not None and Path(out).suffix.lower() != ".parquet":
+        raise SweepError(f"{out}: a sweep's results are written as Parquet; give the file the suffix .parquet")
     if client is None and workers is not None and int(workers) < 0:
         raise SweepError(f"workers must be 0 (this process) or a positive number, got {workers}")
     soc = load_soc(soc)

@@ -268,9 +268,15 @@ class Study:
         """Your own inputs (and class labels): numpy arrays, a dict input name -> array, or a path to
         an .npz holding ``x`` or one array per input name (and optionally ``y``, ``calib``; an input
         named so is an input).  The first inputs calibrate the activation ranges (or ``calib`` when
-        given); all are used for the error figures."""
+        given); all are used for the error figures.  ``set_data(None)``: back to the default data."""
         from . import quant  # noqa: PLC0415
 
+        if x is None:
+            if y is not None:
+                raise ConfigError("set_data(None, y): labels need inputs; pass both, or None alone for the default data")
+            self._data = None  # back to the model's own data (its sidecar), else seeded random inputs
+            self._notify()
+            return self
         if isinstance(x, (str, os.PathLike)):
             if y is not None:
                 raise ConfigError("set_data(path): the labels come from the file's 'y'; do not pass y")

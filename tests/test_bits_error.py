@@ -181,6 +181,13 @@ def test_set_data_validates_and_counts():
     e = s.error_dict()
     assert e["samples"] == 40 and e["data_source"] == "user data"
     assert e["accuracy_fp32"] == pytest.approx(np.mean(np.array([r.argmax() for r in _ort(z["x"][:40])]) == z["y"][:40]))
+    # the data prints as a line, not its arrays; set_data(None) goes back to the model's own data
+    assert repr(s.data) == (f"<npukit Data: 40 samples of [1, 1, 8, 8] float32, 40 labels, 32 calibration samples; user data; "
+                            f"key {s.data.key}>")  # fmt: skip
+    with pytest.raises(npukit.ConfigError, match=r"set_data\(None, y\): labels need inputs"):
+        s.set_data(None, z["y"][:40])
+    s.set_data(None)
+    assert s.data.source == "digits_cnn.npz (450 samples, labelled)" and s.error_dict()["samples"] == 450
 
 
 def test_npz_errors_name_the_file(tmp_path):

@@ -42,6 +42,14 @@ class Data:
                 h.update(np.ascontiguousarray(self.labels).tobytes())
             object.__setattr__(self, "key", h.hexdigest()[:24])
 
+    def __repr__(self) -> str:
+        """A line, not the arrays (a notebook printed every sample in full)."""
+        first = self.samples[0] if self.samples else ()
+        shapes = ", ".join(f"{list(a.shape)} {a.dtype}" for a in first)
+        labels = f", {len(self.labels)} labels" if self.labels is not None else ""
+        calib = f", {len(self.calib)} calibration samples" if self.calib is not self.samples else ""
+        return f"<npukit Data: {len(self.samples)} samples of {shapes}{labels}{calib}; {self.source}; key {self.key}>"
+
 
 def _input_quant(g: OpGraph, tid: str) -> tuple[float, int] | None:
     """(scale, zero point) of an integer model input, read from the dequantize that consumes it."""

@@ -300,3 +300,26 @@ def test_a_layer_width_its_processor_cannot_run_moves_it_under_the_cost_policy()
     row = s.placement.set_index("name").loc["/conv1/Conv"]
     assert row["processor"] == "arm" and s.costs.set_index("name").loc["/conv1/Conv", "bits"] == "int16"
     assert row["dla"] == "cannot run the layer's bit-width int16 (processors.dla.macs_per_cycle lists int8, fp16)"
+
+
+def test_top1_agreement_of_a_classifier_run_on_a_batch(tmp_path):
+    """A [B, C] output (a classifier on a batch of B) gets its top-1 agreement row by row: the share
+    of (sample, batch item) whose class the quantized run keeps (it was None for B > 1)."""
+    from conftest import onnx_model, save_onnx, tensor_info
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    from npukit import pipeline
+
+    rng = np.random.default_rng(4)
+    w = numpy_helper.from_array(rng.standard_normal((8, 5)).astype(np.float32), "w")
+    m = onnx_model([h.make_node("MatMul", ["x", "w"], ["s"], name="fc"), h.make_node("Softmax", ["s"], ["p"], name="sm", axis=1)],
+                   [tensor_info("x", [3, 8])], [tensor_info("p", [3, 5])], [w])  # fmt: skip
+    s = npukit.Study(save_onnx(m, tmp_path / "batch.onnx"), "riscv-accel").set_bits("int2", processor="accel")
+    s.set_data(rng.standard_normal((40, 3, 8)).astype(np.float32))
+    got = s.error_dict()["outputs"][0]["top1_agreement"]
+    q = pipeline.simulate(s.result, s.data, range(40))
+    f = pipeline.simulate_float(s.result, s.data, range(40))
+    rows = [np.argmax(np.asarray(a[0]), axis=-1) == np.argmax(np.asarray(b[0]), axis=-1) for a, b in zip(q, f)]
+    assert got == pytest.approx(float(np.mean(np.concatenate(rows))))
+    assert got is not None and 0.0 < got < 1.0  # int2 loses some classes, not all

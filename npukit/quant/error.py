@@ -42,6 +42,11 @@ def is_class_output(shape: Sequence[int]) -> bool:
     return len(s) == 1 and s[0] > 1
 
 
+def is_batch_of_class_outputs(shape: Sequence[int]) -> bool:
+    """[B, C] scores with B > 1 and C > 1: a classifier run on a batch (top-1 agreement per row)."""
+    return len(shape) == 2 and shape[0] > 1 and shape[1] > 1
+
+
 # ---------------------------------------------------------------------------------------------
 # the error model: reference run once, then one run per bit-width configuration
 
@@ -198,11 +203,12 @@ class ErrorModel:
             d = {"name": name, "snr_db": snr_db(r, q), "max_abs": max_abs(r, q), "top1_agreement": None}
             if len(same) != len(pairs):
                 d["shape_mismatches"] = len(pairs) - len(same)
-            if is_class_output(t.shape) and r.ndim > 1:
-                ra = r.reshape(len(r), -1).argmax(1)
-                qa = q.reshape(len(q), -1).argmax(1)
+            batched = is_batch_of_class_outputs(t.shape)
+            if (is_class_output(t.shape) or batched) and r.ndim > 1:
+                ra = r.reshape(-1, t.shape[-1] if batched else r[0].size).argmax(1)  # (a row per sample and batch item)
+                qa = q.reshape(-1, t.shape[-1] if batched else q[0].size).argmax(1)
                 d["top1_agreement"] = float(np.mean(ra == qa))
-                if j == 0 and self.data.labels is not None:
+                if j == 0 and self.data.labels is not None and not batched:
                     acc = float(np.mean(qa == self.data.labels))
                     acc32 = float(np.mean(ra == self.data.labels))
             res_outs.append(d)

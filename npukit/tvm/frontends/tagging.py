@@ -170,8 +170,8 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
             else:
                 raise ModelError(f"{path}: {where}: its {v.op.name} returns {_kind_of(ty)}, not a tensor")
             for tid, fty in fields:
-                label = f"node {marks.sources[owner_at[k]].name!r}" if owner_at[k] is not None else raw_name
-                shp, dt = _shape_of(fty, f"output of {v.op.name} ({label})", path)
+                what = f"output of {where}" if owner_at[k] is not None else f"output of {v.op.name} ({raw_name})"
+                shp, dt = _shape_of(fty, what, path)
                 tensors[tid] = Tensor(tid, shp, dt, "act", op_id)
             outs = tuple(t for t, _ in fields)
             env[var] = outs if isinstance(ty, relax.TupleType) else outs[0]

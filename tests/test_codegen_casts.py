@@ -162,7 +162,7 @@ def test_infinite_and_nan_literals_become_math_h_macros():
 
 def _const_model(tmp_path, mask_or_c):
     """``y = where(mask, x, -x)`` with a constant bool mask, or ``y = x + c`` with a constant ``c`` of
-    its own dtype (x of that dtype too)."""
+    another dtype (x cast to it and the sum back to float32)."""
     from onnx import TensorProto as T
     from onnx import helper as h
     from onnx import numpy_helper
@@ -172,10 +172,12 @@ def _const_model(tmp_path, mask_or_c):
                  h.make_node("Where", ["mask", "x", "nx"], ["y"], name="pick")]  # fmt: skip
         m = onnx_model(nodes, [tensor_info("x", [1, N])], [tensor_info("y", [1, N])],
                        [numpy_helper.from_array(mask_or_c, "mask")])  # fmt: skip
-    else:
+    else:  # float32 in and out, the arithmetic in the constant's dtype
         et = {np.float64: T.DOUBLE, np.uint16: T.UINT16}[mask_or_c.dtype.type]
-        m = onnx_model([h.make_node("Add", ["x", "c"], ["y"], name="add_c")], [tensor_info("x", [1, N], et)],
-                       [tensor_info("y", [1, N], et)], [numpy_helper.from_array(mask_or_c, "c")])  # fmt: skip
+        nodes = [h.make_node("Cast", ["x"], ["xc"], name="to_c", to=et), h.make_node("Add", ["xc", "c"], ["s"], name="add_c"),
+                 h.make_node("Cast", ["s"], ["y"], name="back", to=T.FLOAT)]  # fmt: skip
+        m = onnx_model(nodes, [tensor_info("x", [1, N])], [tensor_info("y", [1, N])],
+                       [numpy_helper.from_array(mask_or_c, "c")])  # fmt: skip
     return save_onnx(m, tmp_path / "const.onnx")
 
 
@@ -213,4 +215,22 @@ def test_a_constant_the_c_cannot_store_is_named_before_anything_is_written(tmp_p
     name = np.dtype(dtype).name
     assert str(e.value) == (f"node 'add_c' (Add): its constant c is {name}, which the generated C does not store "
                             "(constants are float32, int8, int16, int32, int64, uint8 or bool); cast it in the model")
+    assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize("elem, name", [("DOUBLE", "float64"), ("UINT16", "uint16")])
+def test_a_model_input_the_c_cannot_store_is_named_before_anything_is_written(tmp_path, elem, name):
+    """A model input of a dtype the generated program does not read (float64, uint16, ...) built a
+    program that refused its own inputs at run time; the export now stops with the input's name."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    et = getattr(T, elem)
+    m = onnx_model([h.make_node("Add", ["x", "x"], ["y"], name="twice")], [tensor_info("x", [1, N], et)],
+                   [tensor_info("y", [1, N], et)])  # fmt: skip
+    s = npukit.Study(save_onnx(m, tmp_path / "in.onnx"), "arm-dsp-dla")
+    with pytest.raises(npukit.NpukitError) as e:
+        s.export(tmp_path / "e")
+    assert str(e.value) == (f"model input 'x' is {name}, which the generated C does not store (it stores float32, "
+                            "float16, int16, int8, uint8, int32, int64, bool); cast it in the model")  # fmt: skip
     assert not (tmp_path / "e").exists()

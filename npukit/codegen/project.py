@@ -16,11 +16,12 @@ from pathlib import Path
 from ..errors import NpukitError
 from . import emit
 from .kernels import cmsis_nn_files, core_files, library_files
+from .lower import Unsupported
 from .makefile import makefile
 from .names import Names, comment
 from .program import Program
 from .runner import TensorSpec, runner_c
-from .storage import CTYPE
+from .storage import CTYPE, MODEL
 from .targets import get_target, runtime_files
 
 PROGRAM = "model"
@@ -54,6 +55,7 @@ def generate(result, ranges_of, *, target: str | None = None, host_c=None, data=
     from ..tvm.hostc import host_kernels  # noqa: PLC0415
 
     soc, g = result.soc, result.graph
+    _check_dtypes(g)
     needs_ranges = any(b in ("int16", "int8", "int4", "int2") for b in result.bits)
     ranges = ranges_of() if needs_ranges else {}
     names = Names()
@@ -165,6 +167,18 @@ def op_lines(files: dict[str, str]) -> dict[int, list[list]]:
                 for i in m.group(1).split(","):
                     out.setdefault(int(i), []).append([rel, n])
     return out
+
+
+def _check_dtypes(g) -> None:
+    """The model's inputs and outputs (the program reads and writes them as .npy) have a dtype the
+    generated C stores; else an Unsupported naming the first one in the model's words (a float64
+    input built a program that refused its own inputs at run time)."""
+    for kind, tids in (("input", g.inputs), ("output", g.outputs)):
+        for tid in tids:
+            t = g.tensors[tid]
+            if t.dtype not in MODEL:
+                raise Unsupported(f"model {kind} {t.name or tid!r} is {t.dtype}, which the generated C does not store "
+                                  f"(it stores {', '.join(MODEL)}); cast it in the model")  # fmt: skip
 
 
 def build_outputs() -> tuple[str, ...]:

@@ -263,7 +263,7 @@ def _build_study(args):
         except UnicodeDecodeError:
             raise ConfigError(f"{path}: not a text file; a config is TOML or JSON (see --save-config)") from None
         try:
-            cfg = Config.from_json(text) if path.suffix == ".json" else Config.from_toml(text)
+            cfg = Config.from_json(text) if path.suffix.lower() == ".json" else Config.from_toml(text)
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
     try:
@@ -295,11 +295,14 @@ def _records(df) -> list[dict]:
 
 
 def cmd_study(args) -> int:
-    if args.save_config and Path(args.save_config).suffix.lower() not in (".toml", ".json"):
-        from .errors import NpukitError  # noqa: PLC0415
+    from .errors import NpukitError  # noqa: PLC0415
 
+    # (a directory given gets its own message below)
+    if args.save_config and not Path(args.save_config).is_dir() and Path(args.save_config).suffix.lower() not in (".toml", ".json"):
         raise NpukitError(f"{args.save_config}: --save-config writes TOML (.toml) or JSON (.json); give the file "
                           "one of those suffixes")  # fmt: skip
+    if args.report and not Path(args.report).is_dir() and Path(args.report).suffix.lower() not in (".html", ".htm"):
+        raise NpukitError(f"{args.report}: --report writes one HTML page; give the file the suffix .html")
     s = _build_study(args)
     for node in args.explain:  # a bad name fails before anything is printed or written
         if not s.graph.resolve(node) and str(node) not in s.graph.elided:
@@ -316,8 +319,6 @@ def cmd_study(args) -> int:
         doc["error"] = s.error_dict()
     if args.explain:
         doc["explain"] = {str(node): s.explain(node) for node in args.explain}
-    from .errors import NpukitError  # noqa: PLC0415
-
     if args.export:  # what can fail -- the directory, code generation -- fails before anything is written
         from .io import check_export_target  # noqa: PLC0415
 
@@ -325,8 +326,11 @@ def cmd_study(args) -> int:
         box = Path(args.export).resolve()
         for out in (args.save_config, args.report):
             if out and box in Path(out).resolve().parents:
-                raise NpukitError(f"{out}: inside the --export directory {args.export}, which the export replaces "
-                                  "whole; write it elsewhere")  # fmt: skip
+                raise NpukitError(f"{out}: inside the --export directory {args.export}, which the export writes; "
+                                  "write it elsewhere")  # fmt: skip
+        from .codegen.project import check_io_dtypes  # noqa: PLC0415
+
+        check_io_dtypes(s.graph)
         _ = s.project
     html = None
     if args.report:

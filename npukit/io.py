@@ -176,26 +176,56 @@ def check_export_target(directory: str | os.PathLike) -> None:
 
 
 def users_files(d: Path, built: Iterable[str] = ()) -> list[str]:
-    """Files in the earlier export ``d`` that neither the export (its manifest's files, the manifest
+    """Entries in the earlier export ``d`` that neither the export (its manifest's files, the manifest
     and README) nor its build (``built``: the paths a build of it writes, a directory's as
-    ``"name/"``) wrote: the user's, such as notes, inputs or ``make run`` outputs (relative paths,
-    sorted).  An export over ``d`` keeps them."""
+    ``"name/"``) wrote: the user's, such as notes, inputs or ``make run`` outputs -- files, symbolic
+    links (never followed) and empty directories (relative paths, sorted).  An export over ``d``
+    keeps them."""
     m = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
     ours = {str(f) for f in m["files"]} | {"manifest.json", "README.md"} | {b for b in built if not b.endswith("/")}
     dirs_ours = tuple(b for b in built if b.endswith("/"))
     out = []
-    for root, dirs, files in os.walk(d):
+    for root, dirs, files in os.walk(d):  # (symbolic links to directories are listed in dirs, not entered)
         rel_root = Path(root).relative_to(d).as_posix()
         dirs.sort()
-        for f in sorted(files):
-            rel = f if rel_root == "." else f"{rel_root}/{f}"
-            if rel not in ours and not rel.startswith(dirs_ours):
-                out.append(rel)
+        here = [f for f in files] + [x for x in dirs if os.path.islink(os.path.join(root, x))]
+        if not files and not dirs and rel_root != ".":
+            here = [""]  # an empty directory of the user's
+        for f in sorted(here):
+            rel = rel_root if not f else (f if rel_root == "." else f"{rel_root}/{f}")
+            if rel not in ours and not (rel + ("/" if not f else "")).startswith(dirs_ours):
+                out.append(rel + ("/" if not f else ""))
     return sorted(out)
 
 
+def _clashes(keep: list[str], files: Mapping[str, object]) -> list[str]:
+    """The user's entries an export of ``files`` would overwrite or bury: the same path, a path the
+    export makes a directory of, or one inside a path the export writes as a file."""
+    made_dirs = {str(p) for rel in files for p in Path(rel).parents if str(p) != "."}
+    out = []
+    for rel in keep:
+        r = rel.rstrip("/")
+        if r in files or (r in made_dirs and not rel.endswith("/")) or any(str(p) in files for p in Path(r).parents):
+            out.append(r)
+    return out
+
+
+def _keep(src: Path, dst: Path, rel: str) -> None:
+    """Copy one of the user's entries into the new tree as it is (a link stays a link)."""
+    import shutil  # noqa: PLC0415
+
+    if rel.endswith("/"):
+        dst.mkdir(parents=True, exist_ok=True)
+        return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_symlink():
+        os.symlink(os.readlink(src), dst)
+    else:
+        shutil.copy2(src, dst)
+
+
 def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | str], built: Iterable[str] = ()) -> Path:
-    """Replace ``directory`` with exactly ``files`` (relative path -> content), atomically: the tree is
+    """Replace ``directory`` with ``files`` (relative path -> content), atomically: the tree is
     written into a temporary sibling, then swapped into place in one step (renameat2 exchange; a
     plain rename where the directory does not exist yet).  Only a new or empty directory, or one an
     earlier export wrote (``check_export_target``), is replaced: anything else there is the user's.
@@ -214,7 +244,7 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
     check_export_target(directory)
     d = Path(os.path.abspath(directory))  # "." and "dir/.." name the directory itself
     keep = users_files(d, built) if is_export(d) else []
-    clash = [rel for rel in keep if rel in files]
+    clash = _clashes(keep, files)
     if clash:
         raise NpukitError(f"{shown}: the export would write {clash[0]}, where the directory holds a file of "
                           "yours (no earlier export wrote it); move it out first or give a new directory")  # fmt: skip
@@ -237,9 +267,11 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
             p.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
             os.chmod(p, mode)
         for rel in keep:  # the user's own files stay
-            p = tmp / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(d / rel, p)
+            try:
+                _keep(d / rel.rstrip("/"), tmp / rel.rstrip("/"), rel)
+            except OSError as e:
+                raise NpukitError(f"{shown}: cannot keep your {rel} in the new export: {e.strerror or e}; nothing "
+                                  "was changed") from None  # fmt: skip
         target = parent / d.name
         if target.exists():
             if not _exchange(tmp, target):

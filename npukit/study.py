@@ -328,10 +328,11 @@ class Study:
         Project (files, manifest, memory figures).  ``directory`` must be new, empty, or an earlier
         export (what it and its build wrote is replaced, your own files in it are kept); a
         directory holding anything else is refused (NpukitError) and left as it was."""
-        from .codegen.project import build_outputs  # noqa: PLC0415
+        from .codegen.project import build_outputs, check_io_dtypes  # noqa: PLC0415
         from .io import atomic_write_tree, check_export_target  # noqa: PLC0415
 
         check_export_target(directory)  # before the code is generated: a wrong directory fails fast
+        check_io_dtypes(self.graph)
         proj = self.project
         atomic_write_tree(directory, proj.files, build_outputs())
         return proj

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -257,7 +258,7 @@ def test_export_never_replaces_a_directory_it_did_not_write(tmp_path):
     r = run_cli("study", "work/digits_cnn.onnx", "--soc", "arm-dsp-dla", "--export", "new", "--report", "new/r.html",
                 cwd=tmp_path)  # fmt: skip
     assert assert_cli_error(r, limit_s=60) == ("new/r.html: inside the --export directory new, which the export "
-                                               "replaces whole; write it elsewhere")  # fmt: skip
+                                               "writes; write it elsewhere")  # fmt: skip
     assert not (tmp_path / "new").exists()
     assert (user / "notes.txt").read_text() == "important\n"
     r = run_cli("study", "digits_cnn.onnx", "--soc", "arm-dsp-dla", "--export", ".", cwd=user)
@@ -280,11 +281,20 @@ def test_export_never_replaces_a_directory_it_did_not_write(tmp_path):
     (exp / "notes.txt").write_text("mine\n")
     (exp / "out").mkdir()
     (exp / "out" / "0.npy").write_text("a make run output\n")
+    (exp / "empty").mkdir()
+    (tmp_path / "data").mkdir()
+    (exp / "data").symlink_to(tmp_path / "data")  # links stay links, never followed; a dangling one too
+    (exp / "note-link").symlink_to("notes.txt")
+    (exp / "gone").symlink_to(tmp_path / "nowhere")
     s.set_bits("fp16", processor="dla")
     s.export(exp)  # what the earlier export and its build wrote is replaced; the user's files are kept
-    again = {str(q.relative_to(exp)) for q in exp.rglob("*") if q.is_file()}
+    again = {str(q.relative_to(exp)) for q in exp.rglob("*") if q.is_file() and not q.is_symlink()}
     assert again == set(s.code) | {"notes.txt", "out/0.npy"}
     assert (exp / "notes.txt").read_text() == "mine\n" and (exp / "out" / "0.npy").read_text() == "a make run output\n"
+    assert (exp / "empty").is_dir() and not any((exp / "empty").iterdir())
+    assert [os.readlink(exp / n) for n in ("data", "note-link", "gone")] == [str(tmp_path / "data"), "notes.txt",
+                                                                          str(tmp_path / "nowhere")]  # fmt: skip
+    (exp / "gone").unlink()
     # a file of the user's where the new export writes one: refused, the directory left as it was
     m = json.loads((exp / "manifest.json").read_text())
     m["files"].remove("src/main.c")
@@ -398,13 +408,13 @@ def test_a_reader_that_goes_away_is_no_error():
     assert p.wait(60) == 0 and err == ""
 
 
-def _dyn_batch_model(path, c: float):
+def _dyn_batch_model(path, c: float, relu: str = "relu"):
     """``y = relu(x + c)``, ``x`` of shape (N, 4) with a symbolic batch N."""
     import numpy as np
     from onnx import helper as h
     from onnx import numpy_helper
 
-    nodes = [h.make_node("Add", ["x", "c"], ["s"], name="add_c"), h.make_node("Relu", ["s"], ["y"], name="relu")]
+    nodes = [h.make_node("Add", ["x", "c"], ["s"], name="add_c"), h.make_node("Relu", ["s"], ["y"], name=relu)]
     m = onnx_model(nodes, [tensor_info("x", ["N", 4])], [tensor_info("y", ["N", 4])],
                    [numpy_helper.from_array(np.full((1, 4), c, np.float32), "c")])  # fmt: skip
     return save_onnx(m, path)
@@ -417,15 +427,15 @@ def test_build_takes_the_input_shapes_and_model_of_the_export(tmp_path):
     if shutil.which("make") is None or shutil.which("cc") is None:
         missing_tool("make and a C compiler are needed")
     model = _dyn_batch_model(tmp_path / "dyn.onnx", 0.5)
-    r = run_cli("study", model, "--soc", "arm-dsp-dla", "--input-shape", "x=2,4", "--export", "e", cwd=tmp_path,
-                timeout=300)  # fmt: skip
+    r = run_cli("study", model, "--soc", "arm-dsp-dla", "--input-shape", "x=2,4", "--pin", "relu=arm", "--export", "e",
+                cwd=tmp_path, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "e" / "manifest.json").read_text())
     assert m["input_shapes"] == {"x": [2, 4]}
     b = run_cli("build", "e", "--json", cwd=tmp_path, timeout=600)
     assert b.returncode == 0, b.stderr
     assert json.loads(b.stdout)["outputs_agree"] is True
-    _dyn_batch_model(tmp_path / "dyn.onnx", -0.25)  # the model changes after the export
+    _dyn_batch_model(tmp_path / "dyn.onnx", -0.25, relu="act")  # the model changes after the export (the pinned node too)
     b = run_cli("build", "e", cwd=tmp_path, timeout=600)
     assert assert_cli_error(b, limit_s=120) == (
         f"e/manifest.json: the model {model.resolve()} changed since the export (it no longer "
@@ -439,9 +449,15 @@ def test_save_config_writes_toml_or_json_by_name(tmp_path):
     assert assert_cli_error(r, limit_s=30) == ("c.yaml: --save-config writes TOML (.toml) or JSON (.json); give the file "
                                                "one of those suffixes")  # fmt: skip
     assert list(tmp_path.iterdir()) == []
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--report", "r.pdf", cwd=tmp_path)
+    assert assert_cli_error(r, limit_s=30) == "r.pdf: --report writes one HTML page; give the file the suffix .html"
+    assert list(tmp_path.iterdir()) == []
     for name in ("c.JSON", "c.toml"):
         r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--pin", "/conv1/Conv=arm", "--save-config", name,
                     cwd=tmp_path, timeout=300)  # fmt: skip
         assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "c.JSON").read_text())["pins"] == {"/conv1/Conv": "arm"}
     assert npukit.Config.from_toml((tmp_path / "c.toml").read_text()) == npukit.Config.from_json((tmp_path / "c.JSON").read_text())
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", "c.JSON", "--json", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr  # read back as JSON too
+    assert json.loads(r.stdout)["config"]["pins"] == {"/conv1/Conv": "arm"}

@@ -229,6 +229,7 @@ def test_a_model_input_the_c_cannot_store_is_named_before_anything_is_written(tm
     m = onnx_model([h.make_node("Add", ["x", "x"], ["y"], name="twice")], [tensor_info("x", [1, N], et)],
                    [tensor_info("y", [1, N], et)])  # fmt: skip
     s = npukit.Study(save_onnx(m, tmp_path / "in.onnx"), "arm-dsp-dla")
+    assert s.memory["estimate"]["arena_bytes"] == 0  # the memory figures stay (x + x: no intermediate tensor)
     with pytest.raises(npukit.NpukitError) as e:
         s.export(tmp_path / "e")
     assert str(e.value) == (f"model input 'x' is {name}, which the generated C does not store (it stores float32, "

@@ -315,8 +315,8 @@ def test_failing_configurations_record_their_error():
     assert pd.isna(fail[0]) and pd.isna(fail[4])  # dsp / none with int8
     assert fail[2].startswith("ConfigError: cannot pin '/softmax/Softmax' (softmax) to dla: dla: does not support")
     assert fail[1] == fail[5] == ("ConfigError: layer '/conv1/Conv' would run on dla, which cannot run its bit-width "
-                                  "int16 (processors.dla.macs_per_cycle lists int8, fp16); change it first with "
-                                  "set_bits(..., layer='/conv1/Conv')")  # fmt: skip
+                                  "int16 (processors.dla.macs_per_cycle lists int8, fp16); give the layer a width dla "
+                                  "runs, or pin it to a processor that runs int16")  # fmt: skip
     assert df.loc[df["failure"].notna(), "latency_us"].isna().all()
     assert pareto(df)["index"].tolist() == [0, 4]  # the same placement
 

@@ -179,6 +179,7 @@ def verdict(outputs: dict[str, dict], noise: dict[str, float]) -> list[str]:
 
 def study_of_export(directory):
     """The Study an export was generated from (its manifest names the model, profile and config)."""
+    from .. import pipeline as pl  # noqa: PLC0415
     from ..study import Study  # noqa: PLC0415
 
     d = Path(directory)
@@ -195,10 +196,10 @@ def study_of_export(directory):
     if m.get("profile_file") and (d / m["profile_file"]).is_file():
         profile = d / m["profile_file"]  # the profile as it was studied (an edited one too)
     shapes = {k: tuple(v) for k, v in (m.get("input_shapes") or {}).items()}  # the --input-shape it was made with
-    s = Study(model, profile, config, input_shapes=shapes or None)
-    if m.get("model_key") and s._model.key != m["model_key"]:  # noqa: SLF001
+    if m.get("model_key") and pl.load(model, shapes or None).key != m["model_key"]:  # (before its config's names)
         raise NpukitError(f"{man}: the model {model} changed since the export (it no longer imports as the graph "
                           "the code was generated from); export again")  # fmt: skip
+    s = Study(model, profile, config, input_shapes=shapes or None)
     _restore_data(s, m.get("data"), man)
     return s, d
 

@@ -55,7 +55,6 @@ def generate(result, ranges_of, *, target: str | None = None, host_c=None, data=
     from ..tvm.hostc import host_kernels  # noqa: PLC0415
 
     soc, g = result.soc, result.graph
-    _check_dtypes(g)
     needs_ranges = any(b in ("int16", "int8", "int4", "int2") for b in result.bits)
     ranges = ranges_of() if needs_ranges else {}
     names = Names()
@@ -169,10 +168,11 @@ def op_lines(files: dict[str, str]) -> dict[int, list[list]]:
     return out
 
 
-def _check_dtypes(g) -> None:
-    """The model's inputs and outputs (the program reads and writes them as .npy) have a dtype the
-    generated C stores; else an Unsupported naming the first one in the model's words (a float64
-    input built a program that refused its own inputs at run time)."""
+def check_io_dtypes(g) -> None:
+    """Before an export: the model's inputs and outputs (the program reads and writes them as .npy)
+    have a dtype the generated C stores; else an Unsupported naming the first one (a float64 input
+    built a program that refused its own inputs at run time).  The project itself is still made:
+    its memory figures and code view do not depend on it."""
     for kind, tids in (("input", g.inputs), ("output", g.outputs)):
         for tid in tids:
             t = g.tensors[tid]

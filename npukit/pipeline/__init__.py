@@ -65,7 +65,7 @@ from .model import (
     tables,
     verdicts,
 )
-from .partitioning import bits_policy, byoc_steps, check_placed, partition, partition_cached
+from .partitioning import bits_policy, byoc_steps, check_placed, layer_width_error, partition, partition_cached
 from .products import (
     RANGES_FORMAT,
     budgets,
@@ -137,6 +137,7 @@ __all__ = [
     "evaluate",
     "from_scratch",
     "gc_paused",
+    "layer_width_error",
     "host_code",
     "layer_bits_of",
     "load",

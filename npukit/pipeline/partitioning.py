@@ -267,6 +267,13 @@ def byoc_steps(model: Model, soc: SocProfile, cfg: Config) -> dict:
     return steps(model.module, model.graph, soc, partition(model, soc, cfg).verdicts)
 
 
+def layer_width_error(node, p, b: str) -> ConfigError:
+    """A layer whose bit-width ``b`` its processor ``p`` cannot run, with what the user can do."""
+    return ConfigError(f"layer {node!r} would run on {p.name}, which cannot run its bit-width {b} "
+                       f"(processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}); give the layer a width "
+                       f"{p.name} runs, or pin it to a processor that runs {b}")  # fmt: skip
+
+
 def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None:
     """After partitioning: every pin holds, and every layer bit-width runs where its layer landed."""
     g = model.graph
@@ -275,9 +282,7 @@ def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None
         for i in resolve(g, node):
             p = soc.processor(plan.processor[i])
             if lb[i] == b and b not in p.macs_per_cycle:  # (an op a finer edit overrides is checked there)
-                raise ConfigError(f"layer {node!r} would run on {p.name}, which cannot run its bit-width {b} "
-                                  f"(processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}); "
-                                  f"change it first with set_bits(..., layer={node!r})")  # fmt: skip
+                raise layer_width_error(node, p, b)
     part = partition(model, soc, cfg)
     for i, p in sorted(pins_of(g, cfg).items()):
         if plan.processor[i] != p:

@@ -45,6 +45,11 @@ what is left per plan is the plan itself, its boundaries and the one pass of its
 gives its makespan (``timeline.makespan``).  The additive model's kernel and boundary times and
 each single move's change (keyed by the processors of the groups it reads) are kept across edits
 too, per grouping and bit-widths, so the move passes after an edit recompute only what it touched.
+
+The settings named above are constants of the modules that use them: ``npukit.placement.search``
+(``EXHAUSTIVE``, ``EXHAUSTIVE_WORK``, ``MOVE_BUDGET``, ``VIRTUAL_MOVES_MAX_OPS``,
+``EXACT_REASONS_MAX_OPS``, ``PROMISING``), ``.virtual`` (``BOUND_DIFF_MAX``, ``CROSSINGS_KEPT``)
+and ``.additive`` (what the additive model keeps).
 """
 
 from __future__ import annotations

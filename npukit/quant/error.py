@@ -43,7 +43,8 @@ def is_class_output(shape: Sequence[int]) -> bool:
 
 
 def is_batch_of_class_outputs(shape: Sequence[int]) -> bool:
-    """[B, C] scores with B > 1 and C > 1: a classifier run on a batch (top-1 agreement per row)."""
+    """[B, C] with B > 1 and C > 1: a classifier run on a batch, if they are float scores (top-1
+    agreement per row)."""
     return len(shape) == 2 and shape[0] > 1 and shape[1] > 1
 
 
@@ -203,7 +204,7 @@ class ErrorModel:
             d = {"name": name, "snr_db": snr_db(r, q), "max_abs": max_abs(r, q), "top1_agreement": None}
             if len(same) != len(pairs):
                 d["shape_mismatches"] = len(pairs) - len(same)
-            batched = is_batch_of_class_outputs(t.shape)
+            batched = is_batch_of_class_outputs(t.shape) and "float" in t.dtype  # (not indices, not boxes of ints)
             if (is_class_output(t.shape) or batched) and r.ndim > 1:
                 ra = r.reshape(-1, t.shape[-1] if batched else r[0].size).argmax(1)  # (a row per sample and batch item)
                 qa = q.reshape(-1, t.shape[-1] if batched else q[0].size).argmax(1)

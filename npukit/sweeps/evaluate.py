@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import pipeline as pl
-from ..errors import ConfigError
 from .grid import Axis, PointKeys, axis_type, canon, column_value, config_of, moves_ops, soc_changes
 
 ERROR_COLUMNS = ("snr_db", "max_abs_error", "top1_agreement", "accuracy", "accuracy_fp32", "error")
@@ -154,9 +153,7 @@ class Evaluator:
             for i in pl.resolve(g, node):
                 p = rep.processor(plan.processor[i])
                 if b not in p.macs_per_cycle:
-                    raise ConfigError(f"layer {node!r} would run on {p.name}, which cannot run its bit-width {b} "
-                                      f"(processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}); "
-                                      f"change it first with set_bits(..., layer={node!r})")  # fmt: skip
+                    raise pl.layer_width_error(node, p, b)
 
     # -- one configuration ----------------------------------------------------------------------
     def result(self, values: tuple):

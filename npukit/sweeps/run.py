@@ -44,7 +44,7 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
     workers import npukit and read the model file from the same path (a shared file system).
     ``out``: a Parquet file, written incrementally; a re-run skips what it already holds.
     """
-    if out is not None and Path(out).suffix.lower() != ".parquet":
+    if out is not None and Path(out).suffix.lower() not in (".parquet", ".pq", ".parq"):
         raise SweepError(f"{out}: a sweep's results are written as Parquet; give the file the suffix .parquet")
     if client is None and workers is not None and int(workers) < 0:
         raise SweepError(f"workers must be 0 (this process) or a positive number, got {workers}")

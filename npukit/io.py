@@ -186,15 +186,12 @@ def users_files(d: Path, built: Iterable[str] = ()) -> list[str]:
     dirs_ours = tuple(b for b in built if b.endswith("/"))
     out = []
     for root, dirs, files in os.walk(d):  # (symbolic links to directories are listed in dirs, not entered)
-        rel_root = Path(root).relative_to(d).as_posix()
-        dirs.sort()
-        here = [f for f in files] + [x for x in dirs if os.path.islink(os.path.join(root, x))]
-        if not files and not dirs and rel_root != ".":
-            here = [""]  # an empty directory of the user's
-        for f in sorted(here):
-            rel = rel_root if not f else (f if rel_root == "." else f"{rel_root}/{f}")
-            if rel not in ours and not (rel + ("/" if not f else "")).startswith(dirs_ours):
-                out.append(rel + ("/" if not f else ""))
+        here = Path(root).relative_to(d)
+        links = [x for x in dirs if os.path.islink(os.path.join(root, x))]
+        entries = [(here / f).as_posix() for f in files + links]
+        if not files and not dirs and here != Path("."):
+            entries = [here.as_posix() + "/"]  # an empty directory
+        out += [e for e in entries if e not in ours and not e.startswith(dirs_ours)]
     return sorted(out)
 
 

@@ -214,7 +214,8 @@ def test_a_constant_the_c_cannot_store_is_named_before_anything_is_written(tmp_p
         s.export(tmp_path / "e")
     name = np.dtype(dtype).name
     assert str(e.value) == (f"node 'add_c' (Add): its constant c is {name}, which the generated C does not store "
-                            "(constants are float32, int8, int16, int32, int64, uint8 or bool); cast it in the model")
+                            "(it stores constants as float32, int8, int16, int32, int64, uint8, bool); cast it in "
+                            "the model")  # fmt: skip
     assert not (tmp_path / "e").exists()
 
 

@@ -37,6 +37,8 @@ from .names import Names, comment
 from .storage import CTYPE, ITEMSIZE, Format, Storage
 from .weights import Weights
 
+# the host constants' dtypes the weights store as they are (any other float is stored as float32)
+CONST_KINDS = {"float32": "F32", "int8": "S8", "int16": "S16", "int32": "S32", "int64": "S64", "uint8": "U8", "bool": "BOOL"}
 _TENSOR_ID = re.compile(r"\btensor (\S+) ")  # how npukit.tvm.hostc's reasons name a tensor (its id)
 HOST_FALLBACK = frozenset({"topk", "sort", "argsort", "all_class_non_max_suppression", "non_max_suppression"})
 
@@ -403,14 +405,13 @@ class Program:
         owner, axis = self._weight_owner(tid)
         if owner is not None and "float" in str(arr.dtype):  # the simulation's quantized MAC weights
             arr = quantize_weight(arr, self.bits[owner], axis)
-        kind = {"float32": "F32", "int8": "S8", "int32": "S32", "int64": "S64", "uint8": "U8", "int16": "S16",
-                "bool": "BOOL"}.get(str(arr.dtype), "F32")  # fmt: skip
+        kind = CONST_KINDS.get(str(arr.dtype), "F32")
         ctype, want = CTYPE[kind], c_type(prm.dtype)
         if ctype != want and not (kind == "BOOL" and want == "bool"):
             op = next((self.g.ops[i] for i in grp if tid in self.g.ops[i].inputs), self.g.ops[grp[0]])
             raise Unsupported(f"{model_node(self.g, op)}: its constant {comment(self.g.tensors[tid].name or tid)} is "
-                              f"{prm.dtype}, which the generated C does not store (constants are float32, int8, "
-                              "int16, int32, int64, uint8 or bool); cast it in the model")  # fmt: skip
+                              f"{prm.dtype}, which the generated C does not store (it stores constants as "
+                              f"{', '.join(CONST_KINDS)}); cast it in the model")  # fmt: skip
         sym = self.weights.add("c", self.label(tid), ctype, arr if ctype != "float" else arr.astype(np.float32),
                                f"{self.label(tid)} {list(arr.shape)}")  # fmt: skip
         return sym if ctype == want else f"(const {want} *){sym}"

@@ -132,9 +132,7 @@ def _run(job: Job, todo, sink, client, workers, progress, chunk_size, total, ini
     slow = job.error or job.memory
     if client is not None:
         return _run_dask(job, todo, sink, client, progress, chunk_size, slow, total, initial)
-    n = (os.cpu_count() or 1) if workers is None else int(workers)
-    if n < 0:
-        raise SweepError(f"workers must be 0 (this process) or a positive number, got {workers}")
+    n = (os.cpu_count() or 1) if workers is None else int(workers)  # (>= 0: ``sweep`` checked it first)
     chunks = _chunks(todo, n, chunk_size, slow)
     bar = _bar(progress, total, initial, "sweep" if n == 0 else f"sweep ({n} workers)")
     try:

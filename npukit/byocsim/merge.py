@@ -1,0 +1,144 @@
+"""MergeCompositeFunctions replayed on the fused state: composites join their arguments' groups of
+the same codegen unless a dependency forbids it; each group becomes one offloaded function."""
+
+from __future__ import annotations
+
+from .fuse import NameSupply, State, topo
+
+
+def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]], list[tuple[str, object]]]:
+    """MergeCompositeFunctions on the fused state: (offloaded functions, main's order) as
+    ``build_plan`` takes them."""
+    sk = st.sk
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        r = x
+        while parent.get(r, r) != r:
+            r = parent[r]
+        while parent.get(x, x) != r:
+            parent[x], x = r, parent[x]
+        return r
+
+    codegen: dict[int, str] = {}  # group (its creating node) -> codegen
+    # bitsets hold codegen groups only, one bit each in creation order: a dependency is only ever
+    # tested against the members of a codegen group, and only codegen groups merge, so the host's
+    # groups need no bit (at 10,000 ops the sets were ~10x longer with a bit per node)
+    bit: dict[int, int] = {}  # codegen group -> its bit
+    deps: dict[int, int] = {}  # root -> bitset of groups (lazily renamed: test against members)
+    members: dict[int, int] = {}  # root -> bitset of every group merged into it
+    memo: dict[int, int] = {}  # node -> group
+    codegen_roots: set[int] = set()
+
+    tgi_only = sk.only_tuple_fields_read
+
+    def add_deps(grp: int, var_nodes) -> None:
+        root = find(grp)
+        for a in var_nodes:
+            ar_ = find(memo[a])
+            if ar_ == root:
+                continue
+            deps[root] = deps.get(root, 0) | bit.get(ar_, 0) | deps.get(ar_, 0)
+
+    def new_group(node: int) -> int:
+        members[node] = 0
+        return node
+
+    for node in st.order:
+        if node in st.comp_args:
+            cg = st.comp_pattern[node].split(".", 1)[0]
+            args = [st.rep[b] for b in st.comp_args[node]]
+        else:
+            b = sk.bindings[node]
+            if b.kind == "var":  # x = y: y's group
+                if isinstance(b.args[0], int):
+                    memo[node] = memo[st.rep[b.args[0]]]
+                else:
+                    memo[node] = new_group(node)
+                continue
+            if b.kind == "tgi":  # a field of a tuple of tensors read only field by field joins a codegen group
+                src = b.args[0]
+                if not isinstance(src, int) or not sk.bindings[src].flat:
+                    memo[node] = new_group(node)
+                    continue
+                sg = find(memo[st.rep[src]])
+                if src in tgi_only and sg in codegen_roots:
+                    memo[node] = sg
+                    continue
+                memo[node] = new_group(node)
+                add_deps(node, [st.rep[src]])
+                continue
+            if b.kind == "tuple":
+                fields = [st.rep[a] for a in sk.reads[node]]
+                if not b.flat:
+                    memo[node] = new_group(node)
+                    continue
+                if node in tgi_only and fields and all(isinstance(a, int) for a in b.args):
+                    roots = {find(memo[a]) for a in fields}
+                    if len(roots) == 1 and next(iter(roots)) in codegen_roots:
+                        memo[node] = next(iter(roots))
+                        continue
+                memo[node] = new_group(node)
+                add_deps(node, fields)
+                continue
+            cg = None
+            args = [st.rep[a] for a in sk.reads[node]]  # a host call reads through inline tuples
+        to_merge: list[int] = []
+        if cg is not None:
+            pdeps = 0
+            for a in args:
+                pdeps |= deps.get(find(memo[a]), 0)
+            for a in args:
+                ag = memo[a]
+                if codegen.get(ag) == cg and not (pdeps & members[find(ag)]):
+                    to_merge.append(ag)
+        if not to_merge:
+            grp = new_group(node)
+            if cg is not None:
+                codegen[grp] = cg
+                codegen_roots.add(grp)
+                members[grp] = bit[grp] = 1 << len(bit)
+        else:
+            grp = to_merge[0]
+            for other in to_merge[1:]:
+                fr, to = find(other), find(grp)
+                if fr == to:
+                    continue
+                parent[fr] = to
+                deps[to] = deps.get(to, 0) | deps.pop(fr, 0)
+                members[to] |= members.pop(fr)
+                codegen_roots.discard(fr)
+        memo[node] = grp
+        add_deps(grp, args)
+
+    group_of = {node: find(memo[node]) for node in st.order}
+    codegen_of = {find(gp): cg for gp, cg in codegen.items()}
+
+    def uses(node: int) -> list[int]:
+        return st.node_uses(node)
+
+    emitted = topo(st, group_of, uses)
+    supply = NameSupply(st.names | set(st.comp_name.values()))
+    offloaded = []
+    order: list[tuple[str, object]] = []
+    fn_members: dict[int, list[int]] = {}
+    for node in st.order:  # a function's composites in main's binding order
+        gid = group_of[node]
+        if gid in codegen_of and node in st.comp_args:
+            fn_members.setdefault(gid, []).append(node)
+    done: set[int] = set()
+    for node in emitted:
+        gid = group_of[node]
+        if gid in codegen_of:
+            if gid in done:
+                continue
+            done.add(gid)
+            comps = fn_members[gid]
+            base = supply.fresh("fused_" + "_".join(st.comp_name[c].removeprefix("fused_") for c in comps))
+            fname = f"{base}_{codegen_of[gid]}"
+            offloaded.append((fname, codegen_of[gid], [(st.comp_pattern[c], sorted(sk.bindings[b].op_id for b in st.comp_members[c]))
+                                                      for c in comps]))  # fmt: skip
+            order.append(("call", fname))
+        elif node < len(sk.bindings) and sk.bindings[node].kind == "call" and sk.bindings[node].op_id is not None:
+            order.append(("op", sk.bindings[node].op_id))
+    return offloaded, order

@@ -1,0 +1,117 @@
+"""``npukit build``, ``npukit sweep`` and ``npukit calibrate``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .text import finite, jsonable
+
+
+def cmd_build(args) -> int:
+    from ..codegen.build import study_of_export  # noqa: PLC0415
+
+    s, directory = study_of_export(args.dir)
+    from ..codegen.build import build_and_compare  # noqa: PLC0415
+
+    r = build_and_compare(s, directory, samples=args.samples, target=args.target, regenerate=False)
+    if args.json:
+        print(json.dumps(finite(r), indent=2, allow_nan=False))
+        return 0 if r["outputs_agree"] else _disagree(r)
+    print(f"{args.dir}: built and ran {r['samples']} inputs of {s.data.source}")
+    for run, res in r["runs"].items():
+        if "skipped" in res:
+            print(f"  {run}: skipped ({res['skipped']})")
+            continue
+        for name, o in res["outputs"].items():
+            print(f"  {run}: output {name!r}: max abs {o['max_abs']:.3g}, max rel {o['max_rel']:.3g} vs the simulation, "
+                  f"argmax agreement {100 * o['argmax_agreement']:.0f}%, relative RMS {o['rel_rms']:.3g} "
+                  f"(tolerance {o['tolerance']:.3g}){'' if o['within_tolerance'] else ' MISMATCH'}")  # fmt: skip
+        if "bit_exact_with_host" in res:
+            print(f"  {run}: {'bit-exact with' if res['bit_exact_with_host'] else 'DIFFERS from'} the host build")
+    mem = r["memory"]
+    print(f"  memory: arena {mem['arena_bytes']:,} B (lower bound {mem['lower_bound_bytes']:,} B), weights {mem['weight_bytes']:,} B")
+    if "fit" in r:
+        print(f"  fit of the {r['fit']['target']} build ({r['fit']['program']}, from size):")
+        print("\n".join("    " + ln for ln in r["fit"]["text"].splitlines()))
+    return 0 if r["outputs_agree"] else _disagree(r)
+
+
+def _disagree(r: dict) -> int:
+    """One line on stderr naming the outputs beyond their tolerance of the simulation; exit status 1."""
+    print(f"npukit: build: the program's outputs disagree with the simulation: {'; '.join(r['mismatches'])}",
+          file=sys.stderr)  # fmt: skip
+    return 1
+
+
+def cmd_sweep(args) -> int:
+    from ..sweeps import pareto_mask, sweep  # noqa: PLC0415
+
+    if args.dask and args.workers is not None:
+        from ..errors import ConfigError  # noqa: PLC0415
+
+        raise ConfigError("--dask and --workers: the Dask cluster has its own workers; give one of them")
+    try:
+        df = sweep(args.model, args.soc, args.grid, client=args.dask, error=args.error, workers=args.workers, out=args.out,
+                   memory=args.memory, data=args.data, progress=not args.no_progress)  # fmt: skip
+    except KeyboardInterrupt:
+        print(f"npukit: interrupted: {_saved(args.out)}", file=sys.stderr)
+        return 130
+    front = df[pareto_mask(df)]
+    failed = df[df["failure"].notna()]
+    if args.report:
+        from ..sweeps.report import write_sweep_report  # noqa: PLC0415
+
+        write_sweep_report(df, args.report, title=f"{Path(args.model).name} on {args.soc}")
+    summary = {"out": args.out, "configurations": len(df), "failed": len(failed), "pareto": len(front),
+               "pareto_index": [int(i) for i in front["index"]], "report": args.report}  # fmt: skip
+    if len(df) > len(failed):
+        best = df.loc[df["latency_us"].idxmin()]
+        summary["fastest"] = {"index": int(best["index"]), "latency_us": float(best["latency_us"]),
+                              "energy_uj": float(best["energy_uj"]), "config": best["config"]}  # fmt: skip
+    if args.json:
+        print(json.dumps(finite(summary), indent=2, allow_nan=False))
+        return 0
+    print(f"{args.out}: {len(df)} configurations, {len(failed)} failed, {len(front)} in the Pareto set")
+    if "fastest" in summary:
+        f = summary["fastest"]
+        print(f"fastest: #{f['index']} {f['latency_us']:.2f} us, {f['energy_uj']:.3f} uJ  {f['config']}")
+    for r in failed.head(3).itertuples():
+        print(f"failed: #{r.index} {r.failure}")
+    if args.report:
+        print(f"report: {args.report}")
+    return 0
+
+
+def _saved(out) -> str:
+    """What an interrupted sweep kept: the configurations in ``<out>.parts/``, and how to go on."""
+    parts = Path(str(out) + ".parts") if out else None
+    if parts is None or not parts.is_dir():
+        return "no configuration was saved" + ("" if out else " (no --out)")
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    n = 0
+    for f in sorted(parts.glob("part-*.parquet")):
+        try:
+            n += pq.ParquetFile(f).metadata.num_rows
+        except Exception:  # noqa: BLE001 - a part being written when interrupted is not counted
+            continue
+    return f"{n} configuration{'s' * (n != 1)} saved in {parts}; run the same command again to resume"
+
+
+def cmd_calibrate(args) -> int:
+    from ..calibrate import calibrate  # noqa: PLC0415
+
+    res = calibrate(args.model, args.soc, repeat=args.repeat, out=args.out, holdout=args.holdout)
+    if args.json:
+        print(json.dumps({k: v for k, v in res.items() if k != "profile"}, indent=2, default=jsonable))
+    else:
+        print(f"fitted {res['processor']} of {res['soc']}: efficiency {res['efficiency']}")
+        for m in res["models"]:
+            print(f"  {m['model']}{'' if m.get('fit', True) else ' (held out)'}: measured {m['measured_us']:.1f} us, "
+                  f"estimated {m['estimated_us']:.1f} us (ratio {m['ratio']:.2f}), "
+                  f"median per-op error {100 * m['median_op_error']:.0f}%")  # fmt: skip
+        if args.out:
+            print(f"profile: {args.out}")
+    return 0

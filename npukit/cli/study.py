@@ -1,0 +1,209 @@
+"""``npukit socs``, ``npukit inspect`` and ``npukit study``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .text import finite, fmt_int, jsonable, records, show, table
+
+
+def cmd_socs(args) -> int:
+    from ..soc import bundled, load_soc, reference_markdown  # noqa: PLC0415
+
+    if args.reference:
+        print(reference_markdown())
+        return 0
+    rows = []
+    for name in sorted(bundled()):
+        p = load_soc(name)
+        rows.append({"name": name, "processors": [f"{q.name}:{q.kind}" for q in p.processors], "host": p.host,
+                     "description": p.description})  # fmt: skip
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        w = max(len(r["name"]) for r in rows)
+        for r in rows:
+            procs = ",".join(x.split(":")[0] for x in r["processors"])
+            print(f"{r['name']:<{w}}  [{procs}]  {r['description']}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from ..opset import work  # noqa: PLC0415
+    from ..pipeline import load  # noqa: PLC0415
+
+    g = load(args.model, dict(args.input_shape) or None).graph
+    rows = []
+    for op in g.ops:
+        w = work(op, g)
+        out = g.tensors[op.outputs[0]]
+        rows.append({"op_id": op.op_id, "name": op.name, "op": op.kind, "source": op.source, "source_op": op.source_op,
+                     "shape": list(out.shape), "dtype": out.dtype, "macs": w.macs, "vector_ops": w.vector_ops,
+                     "macs_formula": w.formula})  # fmt: skip
+    totals = {"ops": len(rows), "macs": sum(r["macs"] for r in rows), "vector_ops": sum(r["vector_ops"] for r in rows),
+              "params": int(sum(g.tensors[t].size for t in g.tensors if g.tensors[t].kind == "const"))}  # fmt: skip
+    ins = [{"name": g.tensors[t].name, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.inputs]
+    outs = [
+        {"name": g.output_name(k), "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype}
+        for k, t in enumerate(g.outputs)
+    ]
+    if args.json:
+        print(json.dumps({"model": str(args.model), "format": g.source_format, "inputs": ins, "outputs": outs,
+                          "ops": rows, "elided": dict(g.elided), "totals": totals}, indent=2, ensure_ascii=False))  # fmt: skip
+        return 0
+    print(f"{args.model}: {g.source_format}, {len(rows)} ops")
+    for i in ins:
+        print(f"  input  {i['name']!r} {i['shape']} {i['dtype']}")
+    for o in outs:
+        print(f"  output {o['name']!r} {o['shape']} {o['dtype']}")
+    table(["op_id", "name", "op", "shape", "dtype", "macs"],
+           [[r["op_id"], show(r["name"]), r["op"], "x".join(map(str, r["shape"])), r["dtype"], fmt_int(r["macs"])] for r in rows])  # fmt: skip
+    if g.elided:
+        print(f"model nodes without an op of their own: {len(g.elided)}")
+        for k, v in sorted(g.elided.items()):
+            print(f"  {show(k)}: {v}")
+    print(f"total: {totals['ops']} ops, {fmt_int(totals['macs'])} MACs, {fmt_int(totals['vector_ops'])} vector ops, "
+          f"{fmt_int(totals['params'])} parameters")  # fmt: skip
+    return 0
+
+
+def _build_study(args):
+    from .. import Study  # noqa: PLC0415
+    from ..config import Config  # noqa: PLC0415
+    from ..errors import ConfigError  # noqa: PLC0415
+
+    cfg = None
+    if args.config:
+        path = Path(args.config)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such config file")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a text file; a config is TOML or JSON (see --save-config)") from None
+        try:
+            cfg = Config.from_json(text) if path.suffix.lower() == ".json" else Config.from_toml(text)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
+    try:
+        s = Study(args.model, args.soc, cfg, input_shapes=dict(args.input_shape) or None, placement=args.placement)
+    except ConfigError as e:  # (--placement is one of argparse's choices) the config's edits do not fit
+        if cfg is None:  # this model or profile: a config saved from another one
+            raise
+        raise ConfigError(f"{args.config}: {e}") from None
+    for proc, op in args.disable:
+        s.set_support(proc, op, False)
+    for proc, op in args.enable:
+        s.set_support(proc, op, True)
+    for node, proc in args.pin:
+        s.pin(node, proc)
+    for proc, bits in args.bits:
+        s.set_bits(bits, processor=proc)
+    for node, bits in args.bits_layer:
+        s.set_bits(bits, layer=node)
+    if args.data:
+        s.set_data(args.data)
+    return s
+
+
+def cmd_study(args) -> int:
+    from ..errors import NpukitError  # noqa: PLC0415
+
+    # (a directory given gets its own message below)
+    if args.save_config and not Path(args.save_config).is_dir() and Path(args.save_config).suffix.lower() not in (".toml", ".json"):
+        raise NpukitError(f"{args.save_config}: --save-config writes TOML (.toml) or JSON (.json); give the file "
+                          "one of those suffixes")  # fmt: skip
+    if args.report and not Path(args.report).is_dir() and Path(args.report).suffix.lower() not in (".html", ".htm"):
+        raise NpukitError(f"{args.report}: --report writes one HTML page; give the file the suffix .html")
+    s = _build_study(args)
+    for node in args.explain:  # a bad name fails before anything is printed or written
+        if not s.graph.resolve(node) and str(node) not in s.graph.elided:
+            from ..pipeline import resolve  # noqa: PLC0415
+
+            resolve(s.graph, node)
+    want_error = args.error or args.data is not None
+    doc = {
+        "model": str(args.model), "soc": s.soc.name, "config": s.config.to_dict(),
+        "placement": records(s.placement), "partitions": records(s.partitions), "costs": records(s.costs),
+        "boundaries": records(s.boundaries), "timeline": records(s.timeline), "totals": s.totals,
+    }  # fmt: skip
+    if want_error:
+        doc["error"] = s.error_dict()
+    if args.explain:
+        doc["explain"] = {str(node): s.explain(node) for node in args.explain}
+    if args.export:  # what can fail -- the directory, code generation -- fails before anything is written
+        from ..io import check_export_target  # noqa: PLC0415
+
+        check_export_target(args.export)
+        box = Path(args.export).resolve()
+        for out in (args.save_config, args.report):
+            if out and box in Path(out).resolve().parents:
+                raise NpukitError(f"{out}: inside the --export directory {args.export}, which the export writes; "
+                                  "write it elsewhere")  # fmt: skip
+        from ..codegen.project import check_io_dtypes  # noqa: PLC0415
+
+        check_io_dtypes(s.graph)
+        _ = s.project
+    html = None
+    if args.report:
+        from ..report import report_html  # noqa: PLC0415
+
+        html = report_html(s, want_error)
+    from ..io import atomic_write_text  # noqa: PLC0415
+
+    for out in (args.save_config, args.report):
+        if out and Path(out).is_dir():
+            raise NpukitError(f"{out}: is a directory; give a file path to write to")
+
+    if args.save_config:
+        p = Path(args.save_config)
+        atomic_write_text(p, s.config.to_json() if p.suffix.lower() == ".json" else s.config.to_toml())
+    if html is not None:
+        atomic_write_text(args.report, html)
+    if args.export:
+        proj = s.export(args.export)
+        doc["export"] = {"directory": args.export, "files": len(proj.files), **proj.manifest["memory"]}
+    if args.json:
+        print(json.dumps(finite(doc), indent=2, ensure_ascii=False, default=jsonable, allow_nan=False))
+        return 0
+    pl = s.placement
+    n, k = len(pl), len(s.plan.partitions)
+    print(f"{args.model} on {s.soc.name}: {n} op{'s' * (n != 1)} in {k} partition{'s' * (k != 1)}")
+    table(["op_id", "name", "op", "processor", "part", "reason"],
+           [[r.op_id, show(r.name, 40), r.op, r.processor, r.partition, show(r.reason, 70, keep_end=False)] for r in pl.itertuples()])  # fmt: skip
+    print()
+    print("partitions:")
+    for r in s.partitions.itertuples():
+        ops = f"{r.ops:>4} {'op ' if r.ops == 1 else 'ops'}"
+        print(f"  {r.partition:>3} {r.processor:<6} {ops}  {r.latency_us:>10.2f} us  {show(r.first, 40)} .. {show(r.last, 40)}")
+    b = s.boundaries
+    if len(b):
+        print("boundaries:")
+        for r in b.itertuples():
+            print(f"  {show(r.tensor, 40):<40} {r.src}->{r.dst}  {r.bytes:>10,.0f} B  transfer {r.transfer_us:8.2f} us"
+                  + (f"  layout {r.layout_us:.2f} us" if r.layout_us else "")
+                  + (f"  {r.conversion.split(',')[-1].strip()} {r.quantize_us:.2f} us" if r.quantize_us else ""))  # fmt: skip
+    t = s.totals
+    print(f"totals: latency {t['latency_us']:.2f} us, energy {t['energy_uj']:.3f} uJ, MACs {t['macs']:,}")
+    print("  busy: " + ", ".join(f"{p} {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)" for p in s.soc.names))
+    print(f"  transfers {t['transfer_us']:.2f} us, layout {t['layout_us']:.2f} us, quantize {t['quantize_us']:.2f} us")
+    if want_error:
+        e = s.error_dict()
+        for o in e["outputs"]:
+            line = f"error: output {o['name']!r}: SNR {o['snr_db']:.1f} dB, max abs {o['max_abs']:.3g}"
+            if o.get("top1_agreement") is not None:
+                line += f", top-1 agreement {100 * o['top1_agreement']:.1f}%"
+            print(line)
+        if e.get("accuracy") is not None:
+            print(f"accuracy: {100 * e['accuracy']:.2f}% (fp32 {100 * e['accuracy_fp32']:.2f}%) on {e['samples']} samples")
+    for node in args.explain:
+        print()
+        print(s.explain(node))
+    if args.report:
+        print(f"report: {args.report}")
+    if args.export:
+        m = doc["export"]
+        print(f"export: {args.export} ({m['files']} files; arena {m['arena_bytes']:,} B, live-tensor lower bound "
+              f"{m['lower_bound_bytes']:,} B, weights {m['weight_bytes']:,} B); build it with make")  # fmt: skip
+    return 0

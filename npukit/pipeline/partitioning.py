@@ -141,7 +141,7 @@ def _partition(model: Model, soc: SocProfile, cfg: Config, key):
     settle(model)
     if cfg.placement == "first-fit":
         return CHOICES.put(key, ff)
-    from ..placement import constrain, decide  # noqa: PLC0415
+    from ..placement import constrain, decide, restate  # noqa: PLC0415
 
     g = model.graph
     bits_of, runs = bits_policy(soc, cfg, g)
@@ -161,7 +161,8 @@ def _partition(model: Model, soc: SocProfile, cfg: Config, key):
     names = ("the cost model's choice", "the profile's first-fit placement", f"every op on the host{held}")
     summary = (f"estimated {lats[0]:,.1f} us with the cost model's choice, {lats[1]:,.1f} us first-fit, "
                f"{lats[2]:,.1f} us all on {soc.host}{held}: kept {names[k]}")  # fmt: skip
-    notes = {i: (choice.why[i] if k == 0 else summary) for i in range(len(g.ops))}
+    why = restate(choice.why, choice.latency_us, lats[0]) if k == 0 else ()
+    notes = {i: (why[i] if k == 0 else summary) for i in range(len(g.ops))}
     return CHOICES.put(key, dataclasses.replace((cost, ff, host)[k], notes=notes))
 
 

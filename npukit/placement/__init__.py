@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from .additive import Additive
 from .groups import Choice, candidates, constrain, groups_of
-from .search import decide
+from .search import decide, restate
 from .virtual import Evaluator
 
-__all__ = ["Additive", "Choice", "Evaluator", "candidates", "constrain", "decide", "groups_of"]
+__all__ = ["Additive", "Choice", "Evaluator", "candidates", "constrain", "decide", "groups_of", "restate"]

@@ -205,3 +205,16 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
         for i in grp:
             why[i] = text
     return tuple(why)
+
+
+def restate(why: Sequence[str], virtual_us: float, real_us: float) -> tuple[str, ...]:
+    """The reasons of a decision whose partitioned plan takes ``real_us`` where the search's virtual
+    plan of the same choice took ``virtual_us`` (BYOC forms the partitions and composites itself, so
+    the two can differ): the model's figure is the plan's, the virtual one said beside it, since the
+    alternatives in each reason are estimated against it."""
+    old = f"the model takes {virtual_us:,.1f} us"
+    if f"{real_us:,.1f}" == f"{virtual_us:,.1f}":
+        return tuple(why)
+    new = f"the model takes {real_us:,.1f} us ({virtual_us:,.1f} us in the search's virtual plan, which the alternatives are compared with)"
+    return tuple(w.replace(old, new, 1) for w in why)
+

@@ -133,12 +133,22 @@ def annotated_onnx(study, path) -> Path:
         raise ModelError(f"{src}: cannot re-read the model to annotate it ({e})") from None
     r = study.result
     reasons = study.reasons()
-    by_source: dict[str, list[int]] = {}
-    for op in study.graph.ops:
-        by_source.setdefault(op.source, []).append(op.op_id)
+    g = study.graph
+    made = {t.name: t.producer for t in g.tensors.values() if t.kind == "act" and t.name}  # tensor name -> op
+
+    def ops_of(n) -> tuple[int, ...]:
+        """The ops a model node became: found by the tensors it makes (two nodes may share a name;
+        the second goes by ``<name>~2``), else by its name."""
+        key = n.name or (n.output[0] if n.output else n.op_type)
+        for out in n.output:
+            i = made.get(out)
+            if i is not None and (g.ops[i].source == key or g.ops[i].source.startswith(key + "~")):
+                return g.ops_of_source(g.ops[i].source)
+        return g.ops_of_source(key)
+
     for n in m.graph.node:
         key = n.name or (n.output[0] if n.output else n.op_type)
-        ids = by_source.get(key)
+        ids = ops_of(n)
         del n.metadata_props[:]
         if not ids:
             reason = study.graph.elided.get(key, "no op after import")
@@ -149,7 +159,7 @@ def annotated_onnx(study, path) -> Path:
         fields = {
             "npukit.processor": ", ".join(procs),
             "npukit.partition": ", ".join(map(str, sorted({r.plan.partition[i] for i in ids}))),
-            "npukit.ops": ", ".join(f"{study.graph.ops[i].name} ({study.graph.ops[i].kind})" for i in ids),
+            "npukit.ops": ", ".join(f"{g.ops[i].name} ({g.ops[i].kind})" for i in ids),
             "npukit.reason": " | ".join(reasons[i] for i in ids),
             "npukit.bits": ", ".join(r.ops[i].bits for i in ids),
             "npukit.macs": f"{sum(r.ops[i].macs for i in ids):,}",

@@ -125,24 +125,24 @@ class OpGraph:
         return tuple(sorted(p for p in out if p is not None))
 
     def resolve(self, node: str | int) -> tuple[int, ...]:
-        """op_ids for a user's node reference: an op_id (int, or ``"#12"`` as stored in configs), a
-        model node name (all of its ops) or an op name (``<node>/add`` for a helper op).  ``#12``
-        is op 12 when the model has one (the configs' spelling); else a node of that name."""
+        """op_ids for a user's node reference: a model node name (all of its ops), an op name
+        (``<node>/add`` for a helper op), or an op id (int, ``"#12"`` as stored in configs, or
+        ``"12"``).  The model's own names come first: a node named ``"#12"`` or ``"12"`` is that
+        node, and op 12 is then reached by its id as an int (configs store such an op by its name)."""
         if isinstance(node, (int, np.integer)) and not isinstance(node, bool):
             if 0 <= int(node) < len(self.ops):
                 return (int(node),)
             return ()
         s = str(node)
-        if s.startswith("#") and s[1:].isdigit() and int(s[1:]) < len(self.ops):  # an op id as stored in configs
-            return (int(s[1:]),)
         ids = self.ops_of_source(s)  # a model node: all the ops it became (conv2d + its bias add)
         if ids:
             return ids
         op = self.op_by_name(s)
         if op is not None:
             return (op.op_id,)
-        if s.isdigit() and int(s) < len(self.ops):
-            return (int(s),)
+        digits = s[1:] if s.startswith("#") else s
+        if digits.isdigit() and int(digits) < len(self.ops):  # an op id as stored in configs
+            return (int(digits),)
         return ()
 
     def names(self) -> list[str]:

@@ -71,14 +71,16 @@ class Study:
         """A node reference as stored in the config, one spelling per set of ops: the model node's
         own name when the reference covers exactly that node's ops (an op id, ``"12"``, ``"#12"`` or
         an op name of a node that became one op, or the node name itself), else ``"#<id>"`` for one
-        op of a node that became several (a model node name means every op the node became)."""
+        op of a node that became several (a model node name means every op the node became), or
+        its op name where the model has a node named ``"#<id>"``."""
         ids = pl.resolve(self.graph, int(node) if isinstance(node, (int, np.integer)) and not isinstance(node, bool)
                          else node)  # fmt: skip
         src = self.graph.ops[ids[0]].source
         if self.graph.ops_of_source(src) == ids and self.graph.resolve(src) == ids:
             return src
         if len(ids) == 1:
-            return f"#{ids[0]}"
+            op = self.graph.ops[ids[0]]
+            return f"#{op.op_id}" if self.graph.resolve(f"#{op.op_id}") == ids else op.name  # (a node named "#12")
         return str(node)
 
     def _without_covered(self, entries, key: str) -> dict:

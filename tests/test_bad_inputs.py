@@ -331,6 +331,12 @@ PROFILE_CASES = [
      r"soc\.toml: processors\.dla\.kernel_library: kernel library prefix 'nv dla; rm -rf' is not a C identifier"),
     ("kernel-library-reserved", _edit('kernel_library = "nvdla"', 'kernel_library = "npk_dla"'),
      r"soc\.toml: processors\.dla\.kernel_library: kernel library prefix 'npk_dla' is reserved"),
+    ("names-apart-only-by-case", lambda t: t.replace("[processors.dsp", "[processors.DLA"),
+     r"soc\.toml: processors\.dla: differs from processor 'DLA' only in case; the generated code's files and symbols"),
+    ("name-starts-with-a-digit", lambda t: t.replace("[processors.dsp", "[processors.3dsp"),
+     r"soc\.toml: processors\.3dsp: processor names are C identifiers, .*not starting with a digit$"),
+    ("name-with-a-dash", lambda t: t.replace("[processors.dsp", "[processors.dsp-2"),
+     r"soc\.toml: processors\.dsp-2: processor names are C identifiers"),
 ]  # fmt: skip
 
 

@@ -128,9 +128,10 @@ def test_unsupported_bits_are_clear_errors():
         ff.set_bits("int16", layer="/conv1/Conv")
     assert str(e.value) == ("layer '/conv1/Conv' would run on dla, which cannot run its bit-width int16 "
                             "(processors.dla.macs_per_cycle lists int8, fp16); give the layer a width dla runs, or "
-                            "pin it to a processor that runs int16")  # fmt: skip
+                            "pin it to a processor that runs int16 and takes conv2d: arm")  # fmt: skip
     assert ff.config.layer_bits == ()
-    with pytest.raises(npukit.ConfigError, match=r"layer '/conv1/Conv' would run on arm, which cannot run its bit-width int2"):
+    with pytest.raises(npukit.ConfigError, match=r"layer '/conv1/Conv' would run on arm, which cannot run its bit-width "
+                       r"int2 .*; no processor that runs int2 takes conv2d here: give the layer a width arm runs$"):  # fmt: skip
         s.set_bits("int2", layer="/conv1/Conv")  # no processor that accepts conv1 runs int2
     with pytest.raises(npukit.ConfigError, match="unknown bit-width 'int3'"):
         s.set_bits("int3", processor="dsp")
@@ -327,3 +328,19 @@ def test_top1_agreement_of_a_classifier_run_on_a_batch(tmp_path):
     det = npukit.Study(SAMPLES / "tiny_detector.onnx", "arm-dsp-dla").error_dict()["outputs"]
     assert [(o["name"], o["top1_agreement"]) for o in det] == [("selected_indices", None), ("topk_scores", 1.0),
                                                                 ("topk_boxes", None)]  # fmt: skip
+
+
+def test_a_layer_width_refusal_names_the_op_that_cannot_run_it():
+    """A model node that became several ops (a conv and its bias add) on different processors: the
+    refusal names the op whose processor cannot run the width, and the processors that could take it."""
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", placement="first-fit")
+    s.set_support("dla", "conv2d", False)  # the conv to arm; its bias add stays on the DLA
+    assert [s.plan.processor[i] for i in s.graph.resolve("/conv1/Conv")] == ["arm", "dla"]
+    with pytest.raises(npukit.ConfigError) as e:
+        s.set_bits("int16", layer="/conv1/Conv")
+    assert str(e.value) == ("layer '/conv1/Conv' (its op '/conv1/Conv/add', add) would run on dla, which cannot run its "
+                            "bit-width int16 (processors.dla.macs_per_cycle lists int8, fp16); give the layer a width dla "
+                            "runs, or pin its op '/conv1/Conv/add' to a processor that runs int16 and takes add: arm")  # fmt: skip
+    s.pin("/conv1/Conv/add", "arm")  # the advice works
+    s.set_bits("int16", layer="/conv1/Conv")
+    assert [s.costs.loc[i, "bits"] for i in s.graph.resolve("/conv1/Conv")] == ["int16", "int16"]

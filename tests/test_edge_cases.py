@@ -143,21 +143,47 @@ def test_made_up_names_never_take_a_real_one(tmp_path):
               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])  # fmt: skip
     g = npukit.import_model(p).graph
     assert [op.name for op in g.ops] == ["a", "a~3", "a~2"]
-    assert [op.source for op in g.ops] == ["a", "a", "a~2"]
+    # the second node named "a" goes by its op's name, so "a" means one node as every table shows it
+    assert [op.source for op in g.ops] == ["a", "a~3", "a~2"]
+    s = npukit.Study(p, "arm-dsp-dla")
+    assert s.graph.resolve("a") == (0,) and s.explain("a").startswith("a  (op_id 0")
+    s.pin("a~3", "arm")
+    assert dict(s.config.pins) == {"a~3": "arm"}
+    ann = onnx.load(s.annotated_onnx(tmp_path / "annotated.onnx"))  # each node carries its own ops' figures
+    assert [(n.name, {e.key: e.value for e in n.metadata_props}["npukit.ops"]) for n in ann.graph.node] == [
+        ("a", "a (relu)"), ("a", "a~3 (negative)"), ("a~2", "a~2 (abs)")]
 
 
 def test_op_ids_and_names_that_look_like_op_ids(tmp_path):
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name="#2"),
-             helper.make_node("Neg", ["r"], ["n"], name="neg"),
+    """A model's own node names come first: a node named "#3" or "0" is that node, not op 3 or op 0
+    (the configs' spelling of an op id); an op whose id is spelt like such a node is stored by its name."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="#3"),
+             helper.make_node("Gemm", ["r", "w", "b"], ["m"], name="g"),
+             helper.make_node("Neg", ["m"], ["n"], name="0"),
              helper.make_node("Abs", ["n"], ["y"], name="abs")]  # fmt: skip
+    inits = [helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.5] * 16), helper.make_tensor("b", TensorProto.FLOAT, [4], [1.0] * 4)]
     p = _save(tmp_path, "hashnames", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])  # fmt: skip
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)  # fmt: skip
     s = npukit.Study(p, "arm-dsp-dla")
-    s.pin(2, "arm")  # op id 2 is "abs": stored under the model's own name, not the look-alike "#2" node
-    assert dict(s.config.pins) == {"abs": "arm"}
-    assert s.graph.resolve("#2") == (2,)
-    s.unpin("#2")  # the same op, spelt as stored in configs
+    g = s.graph
+    assert [(op.name, op.kind) for op in g.ops] == [("#3", "relu"), ("g", "matmul"), ("g/add", "add"), ("0", "negative"), ("abs", "abs")]
+    assert g.resolve("#3") == (0,) and g.resolve("0") == (3,) and g.resolve("#4") == (4,) and g.resolve(3) == (3,)
+    assert s.explain("#3").startswith("#3  (op_id 0") and s.explain("0").startswith("0  (op_id 3")
+    s.pin("#3", "arm")
+    assert dict(s.config.pins) == {"#3": "arm"} and s.plan.processor[0] == "arm"
+    s.pin(2, "arm")  # the bias add of "g": its id spelt "#2" would be op 2 -- no node holds that name
+    assert dict(s.config.pins)["#2"] == "arm"
+    s.unpin("#2")
+    s.unpin("#3")
     assert s.config.pins == ()
+    nodes[3] = helper.make_node("Abs", ["n"], ["y"], name="#2")  # now a node holds it
+    p2 = _save(tmp_path, "hashnames2", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)  # fmt: skip
+    s2 = npukit.Study(p2, "arm-dsp-dla")
+    s2.pin(2, "arm")
+    assert dict(s2.config.pins) == {"g/add": "arm"}  # stored by its op's name, which reads back as op 2
+    again = npukit.Study(p2, "arm-dsp-dla", s2.config.to_toml())
+    assert again.plan.processor[2] == "arm" and again.plan.processor[4] == s2.plan.processor[4]
 
 
 def test_an_edit_that_would_drop_a_layer_bit_width_is_refused():

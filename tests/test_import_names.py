@@ -171,18 +171,17 @@ def test_duplicate_onnx_node_names_stay_unique_and_keep_their_source(tmp_path, g
     nodes = [h.make_node("Relu", ["x"], ["a"], name="dup"), h.make_node("Sigmoid", ["a"], ["y"], name="dup")]
     m = onnx_model(nodes, [tensor_info("x", [1, 4])], [tensor_info("y", [1, 4])])
     g = graph_of(save_onnx(m, tmp_path / "dup.onnx"))
-    assert [op.source for op in g.ops] == ["dup", "dup"]
     names = [op.name for op in g.ops]
-    assert names[0] == "dup" and names[1] != "dup" and names[1].startswith("dup")
-    # a pin of the shared name covers both ops; an op that cannot follow it is named inside the pin
+    assert names == ["dup", "dup~2"]
+    # the second node goes by its op's name, so a reference means one node, the one the tables show
+    assert [op.source for op in g.ops] == names
     s = npukit.Study(tmp_path / "dup.onnx", "riscv-accel")
+    s.pin("dup", "riscv")
+    assert dict(s.config.pins) == {"dup": "riscv"} and s.graph.resolve("dup") == (0,)
+    assert s.explain("dup").startswith("dup  (op_id 0")
     with pytest.raises(npukit.ConfigError) as ei:
-        s.pin("dup", "accel")
-    assert str(ei.value) == (f"cannot pin 'dup' (its op {names[1]!r}, sigmoid) to accel: accel: does not support "
-                             "relax.sigmoid")  # fmt: skip
-    with pytest.raises(npukit.ConfigError) as ei:
-        s.pin(names[1], "accel")
-    assert str(ei.value) == f"cannot pin {names[1]!r} (sigmoid) to accel: accel: does not support relax.sigmoid"
+        s.pin("dup~2", "accel")
+    assert str(ei.value) == "cannot pin 'dup~2' (sigmoid) to accel: accel: does not support relax.sigmoid"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,9 +437,9 @@ def test_hostile_names_survive_inspect_json(hostile_model):
 
 
 def test_a_node_named_like_an_op_id_past_the_last_op_is_that_node(tmp_path):
-    """``#12`` is how a config names op 12 (it wins while the model has an op 12:
-    test_op_ids_and_names_that_look_like_op_ids); a node named ``#157`` in a model of four ops is that
-    node, not an unknown name whose closest valid name is itself."""
+    """``#12`` is how a config names op 12 unless the model has a node of that name
+    (test_op_ids_and_names_that_look_like_op_ids); a node named ``#157`` in a model of four ops is that
+    node, not an unknown name whose closest valid name is itself, and so is ``#1``."""
     from onnx import helper as h
 
     nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
@@ -452,7 +451,9 @@ def test_a_node_named_like_an_op_id_past_the_last_op_is_that_node(tmp_path):
     s = npukit.Study(path, "arm-dsp-dla")
     assert [(op.kind, op.source) for op in s.graph.ops] == [("conv2d", "conv"), ("add", "conv"), ("relu", "#157"),
                                                              ("sigmoid", "#1")]  # fmt: skip
-    assert s.graph.resolve("#157") == (2,) and s.graph.resolve("#1") == (1,)
+    assert s.graph.resolve("#157") == (2,) and s.graph.resolve("#1") == (3,) and s.graph.resolve(1) == (1,)
     assert s.explain("#157").startswith("#157  (op_id 2, relax.nn.relu, from onnx node '#157' Relu)")
     s.pin("#157", "arm")
     assert dict(s.config.pins) == {"#157": "arm"} and s.plan.processor[2] == "arm"
+    s.pin(1, "arm")  # the conv's bias add: "#1" is a node's name, so the config stores the op's
+    assert dict(s.config.pins) == {"#157": "arm", "conv/add": "arm"}

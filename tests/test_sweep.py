@@ -316,7 +316,7 @@ def test_failing_configurations_record_their_error():
     assert fail[2].startswith("ConfigError: cannot pin '/softmax/Softmax' (softmax) to dla: dla: does not support")
     assert fail[1] == fail[5] == ("ConfigError: layer '/conv1/Conv' would run on dla, which cannot run its bit-width "
                                   "int16 (processors.dla.macs_per_cycle lists int8, fp16); give the layer a width dla "
-                                  "runs, or pin it to a processor that runs int16")  # fmt: skip
+                                  "runs, or pin it to a processor that runs int16 and takes conv2d: arm")  # fmt: skip
     assert df.loc[df["failure"].notna(), "latency_us"].isna().all()
     assert pareto(df)["index"].tolist() == [0, 4]  # the same placement
 
@@ -375,8 +375,8 @@ def test_parquet_resume_and_refusal(tmp_path):
     assert again.equals(ref) and out.read_bytes() == before
     with pytest.raises(SweepError) as ei:
         npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL.replace("4096", "8192"), workers=0, out=out, progress=False)
-    assert str(ei.value) == f"{out}: holds another sweep (its grid differ); choose another --out or remove it"
-    with pytest.raises(SweepError, match=r"holds another sweep \(its error differ\)"):
+    assert str(ei.value) == f"{out}: holds another sweep (another grid); choose another --out or remove it"
+    with pytest.raises(SweepError, match=r"holds another sweep \(another error setting\)"):
         npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=0, out=out, error=True, progress=False)
     # a journal left by an interrupted run (here: one chunk of 3 rows) is picked up, the rest computed
     import pyarrow.parquet as pq
@@ -410,7 +410,7 @@ def test_cli_sweep_summary_report_and_errors(tmp_path):
     assert assert_cli_error(r, limit_s=30) == (f"{bad}:3: pin./conv1/Conv: unknown processor 'npu'; valid names: "
                                               "'arm', 'dla', 'dsp', 'none'")  # fmt: skip
     r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--error", "--workers", "0")
-    assert assert_cli_error(r, limit_s=30) == f"{out}: holds another sweep (its error differ); choose another --out or remove it"
+    assert assert_cli_error(r, limit_s=30) == f"{out}: holds another sweep (another error setting); choose another --out or remove it"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -268,11 +268,26 @@ def byoc_steps(model: Model, soc: SocProfile, cfg: Config) -> dict:
     return steps(model.module, model.graph, soc, partition(model, soc, cfg).verdicts)
 
 
-def layer_width_error(node, p, b: str) -> ConfigError:
-    """A layer whose bit-width ``b`` its processor ``p`` cannot run, with what the user can do."""
-    return ConfigError(f"layer {node!r} would run on {p.name}, which cannot run its bit-width {b} "
-                       f"(processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}); give the layer a width "
-                       f"{p.name} runs, or pin it to a processor that runs {b}")  # fmt: skip
+def layer_width_error(node, p, b: str, g: OpGraph | None = None, i: int | None = None, soc: SocProfile | None = None,
+                      vs=None) -> ConfigError:  # fmt: skip
+    """A layer whose bit-width ``b`` its processor ``p`` cannot run, with what the user can do.  Given
+    the graph, the op that landed on ``p`` (``i``), the profile and the verdicts, it names that op
+    when the layer is several ops, and the processors that run ``b`` and take the op."""
+    what, mine = "it", f"layer {node!r}"
+    if g is not None and i is not None and len(g.resolve(node)) > 1 and g.ops[i].name != str(node):
+        what = f"its op {g.ops[i].name!r}"
+        mine = f"layer {node!r} (its op {g.ops[i].name!r}, {g.ops[i].kind})"
+    head = (f"{mine} would run on {p.name}, which cannot run its bit-width {b} (processors.{p.name}.macs_per_cycle "
+            f"lists {', '.join(p.bits)})")  # fmt: skip
+    if soc is None or vs is None or i is None or g is None:
+        return ConfigError(f"{head}; give the layer a width {p.name} runs, or pin it to a processor that runs {b}")
+    takers = [q.name for q in soc.processors if b in q.macs_per_cycle and vs[(i, q.name)].ok]
+    if takers:
+        return ConfigError(f"{head}; give the layer a width {p.name} runs, or pin {what} to a processor that runs {b} "
+                           f"and takes {g.ops[i].kind}: {', '.join(takers)}")  # fmt: skip
+    alone = ", or set the widths of its ops one by one (layer=<op id>)" if what != "it" else ""
+    return ConfigError(f"{head}; no processor that runs {b} takes {g.ops[i].kind} here: give the layer a width "
+                       f"{p.name} runs{alone}")  # fmt: skip
 
 
 def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None:
@@ -283,7 +298,7 @@ def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None
         for i in resolve(g, node):
             p = soc.processor(plan.processor[i])
             if lb[i] == b and b not in p.macs_per_cycle:  # (an op a finer edit overrides is checked there)
-                raise layer_width_error(node, p, b)
+                raise layer_width_error(node, p, b, g, i, soc, verdicts(model, soc, cfg))
     part = partition(model, soc, cfg)
     for i, p in sorted(pins_of(g, cfg).items()):
         if plan.processor[i] != p:

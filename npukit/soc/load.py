@@ -185,8 +185,13 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         v.fail("processors", "at least one [processors.NAME] table is required")
     processors = []
     for name, pdoc in procs_doc.items():
-        if not name.isidentifier():
-            v.fail(f"processors.{name}", "processor names must be identifiers (letters, digits, _)")
+        if not (name.isascii() and name.isidentifier()):
+            v.fail(f"processors.{name}", "processor names are C identifiers, as the generated code uses them: ASCII "
+                                         "letters, digits and _, not starting with a digit")  # fmt: skip
+        twin = next((p.name for p in processors if p.name.lower() == name.lower()), None)
+        if twin is not None:
+            v.fail(f"processors.{name}", f"differs from processor {twin!r} only in case; the generated code's files "
+                                         "and symbols need names apart without case")  # fmt: skip
         processors.append(_processor(v, name, pdoc))
 
     hosts = [p.name for p in processors if p.host]
@@ -203,7 +208,9 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
     else:
         cpus = [p.name for p in processors if p.kind == "cpu"]
         if len(cpus) != 1:
-            v.fail("host", "name the host processor (host = \"arm\") or mark one with host = true")
+            which = f"the processors of kind cpu are {', '.join(cpus)}" if cpus else "no processor is of kind cpu"
+            v.fail("host", f"name the host processor (host = {(cpus or [processors[0].name])[0]!r}) or mark one with "
+                           f"host = true; {which}")  # fmt: skip
         host = cpus[0]
     processors = [_with_host(p, p.name == host) for p in processors]
     for p in processors:
@@ -217,7 +224,8 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
     order = list(v.read(pl, PLACEMENT_FIELDS, "placement")["order"] or accel)
     for i, n in enumerate(order):
         if n not in accel:
-            v.fail(f"placement.order[{i}]", f"{n!r} is not an accelerator of this profile; {closest(n, accel)}")
+            hint = closest(n, accel) if accel else f"this profile has no accelerator, only the host {host}"
+            v.fail(f"placement.order[{i}]", f"{n!r} is not an accelerator of this profile; {hint}")
     order += [n for n in accel if n not in order]
     prefer = {}
     for op, lst in (pl.get("prefer") or {}).items():
@@ -229,7 +237,8 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
             v.fail(f"placement.prefer.{op}", f"must be a list of processor names, got {lst!r}")
         for i, n in enumerate(lst):
             if n not in accel:
-                v.fail(f"placement.prefer.{op}[{i}]", f"{n!r} is not an accelerator; {closest(n, accel)}")
+                v.fail(f"placement.prefer.{op}[{i}]", f"{n!r} is not an accelerator; "
+                       f"{closest(n, accel) if accel else f'this profile has no accelerator, only the host {host}'}")
         prefer[key] = tuple(lst)
 
     conv = doc.get("conversion", {})

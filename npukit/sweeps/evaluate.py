@@ -153,7 +153,7 @@ class Evaluator:
             for i in pl.resolve(g, node):
                 p = rep.processor(plan.processor[i])
                 if b not in p.macs_per_cycle:
-                    raise pl.layer_width_error(node, p, b)
+                    raise pl.layer_width_error(node, p, b, g, i, rep, pl.verdicts(self.model, rep, cfg))
 
     # -- one configuration ----------------------------------------------------------------------
     def result(self, values: tuple):

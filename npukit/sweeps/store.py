@@ -52,7 +52,8 @@ def _meta_of(schema) -> dict | None:
 
 def _differs(a: dict, b: dict) -> str:
     keys = [k for k in ("model", "soc", "grid", "error", "memory", "data") if a.get(k) != b.get(k)]
-    return ", ".join(keys) or "format"
+    words = {"error": "error setting", "memory": "memory setting"}
+    return ", ".join(words.get(k, k) for k in keys) or "format"
 
 
 class Store:
@@ -69,7 +70,7 @@ class Store:
     def _check(self, found: dict | None, where: Path) -> None:
         ident = {k: v for k, v in self.meta.items() if k != "paths"}
         if found is None or {k: v for k, v in found.items() if k != "paths"} != ident:
-            what = "is not an npukit sweep" if found is None else f"holds another sweep (its {_differs(found, ident)} differ)"
+            what = "is not an npukit sweep" if found is None else f"holds another sweep (another {_differs(found, ident)})"
             raise SweepError(f"{where}: {what}; choose another --out or remove it")
 
     def open(self) -> set[str]:

@@ -43,7 +43,10 @@ class _Namer:
 
 
 def _name_ops(ops: list[dict], marks: _Marks) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
-    """Unique op names: a node's main op takes the node's own name, helpers ``<node>/<kind>``."""
+    """Unique op names: a node's main op takes the node's own name, helpers ``<node>/<kind>``; and
+    each op's model node (name, op type).  Nodes that share a name stay apart: the second goes by
+    ``<name>~2`` (its main op's name), its helpers by ``<name>~2/<kind>``, so a reference to the
+    name means the one node, as every table shows it."""
     by_src: dict[int, list[int]] = {}
     for o in ops:
         if o["src"] is not None:
@@ -66,20 +69,20 @@ def _name_ops(ops: list[dict], marks: _Marks) -> tuple[dict[int, str], dict[int,
 
     names: dict[int, str] = {}
     sources: dict[int, tuple[str, str]] = {}
+    label: dict[int, str] = {}  # model node -> the name its ops go by: its own, "<name>~2" for a second node of that name
     for o in ops:  # main ops first, so the model's names stay exact
         s = o["src"]
         if s is not None and primary[s] == o["op_id"]:
-            names[o["op_id"]] = unique(marks.sources[s].name)
+            names[o["op_id"]] = label[s] = unique(marks.sources[s].name)
     for o in ops:
         s = o["src"]
         if s is None:
             sources[o["op_id"]] = (o["var"], o["op"])
             names.setdefault(o["op_id"], unique(o["var"]))
         else:
-            src = marks.sources[s]
-            sources[o["op_id"]] = (src.name, src.op_type)
+            sources[o["op_id"]] = (label[s], marks.sources[s].op_type)
             if o["op_id"] not in names:
-                names[o["op_id"]] = unique(f"{src.name}/{short_op(o['op'])}")
+                names[o["op_id"]] = unique(f"{label[s]}/{short_op(o['op'])}")
     return names, sources
 
 

@@ -149,3 +149,21 @@ class Config:
             return cls.from_dict(tomllib.loads(text))
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config: not valid TOML: {e}") from None
+
+    @classmethod
+    def read(cls, path) -> Config:
+        """A config saved as a file (``.json`` is JSON, anything else TOML), errors naming the file."""
+        from pathlib import Path  # noqa: PLC0415
+
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such config file")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a text file; a config is TOML or JSON (see --save-config)") from None
+        try:
+            return cls.from_json(text) if path.suffix.lower() == ".json" else cls.from_toml(text)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
+

@@ -32,7 +32,7 @@ class Study:
     ``Study(model, soc, config=None, input_shapes=None)``: ``model`` is a path (.onnx, .tflite,
     .pt2), an onnx.ModelProto, a torch.export.ExportedProgram or a Relax IRModule; ``soc`` a
     bundled profile name, a path or a SocProfile; ``config`` a Config (or a dict / TOML / JSON
-    text of one) to start from.
+    text of one, or a saved .toml / .json file's path) to start from.
     """
 
     def __init__(self, model, soc, config: Config | Mapping | str | None = None, *,
@@ -479,10 +479,15 @@ def _coerce_config(config) -> Config:
         return config
     if isinstance(config, Mapping):
         return Config.from_dict(config)
+    if isinstance(config, os.PathLike):
+        return Config.read(config)
     if isinstance(config, str):
         s = config.strip()
+        if "\n" not in s and "=" not in s and s.lower().endswith((".toml", ".json")):  # a file's path, not its text
+            return Config.read(s)
         return Config.from_json(s) if s.startswith("{") else Config.from_toml(s)
-    raise ConfigError(f"config must be a npukit.Config, a dict, or TOML/JSON text, got {type(config).__name__}")
+    raise ConfigError(f"config must be a npukit.Config, a dict, TOML/JSON text or a .toml/.json file, got "
+                      f"{type(config).__name__}")  # fmt: skip
 
 
 __all__ = ["Study", "NpukitError"]

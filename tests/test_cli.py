@@ -13,6 +13,7 @@ from conftest import (
     DETECTOR,
     DIGITS_ONNX,
     ROOT,
+    SAMPLES,
     assert_cli_error,
     missing_tool,
     onnx_model,
@@ -193,6 +194,17 @@ def test_study_text_says_one_op_and_one_partition():
                 "--disable", "accel:reshape", "--disable", "accel:softmax")  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == f"{DIGITS_ONNX} on riscv-accel: 14 ops in 1 partition"
+
+
+def test_study_text_columns_line_up_with_processor_names_of_any_length():
+    """cmsis_nn and m7: each partition's op count and each boundary's byte count start in one column."""
+    r = run_cli("study", SAMPLES / "digits_cnn_int8.tflite", "--soc", "cortex-m7-cmsis-nn")
+    assert r.returncode == 0, r.stderr
+    parts = r.stdout.split("partitions:\n", 1)[1].split("boundaries:", 1)[0].splitlines()
+    bounds = r.stdout.split("boundaries:\n", 1)[1].split("totals:", 1)[0].splitlines()
+    assert {ln.split()[1] for ln in parts} == {"cmsis_nn", "m7"} and len(bounds) >= 4
+    assert len({ln.index(" op") for ln in parts}) == 1, parts
+    assert len({ln.index(" B  transfer") for ln in bounds}) == 1, bounds
 
 
 @pytest.mark.slow

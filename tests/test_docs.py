@@ -24,3 +24,15 @@ def test_pages_state_the_models():
     assert "## Placement policy" in cost and "dynamic programming over the groups" in cost
     q = (ROOT / "docs/quantization.md").read_text()
     assert "per output channel, symmetric" in q and "per tensor, affine" in q
+
+
+def test_every_notebook_cell_has_an_id():
+    """nbformat 4.5 notebooks need an id per cell (Jupyter warns, and will refuse, without one)."""
+    import json
+
+    root = Path(__file__).resolve().parents[1]
+    for nb in sorted((root / "notebooks").glob("*.ipynb")):
+        doc = json.loads(nb.read_text(encoding="utf-8"))
+        ids = [c.get("id") for c in doc["cells"]]
+        assert (doc["nbformat"], doc["nbformat_minor"]) >= (4, 5), nb.name
+        assert all(ids) and len(set(ids)) == len(ids), (nb.name, [k for k, i in enumerate(ids) if not i])

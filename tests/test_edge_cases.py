@@ -223,3 +223,18 @@ def test_profile_values_out_of_physical_range(edit, message):
     soc = npukit.load_soc("arm-dsp-dla")
     with pytest.raises(npukit.ProfileError, match=message.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.").replace("+", r"\+")):
         soc.with_changes(edit)
+
+
+def test_a_study_starts_from_a_saved_config_file(tmp_path):
+    """``Study(model, soc, "saved.toml")`` reads the file (as --config does), not the path as TOML text."""
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    s.pin("/softmax/Softmax", "dsp")
+    (tmp_path / "c.toml").write_text(s.config.to_toml())
+    (tmp_path / "c.JSON").write_text(s.config.to_json())
+    for c in (str(tmp_path / "c.toml"), tmp_path / "c.JSON"):
+        assert npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", c).config == s.config
+    with pytest.raises(npukit.ConfigError, match=r"nope\.toml: no such config file$"):
+        npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", str(tmp_path / "nope.toml"))
+    (tmp_path / "bad.toml").write_text("pins = {")
+    with pytest.raises(npukit.ConfigError, match=r"bad\.toml: config: not valid TOML"):
+        npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", tmp_path / "bad.toml")

@@ -57,7 +57,7 @@ def cmd_inspect(args) -> int:
         print(f"  input  {i['name']!r} {i['shape']} {i['dtype']}")
     for o in outs:
         print(f"  output {o['name']!r} {o['shape']} {o['dtype']}")
-    table(["op_id", "name", "op", "shape", "dtype", "macs"],
+    table(["op_id", "name", "op", "shape", "dtype", "macs"], right=("macs",), rows=
            [[r["op_id"], show(r["name"]), r["op"], "x".join(map(str, r["shape"])), r["dtype"], fmt_int(r["macs"])] for r in rows])  # fmt: skip
     if g.elided:
         print(f"model nodes without an op of their own: {len(g.elided)}")
@@ -73,19 +73,7 @@ def _build_study(args):
     from ..config import Config  # noqa: PLC0415
     from ..errors import ConfigError  # noqa: PLC0415
 
-    cfg = None
-    if args.config:
-        path = Path(args.config)
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such config file")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not a text file; a config is TOML or JSON (see --save-config)") from None
-        try:
-            cfg = Config.from_json(text) if path.suffix.lower() == ".json" else Config.from_toml(text)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from None
+    cfg = Config.read(args.config) if args.config else None
     try:
         s = Study(args.model, args.soc, cfg, input_shapes=dict(args.input_shape) or None, placement=args.placement)
     except ConfigError as e:  # (--placement is one of argparse's choices) the config's edits do not fit
@@ -170,18 +158,21 @@ def cmd_study(args) -> int:
     pl = s.placement
     n, k = len(pl), len(s.plan.partitions)
     print(f"{args.model} on {s.soc.name}: {n} op{'s' * (n != 1)} in {k} partition{'s' * (k != 1)}")
-    table(["op_id", "name", "op", "processor", "part", "reason"],
+    table(["op_id", "name", "op", "processor", "part", "reason"], rows=
            [[r.op_id, show(r.name, 40), r.op, r.processor, r.partition, show(r.reason, 70, keep_end=False)] for r in pl.itertuples()])  # fmt: skip
     print()
     print("partitions:")
+    pw = max(len(p) for p in s.soc.names)
     for r in s.partitions.itertuples():
         ops = f"{r.ops:>4} {'op ' if r.ops == 1 else 'ops'}"
-        print(f"  {r.partition:>3} {r.processor:<6} {ops}  {r.latency_us:>10.2f} us  {show(r.first, 40)} .. {show(r.last, 40)}")
+        print(f"  {r.partition:>3} {r.processor:<{pw}} {ops}  {r.latency_us:>10.2f} us  {show(r.first, 40)} .. {show(r.last, 40)}")
     b = s.boundaries
     if len(b):
         print("boundaries:")
+        tw = max(len(show(x, 40)) for x in b["tensor"])
+        sd = max(len(f"{x}->{y}") for x, y in zip(b["src"], b["dst"]))
         for r in b.itertuples():
-            print(f"  {show(r.tensor, 40):<40} {r.src}->{r.dst}  {r.bytes:>10,.0f} B  transfer {r.transfer_us:8.2f} us"
+            print(f"  {show(r.tensor, 40):<{tw}} {r.src + '->' + r.dst:<{sd}}  {r.bytes:>10,.0f} B  transfer {r.transfer_us:8.2f} us"
                   + (f"  layout {r.layout_us:.2f} us" if r.layout_us else "")
                   + (f"  {r.conversion.split(',')[-1].strip()} {r.quantize_us:.2f} us" if r.quantize_us else ""))  # fmt: skip
     t = s.totals

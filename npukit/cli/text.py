@@ -18,13 +18,13 @@ def show(s: str, n: int = 60, keep_end: bool = True) -> str:
     return "…" + r[-(n - 1):] if keep_end else r[: n - 1] + "…"
 
 
-def table(header, rows) -> None:
+def table(header, rows, right=()) -> None:
+    """Columns as wide as their widest cell; the columns named in ``right`` (numbers) right-aligned."""
     cols = list(zip(*([header] + [[str(c) for c in r] for r in rows]))) if rows else [[h] for h in header]
     widths = [max(len(str(c)) for c in col) for col in cols]
-    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
+    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)).rstrip())
     for r in rows:
-        print("  ".join(str(c).rjust(w) if isinstance(c, str) and c.replace(",", "").replace(".", "").isdigit()
-                        else str(c).ljust(w) for c, w in zip(r, widths)))  # fmt: skip
+        print("  ".join(str(c).rjust(w) if h in right else str(c).ljust(w) for h, c, w in zip(header, r, widths)).rstrip())
 
 
 def records(df) -> list[dict]:

@@ -148,7 +148,9 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
             terms.append(f"{op.kind}: 0 ({r})")
     if stage > 0 and "output_elems_per_cycle" not in fields:
         fields.append("output_elems_per_cycle")
-    tr.append(Trace("compute_cycles", " + ".join(terms) + f" = {k.compute_cycles:,.1f}", tuple(fields), ("shapes",)))
+    total = f" = {k.compute_cycles:,.1f}"
+    ctext = terms[0] if len(terms) == 1 and terms[0].endswith(total) else " + ".join(terms) + total  # (one term: its own sum)
+    tr.append(Trace("compute_cycles", ctext, tuple(fields), ("shapes",)))
     bterms = [x for op, m in zip(ops, k.memory) for x in memory_terms(m, op)]
     tr.append(Trace("bytes", " + ".join(bterms) + f" = {k.bytes:,.0f} B (DRAM {k.act_dram:,.0f}, "
                     f"weights {k.weights:,.0f}, on chip {k.onchip:,.0f}) at {ab}", ("onchip_bytes",), ("shapes", "dtypes")))  # fmt: skip

@@ -25,17 +25,22 @@ class Choice:
 
 
 def groups_of(g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Verdict]) -> list[tuple[int, ...]]:
-    """Fusable chains one accelerator accepts whole, and every other op alone, in topological order."""
+    """Of each fusable chain, the longest run holding its root that one accelerator accepts whole (the
+    pattern table has one pattern per such run, longest first: a chain whose clip an accelerator
+    refuses is still fused without it), and every other op alone, in topological order."""
     n = len(g.ops)
     oks = [[vs[(i, a)].ok for i in range(n)] for a in soc.accelerators]  # looked up once per op
     taken: set[int] = set()
     out: list[tuple[int, ...]] = []
-    for ids, _root in chains(g):
-        if any(i in taken for i in ids):
-            continue
-        if any(all(ok[i] for i in ids) for ok in oks):
-            out.append(ids)
-            taken.update(ids)
+    for ids, root in chains(g):
+        runs = sorted(((lo, hi) for lo in range(root + 1) for hi in range(root + 1, len(ids) + 1) if hi - lo > 1),
+                      key=lambda r: (r[0] - r[1], r[0]))  # fmt: skip
+        for lo, hi in runs:
+            run = ids[lo:hi]
+            if not any(i in taken for i in run) and any(all(ok[i] for i in run) for ok in oks):
+                out.append(run)
+                taken.update(run)
+                break
     out += [(op.op_id,) for op in g.ops if op.op_id not in taken]
     out.sort(key=lambda k: k[0])
     return out

@@ -311,8 +311,26 @@ def _lower_group(tvm, graph, calls, grp, opts):
 
 
 def _cache_key(tvm, func, opts: tuple[bool, bool], prims=None) -> str:
-    text = func.script(show_meta=True) + "".join(f"\n{gv.name_hint}:\n{f.script()}" for gv, f in (prims or {}).items())
-    return hashlib.sha256(f"{tvm.__version__}\nhostc-v1 inline, fuse_group={opts}\n{text}".encode()).hexdigest()
+    """The group's text with every constant's content (TVM's own metadata printer, ``show_meta=True``,
+    crashes the process on a uint8 scalar constant of a QDQ model, so constants are hashed here in
+    the order the printer numbers them)."""
+    from tvm import relax  # noqa: PLC0415
+
+    h = hashlib.sha256(f"{tvm.__version__}\nhostc-v2 inline, fuse_group={opts}\n{func.script()}".encode())
+    for gv, f in (prims or {}).items():
+        h.update(f"\n{gv.name_hint}:\n{f.script()}".encode())
+
+    def const(e) -> None:
+        v = getattr(e, "value", None)
+        if hasattr(v, "numpy"):  # a constant tensor (relax's constants hold a runtime Tensor): all its bytes
+            a = v.numpy()
+            h.update(f"\nconst {a.dtype} {a.shape}\n".encode())
+            h.update(a.tobytes())
+        elif v is not None:  # a value printed in full (an int, a float, a string, a PrimExpr)
+            h.update(f"\n{type(e).__name__} {v!r}".encode())
+
+    relax.analysis.post_order_visit(func, const)
+    return h.hexdigest()
 
 
 def cache_clear() -> None:

@@ -43,7 +43,7 @@ int32_t npk_conv2d(const npk_tensor *in, const npk_tensor *out, const npk_conv2d
             return NPK_ERR_DTYPE;
         }
     } else {
-        if (!npk__is_quant(vi.dtype) || !npk__is_quant(vo.dtype) || !npk__is_quant(p->weight_dtype)) {
+        if (!npk__is_qact(vi.dtype) || !npk__is_qact(vo.dtype) || !npk__is_quant(p->weight_dtype)) {
             return NPK_ERR_DTYPE;
         }
         if (p->multiplier == NULL || p->shift == NULL) {

@@ -80,9 +80,13 @@ static inline int npk__next(int32_t *idx, const int32_t *shape, int32_t rank)
 }
 
 static inline int npk__is_float(int32_t dtype) { return dtype == NPK_F32 || dtype == NPK_F16; }
-static inline int npk__is_quant(int32_t dtype)  /* the affine activation dtypes of conv / matmul */
+static inline int npk__is_quant(int32_t dtype)  /* the quantized weight dtypes of conv / matmul (symmetric) */
 {
     return dtype == NPK_S16 || dtype == NPK_S8 || dtype == NPK_S4 || dtype == NPK_S2;
+}
+static inline int npk__is_qact(int32_t dtype)  /* the affine activation dtypes of conv / matmul (a zero point each) */
+{
+    return npk__is_quant(dtype) || dtype == NPK_U8;
 }
 static inline int npk__is_index(int32_t dtype) { return dtype == NPK_S64 || dtype == NPK_S32; }
 

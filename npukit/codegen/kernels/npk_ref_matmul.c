@@ -112,7 +112,7 @@ int32_t npk_matmul(const npk_tensor *a, const npk_tensor *b, const npk_tensor *o
             return NPK_ERR_DTYPE;
         }
     } else {
-        if (!npk__is_quant(va.dtype) || !npk__is_quant(vb.dtype) || !npk__is_quant(vo.dtype)) {
+        if (!npk__is_qact(va.dtype) || !(p->b_const ? npk__is_quant(vb.dtype) : npk__is_qact(vb.dtype)) || !npk__is_qact(vo.dtype)) {
             return NPK_ERR_DTYPE;
         }
         if (p->multiplier == NULL || p->shift == NULL) {

@@ -331,6 +331,8 @@ PROFILE_CASES = [
      r"soc\.toml: processors\.dla\.kernel_library: kernel library prefix 'nv dla; rm -rf' is not a C identifier"),
     ("kernel-library-reserved", _edit('kernel_library = "nvdla"', 'kernel_library = "npk_dla"'),
      r"soc\.toml: processors\.dla\.kernel_library: kernel library prefix 'npk_dla' is reserved"),
+    ("kernel-library-an-export-header", _edit('kernel_library = "nvdla"', 'kernel_library = "npukit_model"'),
+     r"soc\.toml: processors\.dla\.kernel_library: kernel library prefix 'npukit_model' is reserved \(.*npukit_\*\.h"),
     ("names-apart-only-by-case", lambda t: t.replace("[processors.dsp", "[processors.DLA"),
      r"soc\.toml: processors\.dla: differs from processor 'DLA' only in case; the generated code's files and symbols"),
     ("name-starts-with-a-digit", lambda t: t.replace("[processors.dsp", "[processors.3dsp"),

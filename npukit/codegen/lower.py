@@ -302,6 +302,16 @@ class KernelLowering:
         fn.op = op
         return dst
 
+    def _float_scratch(self, tid: str, view: str) -> str:
+        """A float buffer in the shape of integer tensor ``tid`` (kernel scratch) for a float kernel's
+        result, which a quantize call then stores into ``tid``; its descriptor."""
+        fn = self.fn
+        f = fn._copy(tid).fmt
+        ff = type(f)("F32", f.model_layout or "ROW", 1, 1.0, 0, f.shape, f.model_shape, f.model_layout)
+        c = self.p.add_copy((tid, fn.where, "f"), ff)
+        self.p.use(c)
+        return fn._decl(c, view)
+
     def _fusion_desc(self, root, bias, act) -> list[str]:
         out = ["bias"] if bias else []
         lo, hi = act
@@ -331,16 +341,25 @@ class KernelLowering:
             self._mac(*self._fused((op.op_id,)))
         elif k == "matmul":
             v = fn.var("mm")
-            x, y = (self.operand(t, "model") for t in op.inputs[:2])
-            fo, fa, fb = (self.p.fmt(t, fn.where) for t in (op.outputs[0], *op.inputs[:2]))
-            if fo.dtype in INTEGER and fa.dtype in INTEGER and fb.dtype in INTEGER:
+            ins, out = op.inputs[:2], op.outputs[0]
+            fo, fa, fb = (self.p.fmt(t, fn.where) for t in (out, *ins))
+            integer = [f.dtype in INTEGER and self.g.tensors[t].kind != "const" for t, f in zip((out, *ins), (fo, fa, fb))]
+            y_out = fn.desc(out, "model")
+            if all(integer):
+                x, y = (self.operand(t, "model") for t in ins)
                 m, s = quantize_multipliers([fa.scale * fb.scale / fo.scale])
                 msym = self.p.weights.add("mult", name, "int32_t", m)
                 ssym = self.p.weights.add("shift", name, "int32_t", s)
-            else:
+                dst = y_out
+            else:  # dtypes mixed (an integer input of a float intermediate): the product in float, each
+                # integer input dequantized first and an integer output quantized after
+                x, y = (self._dequantized(t, "model", name) if q else self.operand(t, "model") for t, q in zip(ins, integer[1:]))
+                dst = self._float_scratch(out, "model") if integer[0] else y_out
                 msym = ssym = "NULL"
             fn.line(f"{L}_matmul_params {v} = {{0, 0, NULL, {msym}, {ssym}, -INFINITY, INFINITY, 0}};")
-            fn.call(f"{L}_matmul", x, y, fn.desc(op.outputs[0], "model"), f"&{v}", note=f"{name} (matmul)")
+            fn.call(f"{L}_matmul", x, y, dst, f"&{v}", note=f"{name} (matmul)")
+            if dst is not y_out:
+                fn.call(f"{L}_quantize", dst, y_out, note=f"{name}: its float product to the integer output")
         elif k in ("max_pool2d", "avg_pool2d"):
             st, dl, pad, ps = a.get("strides", (1, 1)), a.get("dilation", (1, 1)), a.get("padding", (0, 0, 0, 0)), a["pool_size"]
             pad = tuple(pad) if len(pad) == 4 else (pad[0], pad[1], pad[0], pad[1])

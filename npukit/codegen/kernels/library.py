@@ -107,9 +107,9 @@ def check_prefix(prefix: str) -> str:
     if not isinstance(prefix, str) or not _PREFIX.match(prefix):
         raise KernelLibraryError(f"kernel library prefix {prefix!r} is not a C identifier (letters, digits, '_', "
                          "starting with a letter)")  # fmt: skip
-    if prefix.lower() in _RESERVED or prefix.lower().startswith("npk_"):
+    if prefix.lower() in _RESERVED or prefix.lower().startswith(("npk_", "npukit")):
         raise KernelLibraryError(f"kernel library prefix {prefix!r} is reserved (it would clash with npukit's core, "
-                         "CMSIS-NN or a C standard header)")  # fmt: skip
+                         "the export's own headers (npukit_*.h), CMSIS-NN or a C standard header)")  # fmt: skip
     return prefix
 
 

@@ -140,6 +140,10 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         if isinstance(x, tvm.ir.GenericConst) and isinstance(x.ty, relax.TensorType):
             return [const_tid(x)]
         if isinstance(x, relax.Tuple):
+            vals = [_static(y) for y in x.fields]
+            if x.fields and all(v is not None for v in vals):  # a tuple of values (a slice's axes, begins...): all of them
+                static[argname] = tuple(vals)
+                return []
             return [t for y in x.fields for t in tids_of(y, argname, static)]
         val = _static(x)
         static[argname] = val if val is not None else str(x)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -163,6 +164,9 @@ def _chain(names, inp, out):
     return m
 
 
+C_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')  # a C string literal on one line
+
+
 def test_hostile_names_compile_and_change_nothing(tmp_path):
     plain = save_onnx(_chain([f"n{i}" for i in range(len(HOSTILE))], "x", "y"), tmp_path / "plain.onnx")
     hostile = save_onnx(_chain(HOSTILE, 'in"put */\nv', "out int;"), tmp_path / "hostile.onnx")
@@ -181,7 +185,11 @@ def test_hostile_names_compile_and_change_nothing(tmp_path):
                 for name in HOSTILE:
                     if name in ("int", "return", "main") or name not in line:  # a bare keyword appears as C itself
                         continue
-                    k = line.index(name)  # a name appears only inside a comment that it does not close
+                    k = line.index(name)
+                    # a name appears only inside a C string literal (the failed step's words; quotes,
+                    # backslashes and line ends escaped), or inside a comment that it does not close
+                    if any(m.start() < k and k + len(name) < m.end() for m in C_STRING.finditer(line)):
+                        continue
                     assert "/*" in line[:k] and "*/" in line[k + len(name):] and "*/" not in name, line
     for a, b in zip(*results):
         assert np.array_equal(a[0], b[0])

@@ -89,3 +89,25 @@ def test_a_slice_over_two_axes_runs_on_a_kernel_library(tmp_path, soc, lib):
     assert s.graph.ops[sl].attrs["arg1"] == (2, 3) and s.graph.ops[sl].attrs["arg4"] == (2, 2)
     assert f"{lib}_slice_params slc = {{2, {{2, 3}}, {{0, 1}}, {{6, 6}}, {{2, 2}}}};" in "".join(
         p.read_text() for p in (d / "src").glob("partitions_*.c"))
+
+
+@pytest.mark.slow
+def test_a_failed_run_names_the_step_that_failed(tmp_path):
+    """The program said only "failed with status N"; it now names the step: here a DLA conv whose
+    stride an edit of the generated code set to 0 (the kernel refuses it: status 6)."""
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        missing_tool("make / cc is not installed")
+    s = npukit.Study(npukit.__file__.rsplit("/npukit/", 1)[0] + "/sample_models/digits_cnn.onnx", "arm-dsp-dla",
+                     placement="first-fit")  # fmt: skip
+    d = tmp_path / "e"
+    s.export(d)
+    src = d / "src" / "partitions_nvdla.c"
+    text = src.read_text()
+    assert "nvdla_conv2d_params conv = {1, 1," in text
+    src.write_text(text.replace("nvdla_conv2d_params conv = {1, 1,", "nvdla_conv2d_params conv = {0, 1,", 1))
+    make(d)
+    (d / ".w").mkdir()
+    x = np.zeros((1, 1, 8, 8), np.float32)
+    with pytest.raises(npukit.NpukitError) as e:
+        run_program(d, ["./model"], [x], [(1, 1, 8, 8)], d / ".w")
+    assert "npukit_model_run failed with status 6 in partition 0 on dla (partition_dla_0: /conv1/Conv, " in str(e.value)

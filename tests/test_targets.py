@@ -38,6 +38,7 @@ MODEL_H = """\
 typedef struct { const float *x; const int8_t *q; } npukit_model_inputs;
 typedef struct { float *y; int32_t *s; } npukit_model_outputs;
 int32_t npukit_model_run(const npukit_model_inputs *inputs, npukit_model_outputs *outputs);
+extern const char *npukit_model_failed_step;
 #endif
 """
 
@@ -47,10 +48,14 @@ MODEL_C = f"""\
 #define NW {NW}
 extern const float npk_weights[NW];
 __attribute__((section(".bss.npk_arena"))) float npk_arena[{ARENA}];
+const char *npukit_model_failed_step = 0;
 
 int32_t npukit_model_run(const npukit_model_inputs *inputs, npukit_model_outputs *outputs) {{
   const int n = {int(np.prod(X_SHAPE))}, m = {int(np.prod(Q_SHAPE))};
-  if (inputs->x[0] != inputs->x[0]) return 7; /* NaN: the model's error path */
+  if (inputs->x[0] != inputs->x[0]) {{ /* NaN: the model's error path */
+    npukit_model_failed_step = "partition 0 on npu (nms)";
+    return 7;
+  }}
   float *t = npk_arena + {ARENA} - n;         /* the far end of the arena */
   memcpy(t, inputs->x, (size_t)n * sizeof *t);
   for (int i = 0; i < n; i++) outputs->y[i] = 2.0f * t[i] + npk_weights[(i * 1021) % NW];
@@ -162,7 +167,7 @@ def test_host_runner_errors(host_project, data):
     assert r.stderr == f"{prog}: input 1 'q': {d / 'x.npy'}: expected int8 '|i1' shape (3, 5), " \
                        "found float32 '<f4' shape (1, 4, 8, 8)\n"
     r = subprocess.run([prog, str(d / "nan.npy"), str(d / "q.npy"), str(d)], capture_output=True, text=True)
-    assert (r.returncode, r.stderr) == (1, f"{prog}: npukit_model_run failed with status 7\n")
+    assert (r.returncode, r.stderr) == (1, f"{prog}: npukit_model_run failed with status 7 in partition 0 on npu (nms)\n")
     r = subprocess.run([prog, str(d / "x.npy"), str(d / "q.npy"), str(d / "no" / "dir")], capture_output=True,
                        text=True)
     assert (r.returncode, r.stderr) == (
@@ -223,7 +228,7 @@ def test_target_build_run_and_sizes(target, tmp_path, data):
     assert bad.stderr.endswith(": " + BAD_SHAPE.format(d / "bad.npy") + "\n"), bad.stderr
     nan = subprocess.run(t.run_argv(str(elf), [d / "nan.npy", d / "q.npy", out]), capture_output=True, text=True,
                          timeout=60, stdin=subprocess.DEVNULL)
-    assert nan.returncode == 1 and nan.stderr.endswith("npukit_model_run failed with status 7\n")
+    assert nan.returncode == 1 and nan.stderr.endswith("npukit_model_run failed with status 7 in partition 0 on npu (nms)\n")
 
     sizes = section_sizes(elf, t.size_tool)
     sysv = subprocess.run([t.size_tool, "-A", "-d", str(elf)], capture_output=True, text=True).stdout

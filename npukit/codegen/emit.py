@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .names import comment
 from .program import Copy, Fn, Program, _dims, _float
+from .runner import c_string
 from .storage import CTYPE, GRID
 
 
@@ -70,8 +71,16 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
     if prog.uses_arena:  # without a buffer in it, an arena would be an unused variable (-Werror)
         out += [f"static uint8_t npukit_arena[{max(prog.arena_bytes, 16)}] __attribute__((aligned(16), "
                 'section(".bss.npk_arena")));', ""]  # fmt: skip
+    out += ["const char *npukit_model_failed_step = 0;", "",
+            "/* a step failed: say which (npukit_model_failed_step) and pass its status on */",
+            "static inline int32_t npukit__failed(int32_t st, const char *step) {",
+            "    npukit_model_failed_step = step;", "    return st;", "}", ""]  # fmt: skip
     out += ["int32_t npukit_model_run(const npukit_model_inputs *inputs, npukit_model_outputs *outputs) {",
-            "    int32_t st = 0;", "    (void)inputs;", "    (void)outputs;"]  # fmt: skip
+            "    int32_t st = 0;", "    (void)inputs;", "    (void)outputs;", "    npukit_model_failed_step = 0;"]  # fmt: skip
+
+    def checked(call: str, step: str) -> str:
+        return f"if ((st = {call}) != 0) return npukit__failed(st, {c_string(step)});"
+
     out += _fills(prog, late=False)
     for step in prog.steps:
         kind = step[0]
@@ -87,20 +96,22 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
                 base = prm.ctype.rsplit("*", 1)[0].strip()
                 cargs.append(f"({base} *)({prog.data_expr(c, 'npukit_arena')})")
             out.append(f"    /* [ops {','.join(map(str, grp))}] host: {comment(names)} */")
-            out.append(f"    if ((st = {hk.symbol}({', '.join(cargs)})) != 0) return st;")
+            out.append("    " + checked(f"{hk.symbol}({', '.join(cargs)})", f"host kernel {hk.symbol} ({_few(names)})"))
         elif kind == "hostref":
             _, grp, fn = step
             out.append(f"    {{ /* [ops {','.join(map(str, grp))}] host (npukit reference kernels): "
                        f"{comment(', '.join(g.ops[i].name for i in grp))} */")
             out += ["        " + d for d in fn.render_decls()]
+            step_name = f"host reference kernels ({_few(', '.join(g.ops[i].name for i in grp))})"
+            out.append(f"        npukit_model_failed_step = {c_string(step_name)};  /* (cleared when the run succeeds) */")
             out += ["        " + ln.replace("\n    ", "\n        ") for ln in fn.render_body()]
             out.append("    }")
         elif kind == "part":
             _, part, fn = step
             sym = prog.partition_symbol[part.pid]
             ops = ", ".join(g.ops[i].name for i in part.ops[:4]) + (", ..." if len(part.ops) > 4 else "")
-            out.append(f"    /* partition {part.pid} on {part.processor}: {len(part.ops)} ops ({comment(ops)}) */")
-            out.append(f"    if ((st = {sym}(npukit_arena)) != 0) return st;")
+            out.append(f"    /* partition {part.pid} on {part.processor}: {len(part.ops)} op{'s' * (len(part.ops) != 1)} ({comment(ops)}) */")
+            out.append("    " + checked(f"{sym}(npukit_arena)", f"partition {part.pid} on {part.processor} ({sym}: {_few(ops)})"))
         elif kind == "convert":
             _, skey, dkey, on, b = step
             src, dst = prog.copies[skey], prog.copies[dkey]
@@ -109,7 +120,8 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
             out.append(f"    {{ /* boundary {comment(prog.label(b.tensor))}: {b.src} -> {b.dst}, {what} on {on} */")
             out.append("        " + _desc(prog, src, lib, "src", "npukit_arena"))
             out.append("        " + _desc(prog, dst, lib, "dst", "npukit_arena"))
-            out.append(f"        if ((st = {lib}_{what}(&src, &dst)) != 0) return st;")
+            out.append("        " + checked(f"{lib}_{what}(&src, &dst)", f"boundary {prog.label(b.tensor)}: {b.src} -> {b.dst}, "
+                                                                         f"{what} on {on}"))  # fmt: skip
             out.append("    }")
         elif kind == "round":
             _, key = step
@@ -120,14 +132,20 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
                 n *= d
             ptr = f"(float *)({prog.data_expr(c, 'npukit_arena')})"
             out.append(f"    /* {comment(prog.label(key[0]))} stored at {f.grid_bits} on the host: rounded in place */")
+            rounding = f"rounding {prog.label(key[0])} to {f.grid_bits}"
             if f.grid_bits == "fp16":
-                out.append(f"    if ((st = npk_round_to_fp16({ptr}, {n})) != 0) return st;")
+                out.append("    " + checked(f"npk_round_to_fp16({ptr}, {n})", rounding))
             else:
                 bits = {"int16": 16, "int8": 8, "int4": 4, "int2": 2}[f.grid_bits]
-                out.append(f"    if ((st = npk_round_to_bits({ptr}, {n}, {bits}, {_float(f.scale)}, {f.zero})) != 0) return st;")
+                out.append("    " + checked(f"npk_round_to_bits({ptr}, {n}, {bits}, {_float(f.scale)}, {f.zero})", rounding))
     out += _fills(prog, late=True)
-    out += ["    return st;", "}", ""]
+    out += ["    npukit_model_failed_step = 0;", "    return st;", "}", ""]
     return "\n".join(out)
+
+
+def _few(names: str, n: int = 80) -> str:
+    """A list of names for a one-line message, cut at ``n`` characters."""
+    return names if len(names) <= n else names[: n - 3] + "..."
 
 
 def _fills(prog: Program, late: bool) -> list[str]:
@@ -195,5 +213,8 @@ def model_header(prog: Program, model_name: str) -> str:
         out.append(f"    {CTYPE[f.dtype]} *out{k};  /* {comment(g.output_name(k))}: {list(t.shape)} {t.dtype}{q} */")
     out += ["} npukit_model_outputs;", "",
             "int32_t npukit_model_run(const npukit_model_inputs *inputs, npukit_model_outputs *outputs);", "",
+            "/* After a run that failed: the step that failed (a partition, a host kernel, a boundary's",
+            " * conversion), in words; 0 after a run that succeeded. */",
+            "extern const char *npukit_model_failed_step;", "",
             "#endif", ""]  # fmt: skip
     return "\n".join(out)

@@ -189,7 +189,8 @@ def runner_c(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *,
     lines += [
         "  int32_t status = npukit_model_run(&inputs, &outputs);",
         "  if (status != 0) {",
-        '    fprintf(stderr, "%s: npukit_model_run failed with status %ld\\n", prog, (long)status);',
+        '    fprintf(stderr, "%s: npukit_model_run failed with status %ld%s%s\\n", prog, (long)status,',
+        '            npukit_model_failed_step ? " in " : "", npukit_model_failed_step ? npukit_model_failed_step : "");',
         "    return 1;",
         "  }",
     ]

@@ -292,19 +292,15 @@ class KernelLowering:
         explicit dequantize call; its descriptor."""
         fn = self.fn
         src = fn.desc(tid, view)
-        f = fn._copy(tid).fmt
-        ff = type(f)("F32", f.model_layout or "ROW", 1, 1.0, 0, f.shape, f.model_shape, f.model_layout)
-        c = self.p.add_copy((tid, fn.where, "f"), ff)
-        self.p.use(c)
-        dst = fn._decl(c, view)
+        dst = self._float_scratch(tid, view)
         op, fn.op = fn.op, None
         fn.call(f"{fn.lib}_dequantize", src, dst, note=f"[op {op}] {label}: integer input of a float kernel")
         fn.op = op
         return dst
 
     def _float_scratch(self, tid: str, view: str) -> str:
-        """A float buffer in the shape of integer tensor ``tid`` (kernel scratch) for a float kernel's
-        result, which a quantize call then stores into ``tid``; its descriptor."""
+        """A float buffer in the shape of integer tensor ``tid`` (kernel scratch): its dequantized copy,
+        or a float kernel's result that a quantize call then stores into ``tid``; its descriptor."""
         fn = self.fn
         f = fn._copy(tid).fmt
         ff = type(f)("F32", f.model_layout or "ROW", 1, 1.0, 0, f.shape, f.model_shape, f.model_layout)

@@ -148,6 +148,32 @@ class OpGraph:
     def names(self) -> list[str]:
         return [op.name for op in self.ops]
 
+    def tensor_label(self, tid: str) -> str:
+        """A tensor as the model names it, one label per tensor: its own name, else its producer's
+        (``:k`` for a tuple field), else its id; where two tensors would share a label (an unnamed
+        tensor whose producer is named like another tensor), the one whose own name it is keeps it
+        and the other gets its id added, ``name [t1]``.  Worked out once per graph."""
+        labels = self.__dict__.get("_labels")
+        if labels is None:
+            labels = {}
+            for k, t in self.tensors.items():
+                if t.name:
+                    labels[k] = t.name
+                elif t.producer is not None:
+                    labels[k] = self.ops[t.producer].name + (f":{k.split('.')[1]}" if "." in k else "")
+                else:
+                    labels[k] = k
+            named: dict[str, str] = {}  # a label -> the first tensor whose own name it is
+            for k, t in self.tensors.items():
+                if t.name:
+                    named.setdefault(t.name, k)
+            count: dict[str, int] = {}
+            for v in labels.values():
+                count[v] = count.get(v, 0) + 1
+            labels = {k: (f"{v} [{k}]" if count[v] > 1 and named.get(v) != k and v != k else v) for k, v in labels.items()}
+            object.__setattr__(self, "_labels", labels)
+        return labels[tid]
+
     def output_name(self, k: int) -> str:
         """The model's name of output ``k`` (its tensor's name, else its tensor id, where the model
         gives none)."""

@@ -14,14 +14,8 @@ def esc(name: str) -> str:
 
 
 def tensor_label(g: OpGraph, tid: str) -> str:
-    """A tensor as the model names it: its own name, else its producer's (``:k`` for a tuple field)."""
-    t = g.tensors[tid]
-    if t.name:
-        return t.name
-    if t.producer is not None:
-        op = g.ops[t.producer]
-        return op.name + (f":{tid.split('.')[1]}" if "." in tid else "")
-    return tid
+    """A tensor as the model names it (``OpGraph.tensor_label``: one label per tensor)."""
+    return g.tensor_label(tid)
 
 
 def reasons(r: Result) -> tuple[str, ...]:
@@ -94,8 +88,8 @@ def boundaries(r: Result):
 def timeline(r: Result):
     import pandas as pd  # noqa: PLC0415
 
-    return pd.DataFrame([(it.lane, it.item, it.start_us, it.end_us, it.kind, it.op_id) for it in r.schedule.items],
-                        columns=["lane", "item", "start_us", "end_us", "kind", "op_id"])  # fmt: skip
+    return pd.DataFrame([(it.lane, it.item, it.start_us, it.end_us, it.kind, it.op_id, it.tensor) for it in r.schedule.items],
+                        columns=["lane", "item", "start_us", "end_us", "kind", "op_id", "tensor_id"])  # fmt: skip
 
 
 def error(r: Result, res):

@@ -173,7 +173,7 @@ class Program:
         if kind == "op":
             return self._g.ops[ref].name, ref, ""
         tid, a, b, qkind = self._bounds[ref]
-        name = self._g.tensors[tid].name or tid
+        name = self._g.tensor_label(tid)  # (as the boundaries table and explain() name it)
         if kind == "transfer":
             return f"transfer {name} {a}->{b}", -1, tid
         return (f"layout {name}" if kind == "layout" else f"{qkind} {name}"), -1, tid

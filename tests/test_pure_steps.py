@@ -166,7 +166,7 @@ def test_timeline_by_hand():
     conv = items["conv"]
     assert conv.lane == "dla" and conv.start_us == pytest.approx(tx.end_us + bounds[0].layout_us + bounds[0].quantize_us)
     assert items["relu"].end_us == conv.end_us  # the epilogue runs inside the kernel
-    back = items["transfer t2 dla->cpu"]
+    back = items["transfer relu dla->cpu"]  # (t2, unnamed: by its producer, as the boundaries table says)
     assert back.start_us == pytest.approx(conv.end_us)
     # the host converts t2 back (layout, dequantize) before the reshape, then runs fc and softmax in order
     assert items["flat"].start_us == pytest.approx(back.end_us + bounds[1].layout_us + bounds[1].quantize_us)

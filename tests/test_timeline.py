@@ -186,7 +186,7 @@ def _reference_schedule(t, plan, soc, ops, bounds):
         return start + dur
 
     def ship(b, at):
-        name = g.tensors[b.tensor].name or b.tensor
+        name = g.tensor_label(b.tensor)
         steps = []
         if b.layout_us:
             steps.append((b.layout_on != b.src, b.layout_on, b.layout_us, f"layout {name}", "layout"))
@@ -315,3 +315,21 @@ def test_one_pass_makespan_equals_the_schedule_where_conversions_hold_a_busy_pro
                 ends = {it[4]: it for it in items if it[2] in ("layout", "quantize")}
                 held += any(it[2] == "op" and it[3] in ends and ends[it[3]][0] == it[0] for it in items)
     assert n >= 90 and held >= 3, (n, held)
+
+
+def test_the_timeline_and_the_boundaries_name_each_tensor_alike_and_apart():
+    """A boundary tensor without a name of its own: the timeline said its id ("transfer t1 m7->...")
+    where the boundaries table and explain() said its producer's name; and that name can be another
+    tensor's own (a TFLite fused conv's output tensor names the conv op too), so two boundary rows
+    read alike.  Now one label per tensor everywhere, and the timeline's rows carry the tensor id."""
+    conv1 = "digits_cnn_1/conv1_1/Relu;digits_cnn_1/conv1_1/BiasAdd;digits_cnn_1/conv1_1/convolution;digits_cnn_1/conv1_1/Squeeze1"
+    s = npukit.Study(SAMPLES / "digits_cnn_int8.tflite", "cortex-m7-cmsis-nn")
+    s.pin(conv1, "m7").pin(2, "cmsis_nn").pin("digits_cnn_1/pool_1/MaxPool2d", "cmsis_nn")
+    b, tl = s.boundaries, s.timeline
+    rows = list(zip(b.tensor, b.src, b.dst))
+    assert len(set(rows)) == len(rows)
+    assert {s.graph.tensors["t1"].name, s.graph.tensor_label("t1"), s.graph.tensor_label("t4")} == {"", f"{conv1} [t1]", conv1}
+    tr = tl[tl.kind == "transfer"]
+    assert sorted(tr.item) == sorted(f"transfer {t} {a}->{c}" for t, a, c in rows)
+    assert all(s.graph.tensor_label(tid) in item for tid, item in zip(tr.tensor_id, tr.item))
+    assert "boundary " + f"{conv1} [t1]" in s.explain(1) or "boundary " + f"{conv1} [t1]" in s.explain(2)

@@ -42,7 +42,7 @@ def cmd_inspect(args) -> int:
                      "shape": list(out.shape), "dtype": out.dtype, "macs": w.macs, "vector_ops": w.vector_ops,
                      "macs_formula": w.formula})  # fmt: skip
     totals = {"ops": len(rows), "macs": sum(r["macs"] for r in rows), "vector_ops": sum(r["vector_ops"] for r in rows),
-              "params": int(sum(g.tensors[t].size for t in g.tensors if g.tensors[t].kind == "const"))}  # fmt: skip
+              "params": _parameters(g)}  # fmt: skip
     ins = [{"name": g.tensors[t].name, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.inputs]
     outs = [
         {"name": g.output_name(k), "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype}
@@ -63,7 +63,7 @@ def cmd_inspect(args) -> int:
         print(f"model nodes without an op of their own: {len(g.elided)}")
         for k, v in sorted(g.elided.items()):
             print(f"  {show(k)}: {v}")
-    print(f"total: {totals['ops']} ops, {fmt_int(totals['macs'])} MACs, {fmt_int(totals['vector_ops'])} vector ops, "
+    print(f"total: {totals['ops']} op{'s' * (totals['ops'] != 1)}, {fmt_int(totals['macs'])} MACs, {fmt_int(totals['vector_ops'])} vector ops, "
           f"{fmt_int(totals['params'])} parameters")  # fmt: skip
     return 0
 
@@ -179,6 +179,8 @@ def cmd_study(args) -> int:
     print(f"totals: latency {t['latency_us']:.2f} us, energy {t['energy_uj']:.3f} uJ, MACs {t['macs']:,}")
     print("  busy: " + ", ".join(f"{p} {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)" for p in s.soc.names))
     print(f"  transfers {t['transfer_us']:.2f} us, layout {t['layout_us']:.2f} us, quantize {t['quantize_us']:.2f} us")
+    if not args.data and s.data.source.startswith("seeded random") and any(b.startswith("int") for b in s.result.bits):
+        print(f"note: integer scales calibrated on {s.data.source}")
     if want_error:
         e = s.error_dict()
         for o in e["outputs"]:
@@ -198,3 +200,11 @@ def cmd_study(args) -> int:
         print(f"export: {args.export} ({m['files']} files; arena {m['arena_bytes']:,} B, live-tensor lower bound "
               f"{m['lower_bound_bytes']:,} B, weights {m['weight_bytes']:,} B); build it with make")  # fmt: skip
     return 0
+
+
+def _parameters(g) -> int:
+    """The model's parameters: the elements of the constant tensors its ops read, scalars left out
+    (a GELU's 0.5, an attention scale: the importers of two formats write them differently)."""
+    read = {t for op in g.ops for t in op.inputs}
+    return int(sum(g.tensors[t].size for t in read if g.tensors[t].kind == "const" and g.tensors[t].size > 1))
+

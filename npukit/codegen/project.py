@@ -254,7 +254,7 @@ make target && make run-target IN="in0.npy" OUT=out   # the profile's target ({m
 Inputs (the model's own dtype and shape, as .npy files in C order):
 
 {ins}
-
+{_calibrated(result, manifest)}
 What is where:
 
 | partition | processor | ops | function |
@@ -271,3 +271,14 @@ What is where:
 - {arena} Weights: {prog.weights.nbytes:,} bytes.
 - `manifest.json`: for every op its processor, bit-width, file and function; the memory figures; the config.
 """
+
+
+def _calibrated(result, manifest: dict) -> str:
+    """The README's line on the data the integer scales came from (inputs unlike it saturate or lose
+    precision), when any op runs at an integer width."""
+    data = manifest.get("data") or {}
+    if not data.get("source") or not data.get("calibrated"):
+        return ""
+    src = data["source"]
+    return f"\nInteger scales and zero points were calibrated on {src}.\n"
+

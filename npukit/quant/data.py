@@ -246,7 +246,16 @@ def random_data(g: OpGraph, n: int = DEFAULT_RANDOM_SAMPLES, seed: int = 0) -> D
             rows.append(rng.random((n, *t.shape), dtype=np.float64).astype(t.dtype))
     samples = tuple(tuple(r[i] for r in rows) for i in range(n))
     return Data(samples, None, samples[: min(CALIB_SAMPLES, n)],
-                f"seeded random inputs ({n} samples, seed {seed}): no data shipped with the model; use study.set_data()")  # fmt: skip
+                random_source(g, n, seed))
+
+
+def random_source(g: OpGraph, n: int = DEFAULT_RANDOM_SAMPLES, seed: int = 0) -> str:
+    """What ``random_data`` says of itself (``Data.source``): what its float inputs are, since
+    integer ranges calibrated on them hold only for inputs like them."""
+    floats = any("float" in g.tensors[t].dtype for t in g.inputs)
+    what = "; float inputs uniform in [0, 1)" if floats else ""
+    return (f"seeded random inputs ({n} samples, seed {seed}{what}): no data shipped with the model; "
+            "give your own with study.set_data() or --data")
 
 
 def sidecar(model_path: str) -> Path | None:

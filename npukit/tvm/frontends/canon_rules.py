@@ -251,8 +251,18 @@ def safe_softmax(p: Pass, var, v):
                                        "import (as the ONNX exporter writes softmax)")  # fmt: skip
 
 
+def tuple_field(p: Pass, var, v):
+    """``(a, b, c)[k]`` -> the field itself.  TVM's ONNX frontend binds batch_norm's three outputs to
+    a tuple and reads the normalized one back from it, so the batch norm was read three times and
+    never folded (a Linear + BatchNorm1d gave one op more from ONNX than from torch.export)."""
+    d = p.defs.get(v.tuple_value) if isinstance(v.tuple_value, p.relax.Var) else None
+    if not isinstance(d, p.relax.Tuple) or not 0 <= v.index < len(d.fields):
+        return None
+    return Match(p.m(d.fields[v.index]))
+
+
 RULES = {
-    "TupleGetItem": (fold_batch_norm,),
+    "TupleGetItem": (fold_batch_norm, tuple_field),
     "relax.clip": (merge_clips,),
     "relax.divide": (hardswish_order, hardsigmoid),
     "relax.multiply": (gelu_erf,),

@@ -222,3 +222,36 @@ def test_onnx_clip_with_constant_bounds_is_one_clip(tmp_path, hi, want_hi):
     assert (op.name, op.kind, op.attrs["min"], op.attrs["max"]) == ("relu6", "clip", 0.0, want_hi)
     x = (np.arange(8, dtype=np.float32) - 2) * 2
     _close(_vm_run(imp.mod, x[None]), ort.InferenceSession(str(path)).run(None, {"x": x[None]})[0], 0)
+
+
+class PoolAmax(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(torch.relu(self.conv(x)), 2, ceil_mode=True)  # stride written as []
+        return y.amax(dim=(2, 3)), y.amin(dim=1, keepdim=True)
+
+
+def test_a_pool_without_a_stride_and_amax_amin_import_from_a_pt2(tmp_path):
+    """``F.max_pool2d(x, 2, ceil_mode=True)`` (torch writes the stride as ``[]``) and ``amax`` / ``amin``
+    failed TVM's PyTorch importer (a stride check; no converter) while their ONNX imported: now
+    both formats give the same ops, and TVM runs both to torch's outputs."""
+    torch.manual_seed(0)
+    model, x = PoolAmax().eval(), torch.randn(1, 3, 9, 9)
+    with torch.no_grad():
+        ref = [r.numpy() for r in model(x)]
+    onnx_path, pt2_path = _export(model, x, tmp_path, "poolamax")
+    kinds = [[op.kind for op in npukit.import_model(p).graph.ops] for p in (onnx_path, pt2_path)]
+    assert kinds[0] == kinds[1] == ["conv2d", "add", "relu", "max_pool2d", "max", "min"]
+    import tvm
+    from tvm import relax
+
+    target = tvm.target.Target({"kind": "llvm"})
+    for path in (onnx_path, pt2_path):
+        mod = npukit.import_model(path).mod
+        ex = tvm.compile(mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+        out = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x.numpy()))
+        for got, want in zip((out[0].numpy(), out[1].numpy()), ref, strict=True):
+            _close(got, want)

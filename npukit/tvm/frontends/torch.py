@@ -56,10 +56,22 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
 
     marks = _Marks()
 
+    _pool_strides(ep)
+
     class Importer(ExportedProgramImporter):
         def create_convert_map(self):
             cmap = super().create_convert_map()
+            for key, reduce in (("amax.default", relax.op.max), ("amin.default", relax.op.min)):
+                cmap.setdefault(key, lambda node, reduce=reduce: self._npk_reduce(node, reduce))
             return {k: self._npk_wrap(k, fn) for k, fn in cmap.items()}
+
+        def _npk_reduce(self, node, reduce):
+            """``torch.amax`` / ``amin`` (which TVM's frontend has no converter for): a max / min
+            over the given dims."""
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", ())
+            keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+            dims = [dim] if isinstance(dim, int) else list(dim)
+            return self.block_builder.emit(reduce(self.env[node.args[0]], dims or None, keepdims=bool(keep)))
 
         def _npk_wrap(self, key, fn):
             def wrapped(node, *rest):
@@ -89,6 +101,19 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
     outs = [getattr(a, "name", str(a)) for a in _flatten(out_node.args[0])]
     raw = _bind_input_shapes(raw, user_inputs, input_shapes, path, marks)
     return _finish(raw, marks, "torch", path, user_inputs, outs, {})
+
+
+def _pool_strides(ep) -> None:
+    """A pool whose stride torch wrote as ``[]`` (``F.max_pool2d(x, 2, ceil_mode=True)``: the stride
+    is the kernel size) gets its kernel size as the stride, which TVM's converters require."""
+    for node in ep.graph.nodes:
+        name = getattr(node.target, "__name__", "")
+        if node.op == "call_function" and name.split(".")[0] in ("max_pool2d", "max_pool2d_with_indices", "avg_pool2d",
+                                                                  "max_pool1d", "avg_pool1d", "max_pool3d", "avg_pool3d"):
+            args = list(node.args)
+            if len(args) > 2 and isinstance(args[2], (list, tuple)) and not args[2]:
+                args[2] = args[1]
+                node.args = tuple(args)
 
 
 def _target_name(target) -> str:

@@ -125,7 +125,7 @@ def test_pin_moves_the_call_and_the_diff_shows_it(widget, study):
     assert new["src/model.c"].splitlines()[marker - 1] == "    /* [ops 3] host: /conv2/Conv */"
     assert new["src/model.c"].splitlines()[line - 1] == (
         "    if ((st = npk_host_0((const float *)(npukit_arena + 4096), c_conv2_weight, "
-        "(float *)(npukit_arena + 0))) != 0) return st;"
+        "(float *)(npukit_arena + 0))) != 0) return npukit__failed(st, \"host kernel npk_host_0 (/conv2/Conv)\");"
     )
     assert marker in c["changed"] and line in c["changed"]
     # it now runs in TVM's host C: the function and the line that defines it

@@ -166,4 +166,3 @@ class Config:
             return cls.from_json(text) if path.suffix.lower() == ".json" else cls.from_toml(text)
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
-

@@ -156,17 +156,15 @@ class OpGraph:
         labels = self.__dict__.get("_labels")
         if labels is None:
             labels = {}
+            named: dict[str, str] = {}  # a label -> the first tensor whose own name it is
             for k, t in self.tensors.items():
                 if t.name:
                     labels[k] = t.name
+                    named.setdefault(t.name, k)
                 elif t.producer is not None:
                     labels[k] = self.ops[t.producer].name + (f":{k.split('.')[1]}" if "." in k else "")
                 else:
                     labels[k] = k
-            named: dict[str, str] = {}  # a label -> the first tensor whose own name it is
-            for k, t in self.tensors.items():
-                if t.name:
-                    named.setdefault(t.name, k)
             count: dict[str, int] = {}
             for v in labels.values():
                 count[v] = count.get(v, 0) + 1

@@ -3,7 +3,6 @@ reasons, and ``explain()``'s text rendered from the cost terms."""
 
 from __future__ import annotations
 
-from .graph import OpGraph
 from .pipeline import Result, resolve
 from .rules import winner_reason
 
@@ -11,11 +10,6 @@ from .rules import winner_reason
 def esc(name: str) -> str:
     """A model name for a line of text: control characters (newlines ...) escaped, else unchanged."""
     return name.encode("unicode_escape").decode("ascii") if any(ord(c) < 32 or c == "\x7f" for c in name) else name
-
-
-def tensor_label(g: OpGraph, tid: str) -> str:
-    """A tensor as the model names it (``OpGraph.tensor_label``: one label per tensor)."""
-    return g.tensor_label(tid)
 
 
 def reasons(r: Result) -> tuple[str, ...]:
@@ -80,7 +74,7 @@ def boundaries(r: Result):
     cols = ["tensor", "src", "dst", "bytes", "transfer_us", "layout_us", "quantize_us", "energy_uj", "conversion",
             "tensor_id", "consumers"]  # fmt: skip
     return pd.DataFrame(
-        [(tensor_label(g, b.tensor), b.src, b.dst, b.bytes, b.transfer_us, b.layout_us, b.quantize_us, b.energy_uj,
+        [(g.tensor_label(b.tensor), b.src, b.dst, b.bytes, b.transfer_us, b.layout_us, b.quantize_us, b.energy_uj,
           b.conversion, b.tensor, ", ".join(g.ops[c].name for c in pb.consumers) or "(model output)")
          for b, pb in zip(r.bounds, r.plan.boundaries)], columns=cols)  # fmt: skip
 
@@ -117,7 +111,7 @@ def explain(r: Result, node) -> str:
         proc = plan.processor[i]
         c = r.ops[i]
         lines.append(f"{esc(op.name)}  (op_id {i}, {op.op}, from {g.source_format} node {op.source!r} {op.source_op})")
-        ins = ", ".join(f"{tensor_label(g, x)} {list(g.tensors[x].shape)} {g.tensors[x].dtype}" for x in op.inputs)
+        ins = ", ".join(f"{g.tensor_label(x)} {list(g.tensors[x].shape)} {g.tensors[x].dtype}" for x in op.inputs)
         outs = ", ".join(f"{list(g.tensors[x].shape)} {g.tensors[x].dtype}" for x in op.outputs)
         lines.append(f"  inputs: {ins}")
         lines.append(f"  output: {outs}")
@@ -138,7 +132,7 @@ def explain(r: Result, node) -> str:
             lines.append(f"    {tr.figure}: {tr.formula}{src}")
         for b, pb in zip(r.bounds, plan.boundaries):
             if i in pb.consumers or g.tensors[b.tensor].producer == i:
-                lines.append(f"  boundary {esc(tensor_label(g, b.tensor))} {b.src}->{b.dst}:")
+                lines.append(f"  boundary {esc(g.tensor_label(b.tensor))} {b.src}->{b.dst}:")
                 for tr in boundary_trace(b, t):
                     lines.append(f"    {tr.figure}: {tr.formula}")
     return "\n".join(lines)

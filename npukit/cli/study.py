@@ -207,4 +207,3 @@ def _parameters(g) -> int:
     (a GELU's 0.5, an attention scale: the importers of two formats write them differently)."""
     read = {t for op in g.ops for t in op.inputs}
     return int(sum(g.tensors[t].size for t in read if g.tensors[t].kind == "const" and g.tensors[t].size > 1))
-

@@ -250,9 +250,7 @@ class Program:
         return f"{arena} + {self.offsets[c.key]}"
 
     def label(self, tid: str) -> str:
-        from ..tables import tensor_label  # noqa: PLC0415
-
-        return tensor_label(self.g, tid) if tid in self.g.tensors else tid
+        return self.g.tensor_label(tid) if tid in self.g.tensors else tid
 
     # -- building ------------------------------------------------------------------------------
     def build(self, host_c, lib_of) -> None:

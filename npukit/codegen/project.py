@@ -254,7 +254,7 @@ make target && make run-target IN="in0.npy" OUT=out   # the profile's target ({m
 Inputs (the model's own dtype and shape, as .npy files in C order):
 
 {ins}
-{_calibrated(result, manifest)}
+{_calibrated(manifest)}
 What is where:
 
 | partition | processor | ops | function |
@@ -273,12 +273,10 @@ What is where:
 """
 
 
-def _calibrated(result, manifest: dict) -> str:
+def _calibrated(manifest: dict) -> str:
     """The README's line on the data the integer scales came from (inputs unlike it saturate or lose
-    precision), when any op runs at an integer width."""
+    precision), when the export calibrated any."""
     data = manifest.get("data") or {}
     if not data.get("source") or not data.get("calibrated"):
         return ""
-    src = data["source"]
-    return f"\nInteger scales and zero points were calibrated on {src}.\n"
-
+    return f"\nInteger scales and zero points were calibrated on {data['source']}.\n"

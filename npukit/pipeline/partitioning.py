@@ -268,19 +268,16 @@ def byoc_steps(model: Model, soc: SocProfile, cfg: Config) -> dict:
     return steps(model.module, model.graph, soc, partition(model, soc, cfg).verdicts)
 
 
-def layer_width_error(node, p, b: str, g: OpGraph | None = None, i: int | None = None, soc: SocProfile | None = None,
-                      vs=None) -> ConfigError:  # fmt: skip
-    """A layer whose bit-width ``b`` its processor ``p`` cannot run, with what the user can do.  Given
-    the graph, the op that landed on ``p`` (``i``), the profile and the verdicts, it names that op
-    when the layer is several ops, and the processors that run ``b`` and take the op."""
+def layer_width_error(node, p, b: str, g: OpGraph, i: int, soc: SocProfile, vs) -> ConfigError:
+    """A layer whose bit-width ``b`` its processor ``p`` cannot run, with what the user can do: ``i``
+    is the op that landed on ``p`` (named when the layer is several ops), ``vs`` the verdicts (the
+    processors that run ``b`` and take that op are named)."""
     what, mine = "it", f"layer {node!r}"
-    if g is not None and i is not None and len(g.resolve(node)) > 1 and g.ops[i].name != str(node):
+    if len(g.resolve(node)) > 1 and g.ops[i].name != str(node):
         what = f"its op {g.ops[i].name!r}"
         mine = f"layer {node!r} (its op {g.ops[i].name!r}, {g.ops[i].kind})"
     head = (f"{mine} would run on {p.name}, which cannot run its bit-width {b} (processors.{p.name}.macs_per_cycle "
             f"lists {', '.join(p.bits)})")  # fmt: skip
-    if soc is None or vs is None or i is None or g is None:
-        return ConfigError(f"{head}; give the layer a width {p.name} runs, or pin it to a processor that runs {b}")
     takers = [q.name for q in soc.processors if b in q.macs_per_cycle and vs[(i, q.name)].ok]
     if takers:
         return ConfigError(f"{head}; give the layer a width {p.name} runs, or pin {what} to a processor that runs {b} "

@@ -225,4 +225,3 @@ def restate(why: Sequence[str], virtual_us: float, real_us: float) -> tuple[str,
         return tuple(why)
     new = f"the model takes {real_us:,.1f} us ({virtual_us:,.1f} us in the search's virtual plan, which the alternatives are compared with)"
     return tuple(w.replace(old, new, 1) for w in why)
-

@@ -219,13 +219,15 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
 
     names = [p.name for p in processors]
     accel = [n for n in names if n != host]
+
+    def not_accel(n: str) -> str:
+        return closest(n, accel) if accel else f"this profile has no accelerator, only the host {host}"
     pl = doc.get("placement", {})
     v.check_keys(pl, PLACEMENT_FIELDS, "placement")
     order = list(v.read(pl, PLACEMENT_FIELDS, "placement")["order"] or accel)
     for i, n in enumerate(order):
         if n not in accel:
-            hint = closest(n, accel) if accel else f"this profile has no accelerator, only the host {host}"
-            v.fail(f"placement.order[{i}]", f"{n!r} is not an accelerator of this profile; {hint}")
+            v.fail(f"placement.order[{i}]", f"{n!r} is not an accelerator of this profile; {not_accel(n)}")
     order += [n for n in accel if n not in order]
     prefer = {}
     for op, lst in (pl.get("prefer") or {}).items():
@@ -237,8 +239,7 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
             v.fail(f"placement.prefer.{op}", f"must be a list of processor names, got {lst!r}")
         for i, n in enumerate(lst):
             if n not in accel:
-                v.fail(f"placement.prefer.{op}[{i}]", f"{n!r} is not an accelerator; "
-                       f"{closest(n, accel) if accel else f'this profile has no accelerator, only the host {host}'}")
+                v.fail(f"placement.prefer.{op}[{i}]", f"{n!r} is not an accelerator; {not_accel(n)}")
         prefer[key] = tuple(lst)
 
     conv = doc.get("conversion", {})

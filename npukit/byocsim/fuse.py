@@ -40,7 +40,10 @@ class NameSupply:
         return new
 
     def fresh(self, hint: str) -> str:
-        hint = hint.replace(".", "_")
+        return self.fresh_clean(hint.replace(".", "_"))
+
+    def fresh_clean(self, hint: str) -> str:
+        """``fresh`` of a hint that holds no dot."""
         name = self._unique(hint)
         while name in self.taken:
             name = self._unique(hint)
@@ -62,6 +65,7 @@ class State:
         self.comp_name: dict[int, str] = {}  # composite node -> function name
         self.comp_pattern: dict[int, str] = {}
         self.comp_members: dict[int, tuple[int, ...]] = {}  # binding indices, in binding order
+        self.comp_ops: dict[int, list[int]] = {}  # composite node -> its op ids, sorted
         self.names = {"main"}
         self.next = n
         self.reordered = False  # has a pass moved a binding ahead of an earlier one
@@ -110,21 +114,22 @@ def _match(st: State, root: int, chain_ops: tuple[str, ...], combo: tuple[int, .
 def topo(st: State, group_of: Mapping[int, int], deps_of) -> list[int]:
     """TVM's TopoSortByGroupDep: the nodes in the order the groups are emitted (each group's nodes
     together, deps first, starting from the groups in binding order)."""
-    order = st.order
     members: dict[int, list[int]] = {}
     group_order: list[int] = []
-    for node in order:
-        gid = group_of.get(node, node)
-        if gid not in members:
-            members[gid] = []
-            group_order.append(gid)
-        members[gid].append(node)
     deps: dict[int, list[int]] = {}
-    for node in order:
-        gid = group_of.get(node, node)
-        lst = deps.setdefault(gid, [])
+    gget = group_of.get
+    for node in st.order:
+        gid = gget(node, node)
+        mem = members.get(gid)
+        if mem is None:
+            members[gid] = [node]
+            group_order.append(gid)
+            lst = deps[gid] = []
+        else:
+            mem.append(node)
+            lst = deps[gid]
         for p in deps_of(node):
-            pg = group_of.get(p, p)
+            pg = gget(p, p)
             if pg != gid:
                 lst.append(pg)
     visited: set[int] = set()
@@ -171,12 +176,20 @@ def _fuse_pass(st: State, name: str, chain: tuple[str, ...], combo: tuple[int, .
             group_of[b] = k
     # TopoSortByGroupDep: when every group's outside producers stand before its first op, each
     # group is emitted where its first op stood and nothing else moves
+    # (a producer always stands before its reader, so a match of one op cannot break it)
     simple = True
+    rep, reads = st.rep, st.sk.reads
     for k, ids in enumerate(matches):
+        if len(ids) < 2:
+            continue
         first = key[ids[0]]
         for b in ids:
-            if any(group_of.get(p) != k and key[p] > first for p in st.node_uses(b)):
-                simple = False
+            for a in reads[b]:
+                p = rep[a]
+                if key[p] > first and group_of.get(p) != k:
+                    simple = False
+                    break
+            if not simple:
                 break
         if not simple:
             break
@@ -193,6 +206,10 @@ def _fuse_pass(st: State, name: str, chain: tuple[str, ...], combo: tuple[int, .
                 emitted.append(k)
     supply = NameSupply(st.names)
     made: dict[int, int] = {}
+    # every match of a pass holds the pattern's ops in chain order (a producer stands before its
+    # reader), so every composite of the pass is named from the same hint
+    hint = ("fused_" + "_".join(chain_ops)).replace(".", "_")
+    op_ids = st.sk.op_ids
     for j, k in enumerate(emitted):
         ids = sorted(matches[k], key=key.__getitem__)
         c = st.next
@@ -205,8 +222,9 @@ def _fuse_pass(st: State, name: str, chain: tuple[str, ...], combo: tuple[int, .
                     args.append(a)
         st.comp_args[c] = args
         st.comp_members[c] = tuple(ids)
+        st.comp_ops[c] = sorted([op_ids[b] for b in ids])
         st.comp_pattern[c] = name
-        st.comp_name[c] = supply.fresh("fused_" + "_".join(st.sk.bindings[b].op for b in ids))
+        st.comp_name[c] = supply.fresh_clean(hint)
         for b in ids:
             st.fused[b] = True
         st.rep[ids[-1]] = c
@@ -241,20 +259,24 @@ def fuse(sk: Skeleton, g: OpGraph, soc: SocProfile, specs, vs: Mapping[tuple[int
             if v.fused_only:
                 fused_only.setdefault(proc, set()).add(i)
     st = State(sk)
-    by_op = sk.by_op
+    by_op, op_id, escapes = sk.by_op, sk.op_ids, sk.escapes
     for s in specs:
         acc = ok.get(s.processor, set())
         only = fused_only.get(s.processor, set())
         single = len(s.chain) == 1
 
         def accept(ids, acc=acc, only=only, single=single) -> bool:
-            op_ids = []
             for b in ids:
-                i = sk.bindings[b].op_id
+                i = op_id[b]
                 if i is None or i not in acc or (single and i in only):
                     return False
-                op_ids.append(i)
-            return len(op_ids) < 2 or not pt.internal_outputs_escape(g, op_ids)
+            if len(ids) < 2:
+                return True
+            key = tuple(ids)
+            esc = escapes.get(key)
+            if esc is None:
+                esc = escapes[key] = pt.internal_outputs_escape(g, [op_id[b] for b in ids])
+            return not esc
 
         arity = tuple(ar.get(k, (1,)) for k in s.chain)
         for combo in variants(s.chain, arity):

@@ -44,56 +44,58 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
         members[node] = 0
         return node
 
+    rep, comp_args, comp_pattern, reads, bindings = st.rep, st.comp_args, st.comp_pattern, sk.reads, sk.bindings
+    uses: dict[int, list[int]] = {}  # node -> the nodes whose variables it reads (st.node_uses), for the sort
     for node in st.order:
-        if node in st.comp_args:
-            cg = st.comp_pattern[node].split(".", 1)[0]
-            args = [st.rep[b] for b in st.comp_args[node]]
+        if node in comp_args:
+            cg = comp_pattern[node].split(".", 1)[0]
+            args = uses[node] = [rep[b] for b in comp_args[node]]
         else:
-            b = sk.bindings[node]
+            b = bindings[node]
+            args = uses[node] = [rep[a] for a in reads[node]]  # a host call reads through inline tuples
             if b.kind == "var":  # x = y: y's group
                 if isinstance(b.args[0], int):
-                    memo[node] = memo[st.rep[b.args[0]]]
+                    memo[node] = memo[rep[b.args[0]]]
                 else:
                     memo[node] = new_group(node)
                 continue
             if b.kind == "tgi":  # a field of a tuple of tensors read only field by field joins a codegen group
                 src = b.args[0]
-                if not isinstance(src, int) or not sk.bindings[src].flat:
+                if not isinstance(src, int) or not bindings[src].flat:
                     memo[node] = new_group(node)
                     continue
-                sg = find(memo[st.rep[src]])
+                sg = find(memo[rep[src]])
                 if src in tgi_only and sg in codegen_roots:
                     memo[node] = sg
                     continue
                 memo[node] = new_group(node)
-                add_deps(node, [st.rep[src]])
+                add_deps(node, [rep[src]])
                 continue
             if b.kind == "tuple":
-                fields = [st.rep[a] for a in sk.reads[node]]
                 if not b.flat:
                     memo[node] = new_group(node)
                     continue
-                if node in tgi_only and fields and all(isinstance(a, int) for a in b.args):
-                    roots = {find(memo[a]) for a in fields}
+                if node in tgi_only and args and all(isinstance(a, int) for a in b.args):
+                    roots = {find(memo[a]) for a in args}
                     if len(roots) == 1 and next(iter(roots)) in codegen_roots:
                         memo[node] = next(iter(roots))
                         continue
                 memo[node] = new_group(node)
-                add_deps(node, fields)
+                add_deps(node, args)
                 continue
             cg = None
-            args = [st.rep[a] for a in sk.reads[node]]  # a host call reads through inline tuples
+        roots = [find(memo[a]) for a in args]
         to_merge: list[int] = []
         if cg is not None:
             pdeps = 0
-            for a in args:
-                pdeps |= deps.get(find(memo[a]), 0)
-            for a in args:
+            for r in roots:
+                pdeps |= deps.get(r, 0)
+            for a, r in zip(args, roots):
                 ag = memo[a]
-                if codegen.get(ag) == cg and not (pdeps & members[find(ag)]):
+                if codegen.get(ag) == cg and not (pdeps & members[r]):
                     to_merge.append(ag)
         if not to_merge:
-            grp = new_group(node)
+            grp = root = new_group(node)
             if cg is not None:
                 codegen[grp] = cg
                 codegen_roots.add(grp)
@@ -108,16 +110,20 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
                 deps[to] = deps.get(to, 0) | deps.pop(fr, 0)
                 members[to] |= members.pop(fr)
                 codegen_roots.discard(fr)
+            root = find(grp)
+            if len(to_merge) > 1:  # the arguments' groups merged into root
+                roots = [find(r) for r in roots]
         memo[node] = grp
-        add_deps(grp, args)
+        d = deps.get(root, 0)  # add_deps(grp, args), the arguments' roots at hand
+        for r in roots:
+            if r != root:
+                d |= bit.get(r, 0) | deps.get(r, 0)
+        deps[root] = d
 
     group_of = {node: find(memo[node]) for node in st.order}
     codegen_of = {find(gp): cg for gp, cg in codegen.items()}
 
-    def uses(node: int) -> list[int]:
-        return st.node_uses(node)
-
-    emitted = topo(st, group_of, uses)
+    emitted = topo(st, group_of, uses.__getitem__)
     supply = NameSupply(st.names | set(st.comp_name.values()))
     offloaded = []
     order: list[tuple[str, object]] = []
@@ -136,8 +142,7 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
             comps = fn_members[gid]
             base = supply.fresh("fused_" + "_".join(st.comp_name[c].removeprefix("fused_") for c in comps))
             fname = f"{base}_{codegen_of[gid]}"
-            offloaded.append((fname, codegen_of[gid], [(st.comp_pattern[c], sorted(sk.bindings[b].op_id for b in st.comp_members[c]))
-                                                      for c in comps]))  # fmt: skip
+            offloaded.append((fname, codegen_of[gid], [(comp_pattern[c], st.comp_ops[c]) for c in comps]))
             order.append(("call", fname))
         elif node < len(sk.bindings) and sk.bindings[node].kind == "call" and sk.bindings[node].op_id is not None:
             order.append(("op", sk.bindings[node].op_id))

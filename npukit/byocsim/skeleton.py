@@ -72,6 +72,17 @@ class Skeleton:
         return frozenset(out)
 
     @cached_property
+    def op_ids(self) -> tuple[int | None, ...]:
+        """Per binding: its op id (None but for calls of ops)."""
+        return tuple(b.op_id for b in self.bindings)
+
+    @cached_property
+    def escapes(self) -> dict[tuple[int, ...], bool]:
+        """Memo of ``patterns.internal_outputs_escape`` per match (binding indices): it depends on
+        the graph alone, and every replay asks it of the same matches."""
+        return {}
+
+    @cached_property
     def by_op(self) -> dict[tuple[str, int], list[int]]:
         out: dict[tuple[str, int], list[int]] = {}
         for k, b in enumerate(self.bindings):

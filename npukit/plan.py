@@ -82,7 +82,7 @@ def build_plan(g: OpGraph, host: str, offloaded: list[tuple[str, str, list[tuple
                 partition[i] = pid
                 pattern[i] = pat
             ids += op_ids
-        parts.append(Partition(pid, proc, tuple(sorted(ids)), str(ref), tuple((p, tuple(o)) for p, o in comps)))
+        parts.append(Partition(pid, proc, tuple(sorted(ids)), str(ref), tuple([(p, tuple(o)) for p, o in comps])))
     flush_host()
     missing = [i for i in range(n) if partition[i] < 0]
     if missing:
@@ -102,6 +102,10 @@ def boundaries(g: OpGraph, processor, partition, host: str) -> tuple[Boundary, .
             else:
                 continue  # read only where it is made
         src_pid = partition[prod] if prod >= 0 else -1
+        if len(cons_all) == 1 and not is_out:  # (most crossings: one reader elsewhere)
+            c = cons_all[0]
+            out.append(Boundary(tid, src, processor[c], src_pid, partition[c], cons_all))
+            continue
         by_dst: dict[str, list[int]] = {}
         for c in cons_all:
             by_dst.setdefault(processor[c], []).append(c)

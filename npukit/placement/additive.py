@@ -256,14 +256,19 @@ def dp(add: Additive, cands) -> list[str]:
     tensors = ev.g.tensors
     best: dict[str | None, tuple[float, tuple | None]] = {None: (0.0, None)}
     settled: list[str] = []  # processor per group, the same on every path kept
+    kc, bc, table = add._kc, add._bc, ev.table  # (the figures looked up where they are kept)
+    calls = {p: (add.call_us(p) if p != host else 0.0) for p in ev.soc.names}
     for k, c in enumerate(cands):
         nxt: dict[str | None, tuple[float, tuple | None]] = {}
         first = ev.groups[k][0]
         ins = add.ins[k]
         n_settled = len(settled)
         for p in c:
-            base = add.kernel_us(k, p)
-            call = add.call_us(p) if p != host else 0.0
+            base = kc.get((k, p))
+            if base is None:
+                base = add.kernel_us(k, p)
+            call = calls[p]
+            db = table[p][first] if table is not None else None
             top = None
             for q, (cost, path) in best.items():
                 x = cost + base
@@ -282,7 +287,8 @@ def dp(add: Additive, cands) -> list[str]:
                             node, at = node[1], at - 1
                         src = node[0]
                     if src != p:
-                        x += add.boundary_us(tid, src, p, tensors[tid].producer, first)
+                        v = bc.get((tid, src, p, db)) if db is not None else None
+                        x += add.boundary_us(tid, src, p, tensors[tid].producer, first) if v is None else v
                 if top is None or x < top[0] or (x == top[0] and str(q) < str(top[2])):
                     top = (x, path, q)
             nxt[p] = (top[0], (p, top[1]))

@@ -175,9 +175,12 @@ def prune_view_partitions(g: OpGraph, soc: SocProfile, vs: Verdicts, partitions)
     work but costs a call and two transfers, so it is pruned the way TVM's TensorRT integration
     prunes subgraphs without compute.  Empty when there is nothing to prune."""
     out: dict[tuple[int, str], Verdict] = {}
+    host = soc.host
     for part in partitions:
+        if part.processor == host:
+            continue
         kinds = {g.ops[i].kind for i in part.ops}
-        if part.processor != soc.host and all(is_view(k) for k in kinds):
+        if all(is_view(k) for k in kinds):
             for i in part.ops:
                 if not is_pinned(vs, i, soc.host):
                     out[(i, part.processor)] = pruned(part.processor, ", ".join(sorted(kinds)))

@@ -9,6 +9,7 @@ the node through ``source``; nodes that became no op at all are listed in ``grap
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -457,3 +458,49 @@ def test_a_node_named_like_an_op_id_past_the_last_op_is_that_node(tmp_path):
     assert dict(s.config.pins) == {"#157": "arm"} and s.plan.processor[2] == "arm"
     s.pin(1, "arm")  # the conv's bias add: "#1" is a node's name, so the config stores the op's
     assert dict(s.config.pins) == {"#157": "arm", "conv/add": "arm"}
+
+
+def _fc_relu(tmp_path, names) -> Path:
+    """x -> FULLY_CONNECTED -> RELU with the activation tensors named ``names`` (None: no name field),
+    referred to by index (two of them may read alike)."""
+    from tflite_builder import Graph, Op, T, build
+
+    x, y, z = names
+    w = T("W", (4, 4), data=np.arange(16, dtype=np.float32).reshape(4, 4) / 8 - 1)
+    b = T("b", (4,), data=np.zeros(4, np.float32))
+    g = Graph(tensors=[T(x, (1, 4)), w, T(y, (1, 4)), T(z, (1, 4)), b],
+              ops=[Op("FULLY_CONNECTED", [0, 1, 4], [2], "FullyConnectedOptions"), Op("RELU", [2], [3])],
+              inputs=[0], outputs=[3])  # fmt: skip
+    path = tmp_path / f"fc_relu_{'_'.join(str(n) for n in names)}.tflite"
+    path.write_bytes(build(g))
+    return path
+
+
+@pytest.mark.parametrize(("names", "ops", "output"), [
+    (("x", "t", "t"), [("t", "matmul"), ("t/add", "add"), ("t~2", "relu")], "t~2"),  # the second 't' is 't~2'
+    ((None, None, None), [("tensor2", "matmul"), ("tensor2/add", "add"), ("tensor3", "relu")], "tensor3"),
+    (("", "", ""), [("tensor2", "matmul"), ("tensor2/add", "add"), ("tensor3", "relu")], "tensor3"),
+])  # fmt: skip
+def test_tflite_tensors_alike_or_unnamed_keep_every_op(tmp_path, names, ops, output):
+    """TVM's TFLite frontend finds values by tensor name: of two alike the first won (the RELU
+    vanished, silently), and a file without names was called corrupt.  Each tensor now has a name of
+    its own and every op is imported and runs."""
+    path = _fc_relu(tmp_path, names)
+    imp = npukit.import_model(path)
+    g = imp.graph
+    assert [(op.name, op.kind) for op in g.ops] == ops
+    assert dict(g.elided) == {}
+    assert g.output_names == (output,)
+    import tvm
+    from tvm import relax
+
+    x = np.array([[-1.0, 2.0, -3.0, 4.0]], np.float32)
+    target = tvm.target.Target({"kind": "llvm"})
+    ex = tvm.compile(imp.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+    out = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x))
+    while not hasattr(out, "numpy"):
+        out = out[0]
+    w = np.arange(16, dtype=np.float32).reshape(4, 4) / 8 - 1
+    np.testing.assert_allclose(out.numpy(), np.maximum(x @ w.T, 0), rtol=1e-6)  # FULLY_CONNECTED: W is [out, in]
+    s = npukit.Study(path, "arm-dsp-dla")
+    assert list(s.placement["name"]) == [n for n, _ in ops]

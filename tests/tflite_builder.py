@@ -11,7 +11,7 @@ import numpy as np
 
 @dataclass
 class T:
-    name: str
+    name: str | None  # None: the tensor has no name field (it is optional in the schema)
     shape: tuple[int, ...]
     dtype: str = "float32"  # float32 | float16 | int32 | int8
     data: np.ndarray | None = None  # constant contents (for a sparse tensor: its non-zero values)
@@ -21,8 +21,8 @@ class T:
 @dataclass
 class Op:
     code: str  # a BuiltinOperator name ("FULLY_CONNECTED") or "CUSTOM:<name>"
-    inputs: list[str]
-    outputs: list[str]
+    inputs: list[str | int]  # tensors by name, or by index (two tensors may share a name, or have none)
+    outputs: list[str | int]
     options: str | None = None  # "FullyConnectedOptions" | "AddOptions" | None
 
 
@@ -30,8 +30,8 @@ class Op:
 class Graph:
     tensors: list[T]
     ops: list[Op]
-    inputs: list[str]
-    outputs: list[str]
+    inputs: list[str | int]
+    outputs: list[str | int]
     extra: dict = field(default_factory=dict)
 
 
@@ -55,7 +55,10 @@ def build(g: Graph) -> bytes:
     from tflite.SparseIndexVector import SparseIndexVector
 
     b = flatbuffers.Builder(1024)
-    index = {t.name: k for k, t in enumerate(g.tensors)}
+    names = {t.name: k for k, t in reversed(list(enumerate(g.tensors)))}  # (a name: its first tensor)
+
+    def index(x) -> int:
+        return x if isinstance(x, int) else names[x]
 
     def ivec(start, values, prepend=None):
         start(b, len(values))
@@ -68,19 +71,19 @@ def build(g: Graph) -> bytes:
     Buffer.Start(b)
     buf_offsets.append(Buffer.End(b))
     buf_of = {}
-    for t in g.tensors:
+    for k, t in enumerate(g.tensors):
         if t.data is None:
             continue
         raw = np.ascontiguousarray(t.data.astype(t.dtype)).tobytes()
         data = b.CreateByteVector(raw)
         Buffer.Start(b)
         Buffer.AddData(b, data)
-        buf_of[t.name] = len(buf_offsets)
+        buf_of[k] = len(buf_offsets)
         buf_offsets.append(Buffer.End(b))
 
     tensor_offsets = []
-    for t in g.tensors:
-        name = b.CreateString(t.name)
+    for k, t in enumerate(g.tensors):
+        name = b.CreateString(t.name) if t.name is not None else None
         shape = ivec(Tensor.StartShapeVector, t.shape)
         sparsity = None
         if t.sparse_csr is not None:
@@ -116,8 +119,9 @@ def build(g: Graph) -> bytes:
         Tensor.Start(b)
         Tensor.AddShape(b, shape)
         Tensor.AddType(b, _TYPES[t.dtype])
-        Tensor.AddBuffer(b, buf_of.get(t.name, 0))
-        Tensor.AddName(b, name)
+        Tensor.AddBuffer(b, buf_of.get(k, 0))
+        if name is not None:
+            Tensor.AddName(b, name)
         if sparsity is not None:
             Tensor.AddSparsity(b, sparsity)
         tensor_offsets.append(Tensor.End(b))
@@ -140,8 +144,8 @@ def build(g: Graph) -> bytes:
 
     op_offsets = []
     for op in g.ops:
-        ins = ivec(Operator.StartInputsVector, [index[x] if x else -1 for x in op.inputs])
-        outs = ivec(Operator.StartOutputsVector, [index[x] for x in op.outputs])
+        ins = ivec(Operator.StartInputsVector, [-1 if x is None or x == "" else index(x) for x in op.inputs])
+        outs = ivec(Operator.StartOutputsVector, [index(x) for x in op.outputs])
         opts = None
         if op.options == "FullyConnectedOptions":
             FullyConnectedOptions.Start(b)
@@ -163,8 +167,8 @@ def build(g: Graph) -> bytes:
 
     tensors_v = offvec(SubGraph.StartTensorsVector, tensor_offsets)
     ops_v = offvec(SubGraph.StartOperatorsVector, op_offsets)
-    in_v = ivec(SubGraph.StartInputsVector, [index[x] for x in g.inputs])
-    out_v = ivec(SubGraph.StartOutputsVector, [index[x] for x in g.outputs])
+    in_v = ivec(SubGraph.StartInputsVector, [index(x) for x in g.inputs])
+    out_v = ivec(SubGraph.StartOutputsVector, [index(x) for x in g.outputs])
     sg_name = b.CreateString("main")
     SubGraph.Start(b)
     SubGraph.AddTensors(b, tensors_v)

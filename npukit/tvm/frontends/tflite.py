@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,32 @@ from .. import load as _load_tvm
 from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
 from .sizes import check_tflite_tensor
 from .tagging import _finish
+
+_IMPORTING = threading.Lock()  # (one import at a time reads the names it set)
+
+
+def unique_names(raw: list[bytes | None]) -> list[str]:
+    """The tensors' names, made unique: a tensor without a name (optional in the schema) is called
+    ``tensor<index>``; the second of two alike ``name~2`` (as two ONNX nodes of one name are)."""
+    names = [(r.decode("utf-8", "replace") if r else "") or f"tensor{i}" for i, r in enumerate(raw)]
+    taken = set(names)
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        if n not in seen:
+            seen[n] = 1
+            out.append(n)
+            continue
+        k = seen[n]
+        while True:
+            k += 1
+            new = f"{n}~{k}"
+            if new not in taken:
+                break
+        seen[n] = k
+        taken.add(new)
+        out.append(new)
+    return out
 
 
 def _import_tflite(path: Path, input_shapes) -> Imported:
@@ -33,7 +60,7 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
         sg = model.Subgraphs(0)
         nops = sg.OperatorsLength()
         # touch every tensor and buffer: truncated files fail here rather than deep inside TVM
-        tensor_names = [sg.Tensors(i).Name().decode("utf-8", "replace") for i in range(sg.TensorsLength())]
+        tensor_names = unique_names([sg.Tensors(i).Name() for i in range(sg.TensorsLength())])
         for i in range(sg.TensorsLength()):
             t = sg.Tensors(i)
             b = model.Buffers(t.Buffer())
@@ -72,9 +99,9 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
             def wrapped(*args, **kwargs):
                 op = kwargs["op"] if "op" in kwargs else args[0]
                 outs = self.get_output_tensors(op)
-                names = tuple(o.tensor.Name().decode("utf-8", "replace") for o in outs)
+                names = tuple(tensor_names[o.tensor_idx] for o in outs)
                 name = names[0] if names else code
-                ins = ", ".join(repr(t.tensor.Name().decode("utf-8", "replace")) for t in self.get_input_tensors(op))
+                ins = ", ".join(repr(tensor_names[t.tensor_idx]) for t in self.get_input_tensors(op))
                 marks.current = f"{name!r} ({code}{'; inputs ' + ins if ins else ''})"
                 ret = fn(*args, **kwargs)
                 if ret is None:  # prefetched constant: no op
@@ -109,7 +136,7 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
                     code = f"custom {custom.decode('utf-8', 'replace')}" if custom else "an unknown operator code"
                 if code not in self.convert_map:
                     outs = self.get_output_tensors(op)
-                    nm = outs[0].tensor.Name().decode("utf-8", "replace") if outs else f"op{i}"
+                    nm = tensor_names[outs[0].tensor_idx] if outs else f"op{i}"
                     bad.append((nm, code))
             if bad:
                 kinds = sorted({k for _, k in bad})
@@ -119,12 +146,23 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
                 )
             super().check_unsupported_ops()
 
+    # TVM's frontend finds every value by its tensor's name (the first of two alike wins, a tensor
+    # without one gets an internal name): it reads the unique names instead, for this import
+    named = TF.get_tensor_name
+
+    def get_tensor_name(subgraph, idx):
+        return tensor_names[idx] if subgraph.TensorsLength() == len(tensor_names) else named(subgraph, idx)
+
     marks.progress = Progress(nops, "npukit: importing")
-    with marks.progress:
-        raw = _run_quietly(
-            lambda: TF.from_tflite(model, shape_dict={k: tuple(v) for k, v in shapes.items()}, op_converter=Converter),
-            lambda err: ModelError(f"{path}: TVM's TFLite importer failed{_at('op', marks)}: {err}"),
-        )
+    with marks.progress, _IMPORTING:
+        TF.get_tensor_name = get_tensor_name
+        try:
+            raw = _run_quietly(
+                lambda: TF.from_tflite(model, shape_dict={k: tuple(v) for k, v in shapes.items()}, op_converter=Converter),
+                lambda err: ModelError(f"{path}: TVM's TFLite importer failed{_at('op', marks)}: {err}"),
+            )
+        finally:
+            TF.get_tensor_name = named
     ins = list(declared)
     outs = [tensor_names[i] for i in outputs]
     return _finish(raw, marks, "tflite", str(path), ins, outs, {})

@@ -494,3 +494,38 @@ def test_a_model_with_nothing_to_compute_gets_one_exact_message(tmp_path, build,
         npukit.Study(path, "arm-dsp-dla")
     assert str(ei.value) == f"{path}: {message}"
     assert str(path).endswith(file)
+
+
+def _tflite_transpose_conv(tmp: Path) -> Path:
+    """One TFLite TRANSPOSE_CONV (NHWC): TVM imports it, but has no lowering to run it."""
+    from tflite_builder import Graph, Op, T, build
+
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 8)).astype(np.float32)  # OHWI
+    g = Graph(tensors=[T("x", (1, 4, 4, 8)), T("oshape", (4,), "int32", np.array([1, 8, 8, 4], np.int32)),
+                       T("Wt", (4, 3, 3, 8), data=w), T("up", (1, 8, 8, 4))],
+              ops=[Op("TRANSPOSE_CONV", ["oshape", "Wt", "x"], ["up"], "TransposeConvOptions",
+                      {"Padding": 0, "StrideW": 2, "StrideH": 2})],
+              inputs=["x"], outputs=["up"])  # fmt: skip
+    path = tmp / "tconv.tflite"
+    path.write_bytes(build(g))
+    return path
+
+
+def test_a_model_tvm_cannot_run_names_the_node_when_its_error_is_asked_for(tmp_path):
+    """TVM 0.27 imports an NHWC transpose convolution but cannot lower it: the placement and the
+    estimates work, and asking for the numeric error says which node cannot run (it was TVM's
+    CodeGenVM error, a raw traceback); the Study keeps working."""
+    path = _tflite_transpose_conv(tmp_path)
+    s = npukit.Study(path, "arm-dsp-dla")
+    assert [(op.name, op.kind) for op in s.graph.ops] == [("up", "conv2d_transpose")]
+    assert s.totals["macs"] == 1 * 4 * 4 * 8 * 4 * 3 * 3  # every input pixel scatters a 3x3x4 kernel of 8 channels
+    with pytest.raises(npukit.UnsupportedOpError) as e:
+        s.error_dict()
+    msg = str(e.value)
+    assert msg == (f"{path}: the model cannot be run to measure its error: TVM has no lowering for node 'up' "
+                   "(TRANSPOSE_CONV) (conv2d_transpose) (the placement and the estimates do not need it)")  # fmt: skip
+    assert s.totals["latency_us"] > 0
+    r = run_cli("study", path, "--soc", "arm-dsp-dla", "--error")
+    assert r.returncode == 2, r.stderr
+    assert "TVM has no lowering for node 'up' (TRANSPOSE_CONV)" in r.stderr
+    assert "Traceback" not in r.stderr

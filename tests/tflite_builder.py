@@ -23,7 +23,8 @@ class Op:
     code: str  # a BuiltinOperator name ("FULLY_CONNECTED") or "CUSTOM:<name>"
     inputs: list[str | int]  # tensors by name, or by index (two tensors may share a name, or have none)
     outputs: list[str | int]
-    options: str | None = None  # "FullyConnectedOptions" | "AddOptions" | None
+    options: str | None = None  # "FullyConnectedOptions" | "AddOptions" | "TransposeConvOptions" | None
+    fields: dict = field(default_factory=dict)  # the options' scalar fields: {"StrideW": 2, "Padding": 0}
 
 
 @dataclass
@@ -46,8 +47,8 @@ def build(g: Graph) -> bytes:
     def mod(name):  # the generated module (``tflite.X`` is the class of the same name)
         return importlib.import_module(f"tflite.{name}")
 
-    Buffer, DimensionMetadata, FullyConnectedOptions, Int32Vector, Model, Operator, OperatorCode = map(
-        mod, ["Buffer", "DimensionMetadata", "FullyConnectedOptions", "Int32Vector", "Model", "Operator", "OperatorCode"])
+    Buffer, DimensionMetadata, Int32Vector, Model, Operator, OperatorCode = map(
+        mod, ["Buffer", "DimensionMetadata", "Int32Vector", "Model", "Operator", "OperatorCode"])
     SparsityParameters, SubGraph, Tensor = map(mod, ["SparsityParameters", "SubGraph", "Tensor"])
     from tflite.BuiltinOperator import BuiltinOperator
     from tflite.BuiltinOptions import BuiltinOptions
@@ -147,9 +148,12 @@ def build(g: Graph) -> bytes:
         ins = ivec(Operator.StartInputsVector, [-1 if x is None or x == "" else index(x) for x in op.inputs])
         outs = ivec(Operator.StartOutputsVector, [index(x) for x in op.outputs])
         opts = None
-        if op.options == "FullyConnectedOptions":
-            FullyConnectedOptions.Start(b)
-            opts = FullyConnectedOptions.End(b)
+        if op.options is not None and (op.options == "FullyConnectedOptions" or op.fields):
+            table = mod(op.options)
+            table.Start(b)
+            for k, v in op.fields.items():
+                getattr(table, f"Add{k}")(b, v)
+            opts = table.End(b)
         Operator.Start(b)
         Operator.AddOpcodeIndex(b, codes.index(op.code))
         Operator.AddInputs(b, ins)

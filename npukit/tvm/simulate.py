@@ -28,10 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import UnsupportedOpError
 from ..graph import OpGraph
 from ..opset import KINDS
 from . import load as _load_tvm
 from . import remapper
+
+# Relax ops the VM runs without a lowering of their own (memory, calls, shapes)
+_LOWERED = frozenset({"relax.call_tir", "relax.call_dps_packed", "relax.call_tir_with_grad", "relax.call_tir_inplace",
+                      "relax.null_value", "relax.call_pure_packed", "relax.call_inplace_packed", "relax.print",
+                      "relax.assert_op", "relax.shape_of", "relax.tensor_to_shape", "relax.shape_to_tensor",
+                      "relax.make_closure", "relax.invoke_closure", "relax.invoke_pure_closure"})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,7 @@ class Simulator:
                             if i is not None and (i, t) in evars:
                                 x = bb.emit_te(fq, x, evars[(i, t)])
                             args.append(x)
-                        nv = bb.emit(relax.Call(v.op, args, v.attrs, v.ty_args))
+                        nv = bb.emit(relax.Call(v.op, args, v.attrs, v.ty_args, v.span))  # (the span names the op)
                         if i is not None and i in pvar_of and len(op_by_id[i].outputs) == 1:
                             nv = bb.emit_te(fq, nv, pvar_of[i])
                             outs.append(nv)
@@ -214,7 +221,10 @@ class Simulator:
             from .importers import _quiet  # noqa: PLC0415
 
             with phase("npukit: compiling the simulation"), _quiet():
-                ex = tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+                try:
+                    ex = tvm.compile(self.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+                except Exception as e:  # noqa: BLE001 - said in the model's words, never TVM's
+                    raise self._not_compiled(e) from None
             if path is not None:
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
@@ -226,6 +236,38 @@ class Simulator:
         self.vm = relax.VirtualMachine(ex, tvm.cpu())
         self._fn = self.vm["main"]
         self._run_lock = threading.Lock()
+
+    def _not_compiled(self, err: Exception) -> UnsupportedOpError:
+        """TVM could not compile the model to run it: the ops its lowering passes leave as they are
+        (no lowering for them, e.g. a transpose convolution in NHWC), named as the model names them."""
+        from tvm import relax  # noqa: PLC0415
+
+        from ..codegen.lower import model_node  # noqa: PLC0415
+        from .spans import op_id_of_span  # noqa: PLC0415
+
+        left: list[int] = []
+        try:
+            mod = relax.transform.LegalizeOps()(self.mod)
+
+            def visit(e):
+                if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op) and e.op.name.startswith("relax.") \
+                        and e.op.name not in _LOWERED:  # fmt: skip
+                    i = op_id_of_span(getattr(e, "span", None))
+                    if i is not None and i not in left:
+                        left.append(i)
+
+            tvm = _load_tvm()
+            relax.analysis.post_order_visit(mod["main"], visit)
+        except Exception:  # noqa: BLE001 - then only TVM's first line can be said
+            left = []
+        path = self.g.path or "the model"
+        if left:
+            nodes = "; ".join(f"{model_node(self.g, self.g.ops[i])} ({self.g.ops[i].kind})" for i in sorted(left)[:8])
+            return UnsupportedOpError(f"{path}: the model cannot be run to measure its error: TVM has no lowering "
+                                      f"for {nodes} (the placement and the estimates do not need it)")  # fmt: skip
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return UnsupportedOpError(f"{path}: the model cannot be run to measure its error: TVM could not compile it "
+                                  f"({first})")  # fmt: skip
 
     # -- run -----------------------------------------------------------------------------------
     def tensors(self, arrays: list[np.ndarray]) -> list:

@@ -238,3 +238,24 @@ def test_a_study_starts_from_a_saved_config_file(tmp_path):
     (tmp_path / "bad.toml").write_text("pins = {")
     with pytest.raises(npukit.ConfigError, match=r"bad\.toml: config: not valid TOML"):
         npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", tmp_path / "bad.toml")
+
+
+def test_an_output_a_reshape_relabels_is_written_to_dram_by_its_producer(tmp_path):
+    """x -> Tanh -> Reshape -> output 'flat', and x -> Relu -> output 's': a reshape moves no data,
+    so the Tanh writes the model output itself, to DRAM, as the Relu does (it kept it on chip, and
+    the output was never written anywhere)."""
+    vi = helper.make_tensor_value_info
+    shape = numpy_helper.from_array(np.array([1, 128], np.int64), "shape")
+    nodes = [helper.make_node("Tanh", ["x"], ["t"], name="tanh"),
+             helper.make_node("Reshape", ["t", "shape"], ["flat"], name="flatten"),
+             helper.make_node("Relu", ["x"], ["s"], name="relu")]  # fmt: skip
+    path = _save(tmp_path, "view_out", nodes, [vi("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+                 [vi("flat", TensorProto.FLOAT, [1, 128]), vi("s", TensorProto.FLOAT, [1, 8, 4, 4])], [shape])  # fmt: skip
+    s = npukit.Study(path, "arm-dsp-dla", placement="first-fit").pin("tanh", "arm").pin("relu", "arm")
+    c = s.costs.set_index("name")
+    assert list(c.index) == ["tanh", "flatten", "relu"]
+    assert list(c["processor"]) == ["arm", "arm", "arm"]
+    # 128 floats read, 128 written: both to DRAM
+    assert c.loc["tanh", "dram_bytes"] == c.loc["relu", "dram_bytes"] == 2 * 128 * 4
+    assert c.loc["flatten", "bytes"] == 0
+    assert "out 512 B =" in next(ln for ln in s.explain("tanh").splitlines() if ln.strip().startswith("bytes:"))

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 from ..graph import OpGraph, Tensor, dtype_bits
-from ..opset import geometry, work
+from ..opset import KINDS, geometry, work
 from ..soc import BIT_WIDTH, Processor
 
 NUMERIC = frozenset({"float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "uint16"})
@@ -107,7 +107,13 @@ class Tables:
         self.size = {tid: t.size for tid, t in g.tensors.items()}
         outs = set(g.outputs)
         self.consumers = [tuple(c for t in op.outputs for c in g.consumers(t)) for op in g.ops]
-        self.graph_out = [any(t in outs for t in op.outputs) for op in g.ops]
+        # an op whose output a model output only relabels (through views: reshape, squeeze ...) writes
+        # that output itself: the views move no data
+        reach = set(outs)
+        for op in reversed(g.ops):
+            if KINDS[op.kind].view and op.inputs and any(t in reach for t in op.outputs):
+                reach.add(op.inputs[0])
+        self.graph_out = [any(t in reach for t in op.outputs) for op in g.ops]
         self.out_elems = [sum(self.size[t] for t in op.outputs) for op in g.ops]
         self.act_inputs = [tuple(t for t in op.inputs if g.tensors[t].kind != "const") for op in g.ops]
         self.inner = [(g.tensors[op.outputs[0]].shape[-1] if g.tensors[op.outputs[0]].shape else 1) if op.outputs else 1

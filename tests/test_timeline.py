@@ -333,3 +333,31 @@ def test_the_timeline_and_the_boundaries_name_each_tensor_alike_and_apart():
     assert sorted(tr.item) == sorted(f"transfer {t} {a}->{c}" for t, a, c in rows)
     assert all(s.graph.tensor_label(tid) in item for tid, item in zip(tr.tensor_id, tr.item))
     assert "boundary " + f"{conv1} [t1]" in s.explain(1) or "boundary " + f"{conv1} [t1]" in s.explain(2)
+
+
+def test_a_tensor_converted_before_it_is_sent_travels_at_the_width_it_was_converted_to():
+    """``[conversion] quantize_on = "src"``: the sender (de/re)quantizes before the transfer (the
+    timeline put the conversion first), so the link carries the converted width.  It carried the
+    sender's width, so quantizing at the source could never shrink a transfer."""
+    from npukit.cost import boundary_trace
+
+    base = npukit.load_soc("arm-dsp-dla")
+    got = {}
+    for where in ("dst", "src"):
+        s = npukit.Study(SAMPLES / "digits_cnn.onnx", base.with_changes({"conversion.quantize_on": where}),
+                         placement="first-fit")  # fmt: skip
+        got[where] = {(r.tensor, r.src, r.dst): (r.bytes, r.transfer_us) for r in s.boundaries.itertuples()}
+        if where == "src":
+            r = s.result
+            c = next(c for c in r.bounds if c.tensor == r.graph.inputs[0])
+            tr = {x.figure: x for x in boundary_trace(c, r.tables)}
+            assert tr["bytes"].formula == "elements * bits/8 = 64 * 8/8 = 64 B (int8: quantized on arm before it is sent)"
+            assert "conversion.quantize_on" in tr["bytes"].fields
+    link = base.link("arm", "dla")
+    # the model input (64 floats) leaves the ARM as int8; fc2's int8 output reaches the DSP's int16 as
+    # int16 (10 values); the DSP's int16 probabilities reach the ARM as fp32
+    assert got["dst"][("input", "arm", "dla")][0] == 256 and got["src"][("input", "arm", "dla")][0] == 64
+    assert got["dst"][("/fc2/Gemm_output_0", "dla", "dsp")][0] == 10 and got["src"][("/fc2/Gemm_output_0", "dla", "dsp")][0] == 20
+    assert got["dst"][("probs", "dsp", "arm")][0] == 20 and got["src"][("probs", "dsp", "arm")][0] == 40
+    k = 2 if link.via_dram else 1
+    assert got["src"][("input", "arm", "dla")][1] == pytest.approx(link.latency_us + k * 64 / (link.bandwidth_gbps * 1000))

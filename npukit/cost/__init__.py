@@ -67,13 +67,16 @@ Per kernel (``npukit.cost.kernel.kernel_cost``, the one place these are evaluate
 
 Per boundary tensor from processor s to processor d:
 
-* bytes = elements * bits(s) / 8
+* bytes = elements * bits / 8 at the width the tensor travels: bits(d) when the (de/re)quantize
+  runs on the sending processor ([conversion] quantize_on = "src", or "host" when the host sends),
+  else bits(s)
 * transfer_us = latency_us + k * bytes / (bandwidth_gbps * 1000), k = 2 through shared DRAM
   (write, then read), else 1
 * layout_us (only when the layouts differ and the tensor has rank >= 3): elements / vector_ops_per_cycle
-  + 2 * bytes / dram_bytes_per_cycle, in cycles of the converting processor ([conversion] layout_on)
-* quantize_us (only when the bit-widths differ): 2 * elements / vector_ops_per_cycle + bytes moved,
-  likewise on [conversion] quantize_on
+  + 2 * bytes(s) / dram_bytes_per_cycle, in cycles of the converting processor ([conversion]
+  layout_on), bytes(s) = elements * bits(s) / 8
+* quantize_us (only when the bit-widths differ): 2 * elements / vector_ops_per_cycle + 2 * bytes(s) /
+  dram_bytes_per_cycle, likewise on [conversion] quantize_on
 * energy_uj = bytes * link pJ/byte / 1e6 + the conversions' op and byte energy
 
 Every figure's trace (``OpCost.trace``, ``boundary_trace``) is rendered from the same terms the

@@ -44,6 +44,7 @@ class BoundaryCost(NamedTuple):
     via_factor: int  # 2 through shared DRAM, else 1
     link_energy_uj: float
     energy_uj: float
+    sent_bits: str = ""  # the width it travels at (``bytes``): src_bits, or dst_bits when the sender converts
 
     @property
     def layout_us(self) -> float:
@@ -103,18 +104,16 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
     link between ``b.src`` and ``b.dst``)."""
     tensor = t.g.tensors[b.tensor]
     ps, pd = procs[b.src], procs[b.dst]
-    nbytes = t.nbytes(b.tensor, src_bits)
-    k = 2 if link.via_dram else 1
-    transfer = link.latency_us + k * nbytes / (link.bandwidth_gbps * 1000)
+    read = t.nbytes(b.tensor, src_bits)  # what a conversion reads (and writes, in its formula)
 
     def converter(where: str) -> Processor:
         return ps if where == "src" else pd if where == "dst" else procs[soc.host]
 
     def conv(what, frm, to, cp, cb, ops_per_elem) -> Conversion:
         on_bits = cb if cb in cp.vector_ops_per_cycle else cp.default_bits
-        cyc = _conversion_cycles(cp, on_bits, tensor.size, nbytes, ops_per_elem)
+        cyc = _conversion_cycles(cp, on_bits, tensor.size, read, ops_per_elem)
         us = cyc / cp.clock_mhz
-        e = (tensor.size * min(cp.energy_pj_per_op.values()) + 2 * nbytes * cp.energy_pj_per_byte) / 1e6 + cp.static_mw * us / 1e3
+        e = (tensor.size * min(cp.energy_pj_per_op.values()) + 2 * read * cp.energy_pj_per_byte) / 1e6 + cp.static_mw * us / 1e3
         return Conversion(what, frm, to, cp.name, on_bits, cp.clock_mhz, cyc, us, e)
 
     numeric = tensor.dtype in NUMERIC
@@ -123,20 +122,30 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
         cp = converter(soc.layout_on)
         cb = src_bits if cp is ps else dst_bits if cp is pd else cp.default_bits
         layout = conv("layout", ps.layout, pd.layout, cp, cb, 1)
+    sent = src_bits  # the width the tensor travels at: converted before it leaves when the sender converts
     if src_bits != dst_bits and numeric:
         cp = converter(soc.quantize_on)
         cb = dst_bits if cp is pd else src_bits
         quant = conv(qkind(src_bits, dst_bits), src_bits, dst_bits, cp, cb, 2)
+        if cp is ps and cp is not pd:
+            sent = dst_bits
+    nbytes = t.nbytes(b.tensor, sent)
+    k = 2 if link.via_dram else 1
+    transfer = link.latency_us + k * nbytes / (link.bandwidth_gbps * 1000)
     e_link = nbytes * link.energy_pj_per_byte / 1e6
     energy = e_link + sum(c.energy_uj for c in (layout, quant) if c)
-    return BoundaryCost(b.tensor, b.src, b.dst, src_bits, dst_bits, nbytes, transfer, layout, quant, link, k, e_link, energy)
+    return BoundaryCost(b.tensor, b.src, b.dst, src_bits, dst_bits, nbytes, transfer, layout, quant, link, k, e_link,
+                        energy, sent)  # fmt: skip
 
 
 def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
     tensor = t.g.tensors[c.tensor]
     ln = c.link
-    tr = [Trace("bytes", f"elements * bits/8 = {tensor.size:,} * {elem_bits(tensor, c.src_bits):g}/8 = {c.bytes:,.0f} B "
-                         f"({c.src_bits} on {c.src})", (), ("shape",)),
+    sent = c.sent_bits or c.src_bits
+    done = {"quantize": "quantized", "dequantize": "dequantized", "requantize": "requantized"}.get(c.quantize_kind, "converted")
+    how = f"{sent} on {c.src}" if sent == c.src_bits else f"{sent}: {done} on {c.src} before it is sent"
+    tr = [Trace("bytes", f"elements * bits/8 = {tensor.size:,} * {elem_bits(tensor, sent):g}/8 = {c.bytes:,.0f} B "
+                         f"({how})", ("conversion.quantize_on",) if sent != c.src_bits else (), ("shape",)),
           Trace("transfer_us", f"latency_us + {c.via_factor} * bytes / (bandwidth_gbps*1000) = {ln.latency_us:g} + "
                 f"{c.via_factor}*{c.bytes:,.0f}/({ln.bandwidth_gbps:g}*1000) = {c.transfer_us:.3f} us"
                 + (" (via shared DRAM: write + read)" if ln.via_dram else ""),

@@ -98,6 +98,19 @@ def grid_error(tmp_path, body: str, model=DIGITS_ONNX) -> str:
     ('"soc.links.1.bandwidth_gbps" = [4.0]\n', "grid.toml:2: soc.links.1.bandwidth_gbps: links is a list of 1; "
      "index it with 0..0"),
     ('"bits.dla" = ["int8", "int8"]\n', "grid.toml:2: bits.dla: value 'int8' is listed twice"),
+    # 1000 and 1000.0 are one value (they ran twice as two configurations)
+    ('"soc.processors.dla.clock_mhz" = [1000, 1000.0]\n', "grid.toml:2: soc.processors.dla.clock_mhz: value 1000.0 is "
+     "listed twice"),
+    # a field and the table holding it: one was ignored, silently, while its column showed its values
+    ('"soc.processors.dla.macs_per_cycle.int8" = [256, 2048]\n"soc.processors.dla.macs_per_cycle" = [{ int8 = 1024, '
+     'fp16 = 512 }]\n', "grid.toml:2: soc.processors.dla.macs_per_cycle.int8: sets a field inside "
+     "'soc.processors.dla.macs_per_cycle', which the grid also sets whole: one of the two would be ignored; keep one"),
+    # one key written twice, quoted and inside a table (it was blamed on a result column)
+    ('"soc.processors.dla.clock_mhz" = [500, 1000]\n[grid.soc.processors.dla]\nclock_mhz = [700]\n',
+     "grid.toml:2: soc.processors.dla.clock_mhz: is set twice (once as one quoted key, once inside a table); keep one"),
+    # a bad value inside an inline table: the line of the key holding it
+    ('"bits.dla" = ["int8", "fp16"]\n"soc.processors.dla.macs_per_cycle" = { int8 = 0, fp16 = 128 }\n',
+     "grid.toml:3: soc.processors.dla.macs_per_cycle.int8: must be a positive number, got 0"),
     ('"bits.dla" = []\n', "grid.toml:2: bits.dla: must list at least one value"),
     ('mode = "list"\n"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16", "fp16"]\n',
      "grid.toml:4: bits.dsp: mode = \"list\" zips the lists: 3 values, but bits.dla has 2"),
@@ -403,6 +416,17 @@ def test_cli_sweep_summary_report_and_errors(tmp_path):
     df = pd.read_parquet(out)
     assert doc["configurations"] == 8 and doc["failed"] == 0
     assert doc["pareto_index"] == pareto(df)["index"].tolist()
+    # the fastest: the lowest latency, of those the lowest energy (a Pareto point), by its grid values
+    want = df.sort_values(["latency_us", "energy_uj", "index"], kind="stable").iloc[0]
+    f = doc["fastest"]
+    assert f["index"] == int(want["index"]) and f["index"] in doc["pareto_index"]
+    grid_cols = list(df.columns[df.columns.get_loc("config_id") + 1 : df.columns.get_loc("config")])
+    assert list(f["grid"]) == grid_cols and grid_cols
+    assert all(f["grid"][k] == (want[k].item() if hasattr(want[k], "item") else want[k]) for k in grid_cols)
+    r2 = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--workers", "0",
+                 "--no-progress")  # fmt: skip
+    line = next(ln for ln in r2.stdout.splitlines() if ln.startswith("fastest:"))
+    assert line.endswith("(" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in f["grid"].items()) + ")")
     text = rep.read_text()
     assert "Plotly.newPlot('view0'" in text and "Plotly.newPlot('view1'" not in text  # no error: one view
     bad = write(tmp_path, '[grid]\n"bits.dla" = ["int8"]\n"pin./conv1/Conv" = ["dla", "npu"]\n', "bad.toml")

@@ -66,22 +66,38 @@ def cmd_sweep(args) -> int:
         write_sweep_report(df, args.report, title=f"{Path(args.model).name} on {args.soc}")
     summary = {"out": args.out, "configurations": len(df), "failed": len(failed), "pareto": len(front),
                "pareto_index": [int(i) for i in front["index"]], "report": args.report}  # fmt: skip
-    if len(df) > len(failed):
-        best = df.loc[df["latency_us"].idxmin()]
+    if len(df) > len(failed):  # the lowest latency, of those the lowest energy: a Pareto point
+        best = df[df["failure"].isna()].sort_values(["latency_us", "energy_uj", "index"], kind="stable").iloc[0]
+        cols = list(df.columns)
+        axes = cols[cols.index("config_id") + 1 : cols.index("config")]  # the grid's keys, in its order
         summary["fastest"] = {"index": int(best["index"]), "latency_us": float(best["latency_us"]),
-                              "energy_uj": float(best["energy_uj"]), "config": best["config"]}  # fmt: skip
+                              "energy_uj": float(best["energy_uj"]), "grid": {k: _plain(best[k]) for k in axes},
+                              "config": best["config"]}  # fmt: skip
     if args.json:
         print(json.dumps(finite(summary), indent=2, allow_nan=False))
         return 0
     print(f"{args.out}: {len(df)} configurations, {len(failed)} failed, {len(front)} in the Pareto set")
     if "fastest" in summary:
         f = summary["fastest"]
-        print(f"fastest: #{f['index']} {f['latency_us']:.2f} us, {f['energy_uj']:.3f} uJ  {f['config']}")
+        where = ", ".join(f"{k} = {json.dumps(v)}" for k, v in f["grid"].items())
+        print(f"fastest: #{f['index']} {f['latency_us']:.2f} us, {f['energy_uj']:.3f} uJ  ({where})")
     for r in failed.head(3).itertuples():
         print(f"failed: #{r.index} {r.failure}")
     if args.report:
         print(f"report: {args.report}")
     return 0
+
+
+def _plain(v):
+    """A grid value from the table as JSON has it (numpy scalars as numbers, tables as parsed)."""
+    if hasattr(v, "item"):
+        return v.item()
+    if isinstance(v, str) and v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
 
 
 def _saved(out) -> str:

@@ -16,6 +16,11 @@ def check_grid(grid: Grid, model, soc) -> None:
     from ..opset import canonical  # noqa: PLC0415
 
     names = soc.names
+    paths = sorted((a.target[0], a.key) for a in grid.axes if a.kind == "soc")
+    for (p1, k1), (p2, k2) in zip(paths, paths[1:]):  # (sorted: a field right before what it holds)
+        if p2.startswith(p1 + "."):
+            raise grid.fail(k2, f"sets a field inside {k1!r}, which the grid also sets whole: one of the two "
+                                f"would be ignored; keep one")  # fmt: skip
     added = {}  # bit-widths the grid itself adds to a processor's macs_per_cycle
     for a in grid.axes:
         parts = a.target[0].split(".") if a.kind == "soc" else []

@@ -115,8 +115,19 @@ class Grid:
         return hashlib.sha256(canon(doc).encode()).hexdigest()[:16]
 
     def fail(self, key: str, msg: str) -> GridError:
-        line = self.lines.get(key, 0)
+        line = line_of(self.lines, key)
         return GridError(f"{self.where}:{line}: {key}: {msg}" if line else f"{self.where}: {key}: {msg}")
+
+
+def line_of(lines: Mapping[str, int], key: str) -> int:
+    """The line of a dotted key, else of the nearest key holding it (a key inside an inline table
+    has no line of its own), 0 when none is known."""
+    while key:
+        line = lines.get(key)
+        if line:
+            return line
+        key = key.rpartition(".")[0]
+    return 0
 
 
 def _decode(k: int, vals: list[tuple]) -> tuple:
@@ -181,7 +192,7 @@ def parse_grid(doc: Mapping, where: str, lines: Mapping[str, int]) -> Grid:
     """The Grid of a parsed document; checks what needs no model or profile."""
 
     def fail(key: str, msg: str, line_key: str | None = None):
-        line = lines.get(line_key or f"grid.{key}", 0)
+        line = line_of(lines, line_key or f"grid.{key}")
         raise GridError(f"{where}:{line}: {key}: {msg}" if line else f"{where}: {key}: {msg}")
 
     for k in doc:
@@ -205,7 +216,11 @@ def parse_grid(doc: Mapping, where: str, lines: Mapping[str, int]) -> Grid:
     if not isinstance(seed, int) or isinstance(seed, bool):
         fail("seed", f"must be an integer, got {seed!r}")
     axes = []
+    keys: set[str] = set()
     for key, raw in _flatten(g):
+        if key in keys:  # a dotted key and a table that both reach it
+            fail(key, "is set twice (once as one quoted key, once inside a table); keep one")
+        keys.add(key)
         axes.append(_axis(key, raw, lines.get(f"grid.{key}", 0), fail, mode))
     if not axes:
         raise GridError(f"{where}: the [grid] table has no keys; use {FORMS}")
@@ -230,13 +245,18 @@ def parse_grid(doc: Mapping, where: str, lines: Mapping[str, int]) -> Grid:
     return grid
 
 
+def _number(v) -> bool:
+    """An int or a float (1000 and 1000.0 are one value), not a bool."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _axis(key: str, raw, line: int, fail, mode: str) -> Axis:
     head, _, rest = key.partition(".")
     values = tuple(raw) if isinstance(raw, list) else (raw,)
     if not values:
         fail(key, "must list at least one value")
     for i, v in enumerate(values):
-        if mode != "list" and any(v == w and type(v) is type(w) for w in values[:i]):
+        if mode != "list" and any(v == w and (type(v) is type(w) or _number(v) and _number(w)) for w in values[:i]):
             fail(key, f"value {v!r} is listed twice")
     if head == "placement" and not rest:
         if not has_placement():

@@ -321,7 +321,7 @@ def winner_reason(op: Op, proc: str, pattern: str, vs: Mapping[tuple[int, str], 
         for a in takers:
             v = vs[(op.op_id, a)]
             why.append(f"{a} takes it only fused after a conv/matmul" if v.fused_only else f"{a} accepts it but no pattern placed it")
-        return f"{proc}: fallback ({'; '.join(why)})"
+        return f"{proc}: fallback ({'; '.join(why)})" + ("; " + "; ".join(blocked) if blocked else "")
     lead = f"{proc}: accepted as {pattern}" if pattern else f"{proc}: accepted"
     if note:
         return f"{lead}; {note}"

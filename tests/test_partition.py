@@ -624,3 +624,13 @@ def test_few_valid_names_lead_with_the_closest_and_shorten_long_ones():
     assert closest("int3", ["fp16", "fp32", "int16", "int2", "int4", "int8"]) == (
         "did you mean 'int2', 'int4' or 'int8'? valid names: 'fp16', 'fp32', 'int16', 'int2', 'int4', 'int8'")
     assert closest("npu", ["arm", "dla", "dsp"]) == "valid names: 'arm', 'dla', 'dsp'"
+
+
+def test_a_host_op_one_accelerator_takes_only_fused_keeps_the_others_refusals():
+    """decode/xy_scale (a multiply) on the ARM under first-fit: the DLA takes it only fused, and the
+    DSP does not support it; the reason dropped the DSP's refusal (the cost policy's said it)."""
+    s = npukit.Study(DETECTOR, "arm-dsp-dla", placement="first-fit")
+    r = s.placement.set_index("name").loc["decode/xy_scale"]
+    assert r["processor"] == "arm"
+    assert r["reason"] == ("arm: fallback (dla takes it only fused after a conv/matmul); dsp: does not support "
+                           "relax.multiply")  # fmt: skip

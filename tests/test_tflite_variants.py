@@ -53,3 +53,59 @@ def test_tflite_tensors_named_like_tvm_identifiers(tmp_path):
     assert [g.tensors[t].name for t in g.inputs] == ["main"]
     s = npukit.Study(path, "arm-dsp-dla")
     assert list(s.placement["name"]) == ["lv1", "lv1/add", "metadata"]
+
+
+def _int8_avg_pool(tmp_path):
+    from tflite_builder import Graph, Op, T, build
+
+    q = {"scale": [0.05], "zero_point": [-3]}  # TFLite: the pool's input and output share them
+    g = Graph(tensors=[T("x", (1, 4, 4, 2), "int8", **q), T("ap", (1, 2, 2, 2), "int8", **q)],
+              ops=[Op("AVERAGE_POOL_2D", ["x"], ["ap"], "Pool2DOptions",
+                      {"Padding": 1, "StrideW": 2, "StrideH": 2, "FilterWidth": 2, "FilterHeight": 2})],
+              inputs=["x"], outputs=["ap"])  # fmt: skip
+    path = tmp_path / "avg_pool_int8.tflite"
+    path.write_bytes(build(g))
+    return path
+
+
+def test_an_int8_average_pool_is_a_quantized_pool_as_from_onnx(tmp_path):
+    """TVM imports TFLite's int8 AVERAGE_POOL_2D as astype(int32) -> avg_pool2d -> astype(int8): the DLA,
+    which takes quantized pools, got only the middle op, with int32 tensors crossing to it and back
+    (an ONNX QDQ pool ran there whole).  It is now dequantize -> avg_pool2d -> quantize, and the
+    averages round to the nearest integer (TVM's int32 pool truncated them toward zero)."""
+    import tvm
+    from tvm import relax
+
+    path = _int8_avg_pool(tmp_path)
+    imp = npukit.import_model(path)
+    assert [(op.name, op.kind) for op in imp.graph.ops] == [("ap/dequantize", "dequantize"), ("ap/avg_pool2d", "avg_pool2d"),
+                                                            ("ap", "quantize")]  # fmt: skip
+    assert dict(imp.graph.elided) == {}
+    s = npukit.Study(path, "arm-dsp-dla", placement="first-fit")
+    assert list(s.placement["processor"]) == ["dla"] * 3 and s.totals["partitions"] == 1
+    assert list(s.placement["pattern"]) == ["dla.dequantize", "dla.avg_pool2d", "dla.quantize"]
+    # the same pool as ONNX QDQ (NCHW) places and costs alike
+    from conftest import onnx_model, save_onnx, tensor_info
+    from onnx import TensorProto
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    nodes = [h.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"], name="dq"),
+             h.make_node("AveragePool", ["xf"], ["pf"], name="ap", kernel_shape=[2, 2], strides=[2, 2]),
+             h.make_node("QuantizeLinear", ["pf", "s", "z"], ["y"], name="q")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 2, 4, 4], TensorProto.INT8)], [tensor_info("y", [1, 2, 2, 2], TensorProto.INT8)],
+                   [nh.from_array(np.array(0.05, np.float32), "s"), nh.from_array(np.array(-3, np.int8), "z")])  # fmt: skip
+    o = npukit.Study(save_onnx(m, tmp_path / "avg_pool_qdq.onnx"), "arm-dsp-dla", placement="first-fit")
+    assert list(o.placement["op"]) == list(s.placement["op"]) and list(o.placement["processor"]) == ["dla"] * 3
+    assert o.totals["macs"] == s.totals["macs"] and o.totals["partitions"] == 1
+
+    x = np.random.default_rng(0).integers(-128, 128, (1, 4, 4, 2)).astype(np.int8)
+    x[0, 0:2, 0:2, 0] = [[1, 2], [1, 2]]  # mean 1.5
+    x[0, 0:2, 2:4, 0] = [[2, 3], [2, 3]]  # 2.5
+    x[0, 2:4, 0:2, 0] = [[2, 2], [2, 1]]  # 1.75 (truncated to 1 before)
+    target = tvm.target.Target({"kind": "llvm"})
+    ex = tvm.compile(imp.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+    got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    windows = x.astype(np.int64).reshape(1, 2, 2, 2, 2, 2).transpose(0, 1, 3, 5, 2, 4).reshape(1, 2, 2, 2, 4)
+    np.testing.assert_array_equal(got, np.round(windows.mean(-1)).astype(np.int8))  # nearest, halves to even
+    assert got[0, 0, 0, 0] == 2 and got[0, 0, 1, 0] == 2 and got[0, 1, 0, 0] == 2

@@ -13,9 +13,11 @@ import numpy as np
 class T:
     name: str | None  # None: the tensor has no name field (it is optional in the schema)
     shape: tuple[int, ...]
-    dtype: str = "float32"  # float32 | float16 | int32 | int8
+    dtype: str = "float32"  # float32 | float16 | int32 | int8 | uint8
     data: np.ndarray | None = None  # constant contents (for a sparse tensor: its non-zero values)
     sparse_csr: tuple[np.ndarray, np.ndarray] | None = None  # (row segments, column indices) of a 2-D CSR
+    scale: list[float] | None = None  # quantization parameters (one per tensor, or per channel)
+    zero_point: list[int] | None = None
 
 
 @dataclass
@@ -61,10 +63,10 @@ def build(g: Graph) -> bytes:
     def index(x) -> int:
         return x if isinstance(x, int) else names[x]
 
-    def ivec(start, values, prepend=None):
+    def ivec(start, values, prepend=None, conv=int):
         start(b, len(values))
         for v in reversed(list(values)):
-            (prepend or b.PrependInt32)(int(v))
+            (prepend or b.PrependInt32)(conv(v))
         return b.EndVector()
 
     # buffers: 0 is the empty buffer
@@ -117,8 +119,19 @@ def build(g: Graph) -> bytes:
             SparsityParameters.AddTraversalOrder(b, order)
             SparsityParameters.AddDimMetadata(b, dims)
             sparsity = SparsityParameters.End(b)
+        quant = None
+        if t.scale is not None:
+            QP = mod("QuantizationParameters")
+            sc = ivec(QP.StartScaleVector, t.scale, prepend=b.PrependFloat32, conv=float)
+            zp = ivec(QP.StartZeroPointVector, t.zero_point or [0] * len(t.scale), prepend=b.PrependInt64)
+            QP.Start(b)
+            QP.AddScale(b, sc)
+            QP.AddZeroPoint(b, zp)
+            quant = QP.End(b)
         Tensor.Start(b)
         Tensor.AddShape(b, shape)
+        if quant is not None:
+            Tensor.AddQuantization(b, quant)
         Tensor.AddType(b, _TYPES[t.dtype])
         Tensor.AddBuffer(b, buf_of.get(k, 0))
         if name is not None:

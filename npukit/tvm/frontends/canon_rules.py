@@ -261,6 +261,37 @@ def tuple_field(p: Pass, var, v):
     return Match(p.m(d.fields[v.index]))
 
 
+# ---------------------------------------------------------------------------------------------
+# an integer average pool (TFLite's int8 AVERAGE_POOL_2D)
+
+_AVG_POOLS = ("relax.nn.avg_pool1d", "relax.nn.avg_pool2d", "relax.nn.avg_pool3d")
+
+
+def int_avg_pool(p: Pass, var, v):
+    """``astype(avg_pool(astype(x, int32)), t)`` with ``x`` of the 8-bit type ``t`` (TVM's import of
+    TFLite's int8 AVERAGE_POOL_2D, whose input and output share one scale) ->
+    ``quantize(avg_pool(dequantize(x, 1, 0)), 1, 0, t)``, the form an ONNX QDQ pool has, so that both
+    formats place the pool alike (an accelerator that takes quantized pools took only its middle op,
+    with two int32 tensors crossing to it and back).  The average rounds to the nearest integer
+    (TFLite's reference kernel rounds half away from zero); TVM's int32 pool truncated toward zero,
+    one step off for most windows whose sum the window's size does not divide."""
+    out_t = str(v.attrs.dtype) if v.attrs is not None and hasattr(v.attrs, "dtype") else ""
+    pool = p.call(v.args[0], *_AVG_POOLS)
+    if out_t not in ("int8", "uint8") or pool is None or not p.single(v.args[0]):
+        return None
+    wide = p.call(pool.args[0], "relax.astype")
+    if wide is None or not p.single(pool.args[0]) or p.dtype(pool.args[0]) != "int32":
+        return None
+    x = wide.args[0]
+    if p.dtype(x) != out_t:
+        return None
+    one, zero = _const(p, 1.0, "float32"), _const(p, 0, out_t)
+    deq = p.emit(p.relax.op.dequantize(p.m(x), one, zero, axis=-1, out_dtype="float32"), like=pool.args[0])
+    avg = p.new_call(pool, [deq], like=v.args[0])
+    out = p.emit(p.relax.op.quantize(avg, one, zero, axis=-1, out_dtype=out_t), like=var)
+    return Match(out, (v.args[0], pool.args[0]), "an integer average pool written as a quantized pool at import")
+
+
 RULES = {
     "TupleGetItem": (fold_batch_norm, tuple_field),
     "relax.clip": (merge_clips,),
@@ -270,7 +301,7 @@ RULES = {
     "relax.split": (chunk_as_slices,),
     "relax.reshape": (identity, batched_matmul, linear_unflattened),
     "relax.broadcast_to": (identity,),
-    "relax.astype": (identity,),
+    "relax.astype": (identity, int_avg_pool),
     "relax.permute_dims": (identity, permute_chain),
     "relax.where": (safe_softmax,),
 }

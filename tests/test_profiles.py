@@ -118,3 +118,17 @@ def test_relax_op_list_matches_the_installed_tvm():
 def test_unknown_op_name_lists_the_closest():
     with pytest.raises(npukit.ConfigError, match=r"unknown op 'sofmax'; closest valid names: 'softmax'"):
         canonical("sofmax")
+
+
+def test_an_op_set_true_is_accepted_and_false_is_left_out():
+    """``sigmoid = true`` accepts the op (documented); ``sigmoid = false`` was refused with "must be a
+    table, got bool": it now leaves the op out, as omitting it does.  A misspelt op is still refused."""
+    base = npukit.load_soc("arm-dsp-dla")
+    assert "sigmoid" in base.processor("dla").ops
+    off = base.with_changes({"processors.dla.ops.sigmoid": False})
+    assert "sigmoid" not in off.processor("dla").ops
+    assert set(off.processor("dla").ops) == set(base.processor("dla").ops) - {"sigmoid"}
+    on = off.with_changes({"processors.dla.ops.sigmoid": True})
+    assert "sigmoid" in on.processor("dla").ops and not on.processor("dla").ops["sigmoid"].ranks  # no limits
+    with pytest.raises(npukit.ProfileError, match=r"processors\.dla\.ops: unknown op 'sigmod'"):
+        base.with_changes({"processors.dla.ops.sigmod": False})

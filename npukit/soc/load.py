@@ -387,6 +387,8 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
         except Exception as e:  # noqa: BLE001
             raise ProfileError(str(e)) from None
         opath = f"{path}.ops.{op}"
+        if odoc is False:  # (as leaving it out: the processor does not run it)
+            continue
         if odoc is True:
             odoc = {}
         v.check_keys(odoc, OP_FIELDS, opath)

@@ -361,3 +361,22 @@ def test_a_tensor_converted_before_it_is_sent_travels_at_the_width_it_was_conver
     assert got["dst"][("probs", "dsp", "arm")][0] == 20 and got["src"][("probs", "dsp", "arm")][0] == 40
     k = 2 if link.via_dram else 1
     assert got["src"][("input", "arm", "dla")][1] == pytest.approx(link.latency_us + k * 64 / (link.bandwidth_gbps * 1000))
+
+
+@pytest.mark.parametrize(("model", "soc"), [("digits_cnn.onnx", "arm-dsp-dla"), ("digits_cnn_int8.tflite", "cortex-m7-cmsis-nn"),
+                                            ("tiny_detector.onnx", "hexagon-like")])  # fmt: skip
+def test_a_processors_busy_time_and_energy_count_the_same_work(model, soc):
+    """busy_us counted a processor's boundary conversions, energy_by_processor_uj did not (a processor
+    could be busy and spend nothing).  Both now count its ops and the conversions it runs; the links'
+    energy is the rest of the total."""
+    s = npukit.Study(SAMPLES / model, soc, placement="first-fit")
+    r, t = s.result, s.totals
+    convs = [cv for b in r.bounds for cv in (b.layout, b.quantize) if cv is not None]
+    assert convs  # (every case converts something at a boundary)
+    for p in s.soc.names:
+        busy = sum(c.latency_us for c in r.ops if c.processor == p) + sum(cv.us for cv in convs if cv.on == p)
+        energy = sum(c.energy_uj for c in r.ops if c.processor == p) + sum(cv.energy_uj for cv in convs if cv.on == p)
+        assert t["busy_us"][p] == pytest.approx(busy, rel=1e-12, abs=1e-12)
+        assert t["energy_by_processor_uj"][p] == pytest.approx(energy, rel=1e-12, abs=1e-12)
+    links = sum(b.link_energy_uj for b in r.bounds)
+    assert t["energy_uj"] == pytest.approx(sum(t["energy_by_processor_uj"].values()) + links, rel=1e-12)

@@ -76,7 +76,9 @@ def estimate(model: Model, soc: SocProfile, cfg: Config, part) -> Result:
 
 def totals(soc: SocProfile, plan: Plan, ops, bounds, sched: Schedule) -> dict[str, Any]:
     """The study's totals: latency (the schedule's makespan), energy, per-processor busy time,
-    utilisation and energy, transfers, conversions, MACs, op and partition counts."""
+    utilisation and energy, transfers, conversions, MACs, op and partition counts.  A processor's
+    busy time and energy count the same work: its ops and the boundary conversions it runs (the
+    links' energy is in ``boundary_energy_uj`` alone)."""
     names = soc.names
     busy = dict.fromkeys(names, 0.0)
     energy_by = dict.fromkeys(names, 0.0)
@@ -84,6 +86,10 @@ def totals(soc: SocProfile, plan: Plan, ops, bounds, sched: Schedule) -> dict[st
         p = c.processor
         busy[p] += c.latency_us
         energy_by[p] += c.energy_uj
+    for b in bounds:
+        for cv in (b.layout, b.quantize):
+            if cv is not None:
+                energy_by[cv.on] += cv.energy_uj
     conv_busy = sched.conv_us
     lat = sched.makespan_us
     ops_e = sum(c.energy_uj for c in ops)

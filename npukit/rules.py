@@ -64,7 +64,8 @@ class Verdict:
             if self.host:
                 return "runs every op (host)"
             return "accepted, only fused after a conv/matmul" if self.fused_only else "accepted"
-        return "; ".join(self.reasons)
+        text = "; ".join(f.text for f in self.failures)
+        return f"{text} ({self.note})" if self.note and text else text or (f"({self.note})" if self.note else "")
 
 
 # ---------------------------------------------------------------------------------------------

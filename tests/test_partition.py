@@ -319,7 +319,7 @@ def test_detector_on_arm_dsp_dla(study_of):
     reason = dict(zip(s.placement["name"], s.placement["reason"]))
     assert reason["post/nms"] == "dsp: accepted as dsp.all_class_non_max_suppression"
     assert reason["head/split"] == "arm: fallback; dsp: does not support relax.split; dla: does not support relax.split"
-    assert reason["decode/xy_scale"] == "arm: fallback (dla takes it only fused after a conv/matmul)"
+    assert reason["decode/xy_scale"] == "arm: fallback (dla takes it only fused after a conv/matmul); dsp: does not support relax.multiply"
     assert set(s.placement["processor"]) == {"arm", "dsp", "dla"}
 
 

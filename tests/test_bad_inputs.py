@@ -529,3 +529,56 @@ def test_a_model_tvm_cannot_run_names_the_node_when_its_error_is_asked_for(tmp_p
     assert r.returncode == 2, r.stderr
     assert "TVM has no lowering for node 'up' (TRANSPOSE_CONV)" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def _fc_relu_tflite(tmp: Path, name: str, *, relu_reads=None, inputs=("x",), int16=False) -> Path:
+    from tflite_builder import Graph, Op, T, build
+
+    w = np.ones((4, 4), np.float32)
+    if int16:  # TFLite's 16x8 scheme: int16 activations, int8 weights, int64 bias
+        q = {"scale": [0.001], "zero_point": [0]}
+        g = Graph(tensors=[T("x", (1, 4), "int16", **q), T("W", (4, 4), "int8", np.ones((4, 4), np.int8), scale=[0.01]),
+                           T("b", (4,), "int64", np.zeros(4, np.int64), scale=[1e-5]), T("y", (1, 4), "int16", **q)],
+                  ops=[Op("FULLY_CONNECTED", ["x", "W", "b"], ["y"], "FullyConnectedOptions")],
+                  inputs=["x"], outputs=["y"])  # fmt: skip
+    else:
+        g = Graph(tensors=[T("x", (1, 4)), T("W", (4, 4), data=w), T("b", (4,), data=np.zeros(4, np.float32)),
+                           T("y", (1, 4)), T("z", (1, 4))],
+                  ops=[Op("FULLY_CONNECTED", ["x", "W", "b"], ["y"], "FullyConnectedOptions"),
+                       Op("RELU", [relu_reads if relu_reads is not None else "y"], ["z"])],
+                  inputs=list(inputs), outputs=["z"])  # fmt: skip
+    path = tmp / f"{name}.tflite"
+    path.write_bytes(build(g))
+    return path
+
+
+def test_tflite_structure_errors_say_what_is_wrong_in_the_models_words(tmp_path):
+    """A TFLite file whose op reads a tensor index the subgraph lacks, or whose input is a constant,
+    failed deep in TVM's frontend ("bad number -1065352592 for type uint32", "a bytes-like object is
+    required"); int16 activations failed with "Unsupported input datatype ... float32"; a constant
+    where TVM's frontend wants a computed value, with the bare KeyError "'B'"."""
+    from tflite_builder import Graph, Op, T, build
+
+    p = _fc_relu_tflite(tmp_path, "bad_index", relu_reads=99)
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.import_model(p)
+    assert str(e.value) == f"{p}: op 'z' (RELU) reads tensor index 99, but the subgraph has 5 tensors (is the file corrupt?)"
+    p = _fc_relu_tflite(tmp_path, "const_input", inputs=("W",))
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.import_model(p)
+    assert str(e.value) == (f"{p}: the model input 'W' is a constant (its buffer holds data): a model input must be "
+                            "fed at run time")  # fmt: skip
+    p = _fc_relu_tflite(tmp_path, "int16", int16=True)
+    with pytest.raises(npukit.UnsupportedOpError) as e:
+        npukit.import_model(p)
+    assert str(e.value) == (f"{p}: int16 activations (TFLite's 16x8 quantization) are not supported by TVM's TFLite "
+                            "importer: 'x', 'y'")  # fmt: skip
+    g = Graph(tensors=[T("x", (1, 4, 4, 8)), T("B", (1, 4, 8, 3), data=np.ones((1, 4, 8, 3), np.float32)),
+                       T("y", (1, 4, 4, 3))],
+              ops=[Op("BATCH_MATMUL", ["x", "B"], ["y"], "BatchMatMulOptions")], inputs=["x"], outputs=["y"])  # fmt: skip
+    p = tmp_path / "bmm_const.tflite"
+    p.write_bytes(build(g))
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.import_model(p)
+    assert str(e.value) == (f"{p}: TVM's TFLite importer failed at op 'y' (BATCH_MATMUL; inputs 'x', 'B'): it reads "
+                            "'B' as a value computed at run time, but 'B' is a constant TVM's frontend cannot take there")  # fmt: skip

@@ -38,7 +38,7 @@ class Graph:
     extra: dict = field(default_factory=dict)
 
 
-_TYPES = {"float32": 0, "float16": 1, "int32": 2, "uint8": 3, "int64": 4, "int8": 9}
+_TYPES = {"float32": 0, "float16": 1, "int32": 2, "uint8": 3, "int64": 4, "int16": 7, "int8": 9}
 
 
 def build(g: Graph) -> bytes:
@@ -161,7 +161,7 @@ def build(g: Graph) -> bytes:
         ins = ivec(Operator.StartInputsVector, [-1 if x is None or x == "" else index(x) for x in op.inputs])
         outs = ivec(Operator.StartOutputsVector, [index(x) for x in op.outputs])
         opts = None
-        if op.options is not None and (op.options == "FullyConnectedOptions" or op.fields):
+        if op.options is not None:
             table = mod(op.options)
             table.Start(b)
             for k, v in op.fields.items():

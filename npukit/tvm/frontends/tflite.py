@@ -41,6 +41,68 @@ def unique_names(raw: list[bytes | None]) -> list[str]:
     return out
 
 
+def _code_name(model, op) -> str:
+    """The op's code as TFLite names it (CONV_2D, ...), or its custom code."""
+    from tflite.BuiltinOperator import BuiltinOperator  # noqa: PLC0415
+
+    oc = model.OperatorCodes(op.OpcodeIndex())
+    num = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+    names = {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
+    if names.get(num) == "CUSTOM" and oc.CustomCode():
+        return f"custom {oc.CustomCode().decode('utf-8', 'replace')}"
+    return names.get(num, f"operator code {num}")
+
+
+def _check_structure(path: Path, model, sg, names: list[str]) -> None:
+    """Every op reads and writes tensors the subgraph has, and the model's inputs are not constants
+    (TVM's frontend fails on either deep inside, in words about flatbuffer numbers)."""
+    n = sg.TensorsLength()
+    for k in range(sg.OperatorsLength()):
+        op = sg.Operators(k)
+        for what, idxs, low in (("reads", op.InputsAsNumpy() if op.InputsLength() else [], -1),
+                                ("writes", op.OutputsAsNumpy() if op.OutputsLength() else [], 0)):  # fmt: skip
+            for idx in idxs:
+                if not low <= int(idx) < n:
+                    outs = [names[int(i)] for i in (op.OutputsAsNumpy() if op.OutputsLength() else []) if 0 <= int(i) < n]
+                    who = f"op {outs[0]!r}" if outs else f"op {k}"
+                    raise ModelError(f"{path}: {who} ({_code_name(model, op)}) {what} tensor index {int(idx)}, but the "
+                                     f"subgraph has {n} tensors (is the file corrupt?)")  # fmt: skip
+    for idx in sg.InputsAsNumpy() if sg.InputsLength() else []:
+        if not 0 <= int(idx) < n:
+            raise ModelError(f"{path}: the model's input {int(idx)} is not a tensor of the subgraph ({n} tensors; is the file corrupt?)")
+        b = model.Buffers(sg.Tensors(int(idx)).Buffer())
+        if b is not None and b.DataLength():
+            raise ModelError(f"{path}: the model input {names[int(idx)]!r} is a constant (its buffer holds data): "
+                             "a model input must be fed at run time")  # fmt: skip
+
+
+def _check_activations(path: Path, model, sg, names: list[str]) -> None:
+    """Quantized activations of a type TVM's TFLite frontend does not import (int16: the 16x8
+    quantization scheme) are named up front: it failed with "Unsupported input datatype ... float32"."""
+    from tflite.TensorType import TensorType  # noqa: PLC0415
+
+    bad = []
+    for i in range(sg.TensorsLength()):
+        t = sg.Tensors(i)
+        b = model.Buffers(t.Buffer())
+        q = t.Quantization()
+        if t.Type() == TensorType.INT16 and q is not None and q.ScaleLength() and not (b is not None and b.DataLength()):
+            bad.append(names[i])
+    if bad:
+        raise UnsupportedOpError(f"{path}: int16 activations (TFLite's 16x8 quantization) are not supported by TVM's "
+                                 f"TFLite importer: {', '.join(repr(x) for x in bad[:6])}"
+                                 f"{f' and {len(bad) - 6} more' if len(bad) > 6 else ''}")  # fmt: skip
+
+
+def _said(err: str, names: list[str]) -> str:
+    """TVM's words made readable: a KeyError of a tensor's name (the frontend looked a constant up as
+    a computed value) says so."""
+    key = err.strip("'\"")
+    if key in names and (err.startswith("'") or err.startswith('"')):
+        return f"it reads {key!r} as a value computed at run time, but {key!r} is a constant TVM's frontend cannot take there"
+    return err
+
+
 def _import_tflite(path: Path, input_shapes) -> Imported:
     buf = path.read_bytes()
     if len(buf) < 8 or buf[4:8] != b"TFL3":
@@ -71,6 +133,7 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
                 _ = t.ShapeAsNumpy()
             if t.ShapeSignatureLength():
                 _ = t.ShapeSignatureAsNumpy()
+        _check_structure(path, model, sg, tensor_names)
         declared = {}
         for idx in sg.InputsAsNumpy():
             t = sg.Tensors(int(idx))
@@ -83,6 +146,7 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
         raise
     except Exception as e:  # noqa: BLE001
         raise ModelError(f"{path}: corrupt or truncated TFLite file ({_first_line(e)})") from None
+    _check_activations(path, model, sg, tensor_names)
     if nops == 0:
         raise ModelError(f"{path}: the model has no ops")
 
@@ -159,7 +223,7 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
         try:
             raw = _run_quietly(
                 lambda: TF.from_tflite(model, shape_dict={k: tuple(v) for k, v in shapes.items()}, op_converter=Converter),
-                lambda err: ModelError(f"{path}: TVM's TFLite importer failed{_at('op', marks)}: {err}"),
+                lambda err: ModelError(f"{path}: TVM's TFLite importer failed{_at('op', marks)}: {_said(err, tensor_names)}"),
             )
         finally:
             TF.get_tensor_name = named

@@ -504,3 +504,17 @@ def test_tflite_tensors_alike_or_unnamed_keep_every_op(tmp_path, names, ops, out
     np.testing.assert_allclose(out.numpy(), np.maximum(x @ w.T, 0), rtol=1e-6)  # FULLY_CONNECTED: W is [out, in]
     s = npukit.Study(path, "arm-dsp-dla")
     assert list(s.placement["name"]) == [n for n, _ in ops]
+
+
+def test_tflite_weights_and_inputs_go_by_their_tensors_names(tmp_path):
+    """explain() called a TFLite FC's weight and bias 'c0' and 'c1' (ids, one of which was also a real
+    node's name) and the model input 'in0' in the bytes line.  Constants keep their tensors' names,
+    also one the importer transposed (the FC weight), and the bytes terms name tensors as the model does."""
+    path = _fc_relu(tmp_path, ("x", "y", "z"))
+    s = npukit.Study(path, "arm-dsp-dla").pin("y", "arm")
+    g = s.graph
+    assert sorted(g.tensors[t].name for t in g.consts) == ["W", "b"]
+    text = s.explain("y")
+    assert "inputs: x [1, 4] float32, W [4, 4] float32" in text
+    assert "bytes: in x 16 B + weights 64 B" in text
+    assert "inputs: y [t0] [1, 4] float32, b [4] float32" in s.explain("y/add")

@@ -81,10 +81,11 @@ def compute_text(c: Compute, t: Tables, i: int, p, bits: str) -> tuple[str, str]
     return " + ".join(parts) + f" [eff = efficiency[{c.eff_key}] = {c.eff:g}, class {c.cls}]", uform
 
 
-def memory_terms(m: Memory, op: Op) -> list[str]:
+def memory_terms(m: Memory, op: Op, label=str) -> list[str]:
+    """``label``: a tensor id as the model names it (``OpGraph.tensor_label``)."""
     if m.view:
         return [f"{op.kind}: view, no data moves"]
-    terms = [f"in {tid} {b:,.0f} B" + (" on chip" if on else "") for tid, b, on in m.inputs]
+    terms = [f"in {label(tid)} {b:,.0f} B" + (" on chip" if on else "") for tid, b, on in m.inputs]
     if m.weights:
         terms.append(f"weights {m.weights:,.0f} B")
     passes, extra, half = m.reread
@@ -151,7 +152,7 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
     total = f" = {k.compute_cycles:,.1f}"
     ctext = terms[0] if len(terms) == 1 and terms[0].endswith(total) else " + ".join(terms) + total  # (one term: its own sum)
     tr.append(Trace("compute_cycles", ctext, tuple(fields), ("shapes",)))
-    bterms = [x for op, m in zip(ops, k.memory) for x in memory_terms(m, op)]
+    bterms = [x for op, m in zip(ops, k.memory) for x in memory_terms(m, op, t.g.tensor_label)]
     tr.append(Trace("bytes", " + ".join(bterms) + f" = {k.bytes:,.0f} B (DRAM {k.act_dram:,.0f}, "
                     f"weights {k.weights:,.0f}, on chip {k.onchip:,.0f}) at {ab}", ("onchip_bytes",), ("shapes", "dtypes")))  # fmt: skip
     wbpc = p.weight_bytes_per_cycle or p.dram_bytes_per_cycle

@@ -36,6 +36,7 @@ class Folded:
     func: Any  # relax.Function: one dataflow block, constants folded, unused bindings removed
     origin: dict  # var of ``func`` -> the raw binding's var it came from
     counts: dict  # "numpy" / "kernel" / "kept" -> number of calls
+    derived: dict = None  # constant made of one other (a transposed weight) -> the constant it came from
 
 
 def fold(raw, progress=None) -> Folded:
@@ -45,6 +46,7 @@ def fold(raw, progress=None) -> Folded:
 
     bindings = [b for blk in raw.body.blocks for b in blk.bindings]
     consts: dict = {}  # raw var -> Constant / ShapeExpr it was folded to
+    derived: dict = {}  # folded constant -> the one tensor constant it was computed from
     counts = {"numpy": 0, "kernel": 0, "kept": 0}
     scratch = relax.BlockBuilder()
 
@@ -95,6 +97,10 @@ def fold(raw, progress=None) -> Folded:
             if c is not None:
                 consts[b.var] = c
                 values.append(("expr", c))
+                srcs = [a for a in call.args if isinstance(a, tvm.ir.GenericConst) and isinstance(a.ty, relax.TensorType)
+                        and a.ty.ndim != 0]  # fmt: skip
+                if len(srcs) == 1 and isinstance(c, tvm.ir.GenericConst):
+                    derived[c] = derived.get(srcs[0], srcs[0])
                 continue
             values.append(("expr", call))
             continue
@@ -165,7 +171,7 @@ def fold(raw, progress=None) -> Folded:
     if raw.attrs is not None:
         for key, value in raw.attrs.items():
             func = func.with_attr(key, value)
-    return Folded(func, origin, counts)
+    return Folded(func, origin, counts, derived)
 
 
 def _free(relax, e) -> list:

@@ -104,6 +104,10 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     nbind = sum(len(blk.bindings) for blk in main.body.blocks)
     with Progress(nbind, "npukit: folding constants") as bar:
         folded = _run_quietly(lambda: fold(main, bar), lambda err: ModelError(f"{path}: constant folding failed: {err}"))
+    const_names = dict(const_names)  # a constant computed from one named constant (a transposed weight) keeps its name
+    for new, old in (folded.derived or {}).items():
+        if old in const_names and new not in const_names:
+            const_names[new] = const_names[old]
     owners = dict(zip([b.var for blk in folded.func.body.blocks for b in blk.bindings],
                       _owners_after_fold([b for blk in folded.func.body.blocks for b in blk.bindings], folded.origin,
                                          marks), strict=True))  # fmt: skip

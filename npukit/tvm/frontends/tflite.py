@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -111,7 +112,7 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
         import tflite  # noqa: PLC0415
     except ImportError:
         raise ModelError(f"{path}: reading .tflite files needs the 'tflite' package (pip install tflite)") from None
-    _load_tvm()
+    tvm = _load_tvm()
     from tvm import relax  # noqa: PLC0415
     from tvm.relax.frontend.tflite import tflite_frontend as TF  # noqa: PLC0415
 
@@ -153,11 +154,27 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
     shapes = _check_input_shapes(path, declared, input_shapes)
 
     marks = _Marks()
+    const_names: dict = {}
+    raw = [sg.Tensors(i).Name() for i in range(sg.TensorsLength())]
+    count = Counter(raw)
+    once = {r: tensor_names[i] for i, r in enumerate(raw) if r and count[r] == 1}  # a file's name -> its tensor's
 
     class Converter(TF.OperatorConverter):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             self.convert_map = {key: self._npk_wrap(key, fn) for key, fn in self.convert_map.items()}
+            made = self.exp_tab.new_const
+
+            def new_const(value, shape=None, dtype="float32", source_name=None):
+                """A constant a converter makes directly (a bias) keeps its tensor's name, when that
+                name is one tensor's."""
+                c = made(value, shape=shape, dtype=dtype, source_name=source_name)
+                name = once.get(source_name) if isinstance(source_name, bytes) else None
+                if name is not None and c not in const_names:
+                    const_names[c] = name
+                return c
+
+            self.exp_tab.new_const = new_const
 
         def _npk_wrap(self, code, fn):
             def wrapped(*args, **kwargs):
@@ -175,6 +192,14 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
                 return marks.record(self.bb, relax, ret, _Source(name, code, names))
 
             return wrapped
+
+        def get_tensor_expr(self, tensor, is_sparse=False):
+            """A constant the frontend makes of a tensor keeps the tensor's name (the tables and
+            ``explain`` say 'W', not an id)."""
+            e = super().get_tensor_expr(tensor, is_sparse)
+            if isinstance(e, tvm.ir.GenericConst) and e not in const_names:
+                const_names[e] = tensor_names[tensor.tensor_idx]
+            return e
 
         def convert_dequantize(self, op):
             """fp16 weights: a DEQUANTIZE of a float16 constant (dense, or made dense by DENSIFY) is
@@ -229,6 +254,6 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
             TF.get_tensor_name = named
     ins = list(declared)
     outs = [tensor_names[i] for i in outputs]
-    return _finish(raw, marks, "tflite", str(path), ins, outs, {})
+    return _finish(raw, marks, "tflite", str(path), ins, outs, const_names)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -380,3 +381,30 @@ def test_a_processors_busy_time_and_energy_count_the_same_work(model, soc):
         assert t["energy_by_processor_uj"][p] == pytest.approx(energy, rel=1e-12, abs=1e-12)
     links = sum(b.link_energy_uj for b in r.bounds)
     assert t["energy_uj"] == pytest.approx(sum(t["energy_by_processor_uj"].values()) + links, rel=1e-12)
+
+
+@pytest.mark.parametrize(("model", "soc"), [("digits_cnn.onnx", "arm-dsp-dla"), ("tiny_detector.onnx", "tda4vm-like"),
+                                            ("digits_cnn_int8.tflite", "cortex-m7-cmsis-nn")])  # fmt: skip
+def test_a_boundarys_trace_computes_its_figures_from_the_values_it_shows(model, soc):
+    """The layout and quantize traces showed only their total ('= 33.0 / 1000') and the conversions'
+    energy no formula: every boundary figure is now its formula, the values put in, and the result,
+    and the values computed as shown give the figure."""
+    from npukit.cost import boundary_trace
+
+    s = npukit.Study(SAMPLES / model, soc, placement="first-fit")
+    r = s.result
+    seen = set()
+    for c in r.bounds:
+        tr = {x.figure: x.formula for x in boundary_trace(c, r.tables)}
+        for fig, value in (("transfer_us", c.transfer_us), ("layout_us", c.layout_us), ("quantize_us", c.quantize_us)):
+            if fig not in tr:
+                continue
+            seen.add(fig)
+            shown = tr[fig].split(" = ")[1].replace(",", "")  # the formula with the values put in
+            assert eval(shown) == pytest.approx(value, rel=1e-12), (fig, tr[fig])  # noqa: S307 - arithmetic the test made
+        parts = tr["energy_uj"].split(" = ")
+        link = float(parts[2].split(" ")[0])
+        convs = [float(x) for x in re.findall(r"/1e3 = ([0-9.e-]+)\)", tr["energy_uj"])]
+        assert len(convs) == (c.layout is not None) + (c.quantize is not None)
+        assert link + sum(convs) == pytest.approx(c.energy_uj, rel=1e-4), tr["energy_uj"]
+    assert {"transfer_us", "quantize_us"} <= seen

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from ..plan import Boundary
 from ..soc import Link, Processor, SocProfile
 from .tables import NUMERIC, Tables, elem_bits
-from .trace import Trace
+from .trace import Trace, num
 
 
 class Conversion(NamedTuple):
@@ -28,6 +28,15 @@ class Conversion(NamedTuple):
     cycles: float
     us: float
     energy_uj: float
+    # the terms the figures were computed from (their trace shows them)
+    elems: int = 0
+    ops_per_elem: int = 0
+    rate: float = 0.0  # vector ops per cycle at on_bits
+    read_bytes: float = 0.0  # the tensor at the width converted from
+    dram_bytes_per_cycle: float = 0.0
+    pj_per_op: float = 0.0  # the processor's cheapest op
+    pj_per_byte: float = 0.0
+    static_mw: float = 0.0
 
 
 class BoundaryCost(NamedTuple):
@@ -113,8 +122,11 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
         on_bits = cb if cb in cp.vector_ops_per_cycle else cp.default_bits
         cyc = _conversion_cycles(cp, on_bits, tensor.size, read, ops_per_elem)
         us = cyc / cp.clock_mhz
-        e = (tensor.size * min(cp.energy_pj_per_op.values()) + 2 * read * cp.energy_pj_per_byte) / 1e6 + cp.static_mw * us / 1e3
-        return Conversion(what, frm, to, cp.name, on_bits, cp.clock_mhz, cyc, us, e)
+        pj_op = min(cp.energy_pj_per_op.values())
+        e = (tensor.size * pj_op + 2 * read * cp.energy_pj_per_byte) / 1e6 + cp.static_mw * us / 1e3
+        rate = cp.vector_ops_per_cycle.get(on_bits, min(cp.vector_ops_per_cycle.values()))
+        return Conversion(what, frm, to, cp.name, on_bits, cp.clock_mhz, cyc, us, e, tensor.size, ops_per_elem, rate, read,
+                          cp.dram_bytes_per_cycle, pj_op, cp.energy_pj_per_byte, cp.static_mw)  # fmt: skip
 
     numeric = tensor.dtype in NUMERIC
     layout = quant = None
@@ -147,20 +159,25 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
     tr = [Trace("bytes", f"elements * bits/8 = {tensor.size:,} * {elem_bits(tensor, sent):g}/8 = {c.bytes:,.0f} B "
                          f"({how})", ("conversion.quantize_on",) if sent != c.src_bits else (), ("shape",)),
           Trace("transfer_us", f"latency_us + {c.via_factor} * bytes / (bandwidth_gbps*1000) = {ln.latency_us:g} + "
-                f"{c.via_factor}*{c.bytes:,.0f}/({ln.bandwidth_gbps:g}*1000) = {c.transfer_us:.3f} us"
+                f"{c.via_factor}*{c.bytes:,.0f}/({ln.bandwidth_gbps:g}*1000) = {num(c.transfer_us)} us"
                 + (" (via shared DRAM: write + read)" if ln.via_dram else ""),
                 ("links.bandwidth_gbps", "links.latency_us", "links.via_dram"), ())]  # fmt: skip
-    if c.layout:
-        cv = c.layout
-        tr.append(Trace("layout_us", f"on {cv.on}: (elements / vector_ops_per_cycle + 2*bytes / dram_bytes_per_cycle) / "
-                        f"clock_mhz = {cv.cycles:,.1f} / {cv.clock_mhz:g} = {cv.us:.3f} us",
-                        ("layout", "vector_ops_per_cycle", "dram_bytes_per_cycle"), ()))  # fmt: skip
-    if c.quantize:
-        cv = c.quantize
-        tr.append(Trace("quantize_us", f"{cv.what} on {cv.on}: (2*elements / vector_ops_per_cycle + 2*bytes / "
-                        f"dram_bytes_per_cycle) / clock_mhz = {cv.cycles:,.1f} / {cv.clock_mhz:g} = {cv.us:.3f} us",
-                        ("default_bits", "vector_ops_per_cycle"), ()))  # fmt: skip
-    e_conv = sum(cv.energy_uj for cv in (c.layout, c.quantize) if cv)
-    tr.append(Trace("energy_uj", f"bytes*link pJ/byte/1e6 + conversions = {c.link_energy_uj:.4f} + {e_conv:.4f} = "
-                    f"{c.energy_uj:.4f} uJ", ("links.energy_pj_per_byte",), ()))  # fmt: skip
+    for name, cv, fields in (("layout_us", c.layout, ("conversion.layout_on", "layout")),
+                             ("quantize_us", c.quantize, ("conversion.quantize_on", "default_bits"))):  # fmt: skip
+        if cv is None:
+            continue
+        what = "" if cv.what == "layout" else f"{cv.what} "
+        tr.append(Trace(name, f"{what}on {cv.on}: ({cv.ops_per_elem}*elements / vector_ops_per_cycle[{cv.on_bits}] + "
+                        f"2*bytes({c.src_bits}) / dram_bytes_per_cycle) / clock_mhz = ({cv.ops_per_elem}*{cv.elems:,} / "
+                        f"{cv.rate:g} + 2*{cv.read_bytes:,.0f} / {cv.dram_bytes_per_cycle:g}) / {cv.clock_mhz:g} = "
+                        f"{num(cv.cycles)} / {cv.clock_mhz:g} = {num(cv.us)} us",
+                        (*fields, "vector_ops_per_cycle", "dram_bytes_per_cycle", "clock_mhz"), ("shape",)))  # fmt: skip
+    convs = [cv for cv in (c.layout, c.quantize) if cv]
+    terms = " + ".join(f"{cv.what} on {cv.on} ((elements*pJ_per_op + 2*bytes*pJ_per_byte) / 1e6 + static_mw*us/1e3 = "
+                       f"({cv.elems:,}*{cv.pj_per_op:g} + 2*{cv.read_bytes:,.0f}*{cv.pj_per_byte:g}) / 1e6 + "
+                       f"{cv.static_mw:g}*{num(cv.us)}/1e3 = {num(cv.energy_uj)})" for cv in convs)  # fmt: skip
+    link = f"bytes*link pJ/byte/1e6 = {c.bytes:,.0f}*{ln.energy_pj_per_byte:g}/1e6 = {num(c.link_energy_uj)}"
+    tr.append(Trace("energy_uj", link + (f" + {terms}" if convs else "") + f" = {num(c.energy_uj)} uJ",
+                    ("links.energy_pj_per_byte", *(("energy_pj_per_op", "energy_pj_per_byte", "static_mw") if convs else ())),
+                    ()))  # fmt: skip
     return tuple(tr)

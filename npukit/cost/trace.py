@@ -81,6 +81,11 @@ def compute_text(c: Compute, t: Tables, i: int, p, bits: str) -> tuple[str, str]
     return " + ".join(parts) + f" [eff = efficiency[{c.eff_key}] = {c.eff:g}, class {c.cls}]", uform
 
 
+def num(x: float) -> str:
+    """A figure as a trace shows it: enough digits to compute with (1,024.0; 5.0025; 0.003125)."""
+    return f"{x:,.1f}" if abs(x) >= 100 else f"{x:.6g}"
+
+
 def memory_terms(m: Memory, op: Op, label=str) -> list[str]:
     """``label``: a tensor id as the model names it (``OpGraph.tensor_label``)."""
     if m.view:

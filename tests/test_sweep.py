@@ -174,10 +174,12 @@ def test_grid_modes():
 
 def test_point_keys_keep_config_ids_and_group_partitions_first():
     """The sweep's fast keys give the same ids as ``config_id`` (a resumed sweep finds the rows an
-    earlier version wrote), tell 1, 1.0 and true apart, and sort partition-moving keys first."""
+    earlier version wrote), tell 1, 1.0 and true apart (one grid cannot list both 1 and 1.0, but a
+    stored sweep written with one is another sweep than the other), and sort partition-moving keys
+    first."""
     from npukit.sweeps.grid import PointKeys, config_id
 
-    g = load_grid({"grid": {"bits.dla": ["int8", "fp16"], "soc.links.0.bandwidth_gbps": [1, 1.0, 2.5],
+    g = load_grid({"grid": {"bits.dla": ["int8", "fp16"], "soc.links.0.bandwidth_gbps": [1, 2.0, 2.5],
                             "soc.processors.dla.macs_per_cycle": [{"int8": 64}, {"fp16": 32, "int8": 128}],
                             "support.dla.softmax": [True, False]}})  # fmt: skip
     keys = PointKeys(g.axes)
@@ -189,9 +191,13 @@ def test_point_keys_keep_config_ids_and_group_partitions_first():
     # the known id of one point: sha256 of its canonical JSON text
     import hashlib
 
-    text = '[["bits.dla","int8"],["soc.links.0.bandwidth_gbps",1.0],["soc.processors.dla.macs_per_cycle",' \
+    text = '[["bits.dla","int8"],["soc.links.0.bandwidth_gbps",2.0],["soc.processors.dla.macs_per_cycle",' \
            '{"int8":64}],["support.dla.softmax",true]]'  # fmt: skip
     assert keys.config_id((0, 1, 0, 0)) == hashlib.sha256(text.encode()).hexdigest()[:16]
+    one = list(pts[0])
+    assert one[1] == 1 and type(one[1]) is int
+    ids_of = {config_id(g.axes, [*one[:1], v, *one[2:]]) for v in (1, 1.0, True)}
+    assert len(ids_of) == 3
     # sorted by the key, points sharing the support toggle and the DLA's bit-widths (both can move
     # ops) come together, then those sharing the link bandwidth (a profile change that cannot)
     order = sorted(range(len(pts)), key=lambda i: keys.sort_key(pos[i]))

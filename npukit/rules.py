@@ -200,6 +200,19 @@ def rule_max_tensor_bytes(op: Op, g: OpGraph, limit: int | None) -> Failure | No
     return None
 
 
+MAX_KERNEL_RANK = 6  # the kernel libraries' tensor descriptor holds this many dims (NPK_MAX_RANK in npk_ref.h)
+
+
+def rule_max_rank(op: Op, g: OpGraph) -> Failure | None:
+    """An accelerator's kernel calls take tensors of rank 6 at most (the generated code's tensor
+    descriptor, ``NPK_MAX_RANK``)."""
+    rank = max((len(g.tensors[t].shape) for t in (*op.inputs, *op.outputs)), default=0)
+    if rank > MAX_KERNEL_RANK:
+        return fail("max_rank", f"rank-{rank} tensor: kernel calls take rank {MAX_KERNEL_RANK} at most", rank=rank,
+                    max=MAX_KERNEL_RANK)  # fmt: skip
+    return None
+
+
 OP_RULES: tuple[Callable[[Op, OpGraph, OpRule], Failure | None], ...] = (
     rule_kernel_max, rule_strides, rule_dilations, rule_groups, rule_max_channels, rule_max_elements,
     rule_ranks, rule_axis, rule_max_k, rule_max_boxes,
@@ -208,7 +221,7 @@ OP_RULES: tuple[Callable[[Op, OpGraph, OpRule], Failure | None], ...] = (
 
 def rule_docs() -> list[tuple[str, str]]:
     """(rule name, the rule in words) for the reference page."""
-    fns = (*OP_RULES, rule_dtypes, rule_max_tensor_bytes)
+    fns = (*OP_RULES, rule_dtypes, rule_max_tensor_bytes, rule_max_rank)
     return [(f.__name__.removeprefix("rule_"), (f.__doc__ or "").strip()) for f in fns]
 
 
@@ -227,6 +240,8 @@ def capability(op: Op, g: OpGraph, proc: Processor) -> Verdict:
     if f := rule_dtypes(op, g, rule.dtypes or proc.dtypes):
         fails.append(f)
     if f := rule_max_tensor_bytes(op, g, proc.max_tensor_bytes):
+        fails.append(f)
+    if f := rule_max_rank(op, g):
         fails.append(f)
     if fails:
         return Verdict(proc.name, False, tuple(fails), note=rule.note)

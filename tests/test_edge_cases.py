@@ -259,3 +259,26 @@ def test_an_output_a_reshape_relabels_is_written_to_dram_by_its_producer(tmp_pat
     assert c.loc["tanh", "dram_bytes"] == c.loc["relu", "dram_bytes"] == 2 * 128 * 4
     assert c.loc["flatten", "bytes"] == 0
     assert "out 512 B =" in next(ln for ln in s.explain("tanh").splitlines() if ln.strip().startswith("bytes:"))
+
+
+def test_a_tensor_above_the_kernel_calls_rank_stays_off_the_accelerators(tmp_path):
+    """A rank-7 tensor pinned to an accelerator exported, then its C failed to compile: the kernel
+    libraries' tensor descriptor holds 6 dims (NPK_MAX_RANK).  Accelerators now refuse such ops."""
+    from npukit.rules import MAX_KERNEL_RANK
+
+    header = (ROOT / "npukit" / "codegen" / "kernels" / "npk_ref.h").read_text()
+    assert f"#define NPK_MAX_RANK {MAX_KERNEL_RANK}\n" in header
+    vi = helper.make_tensor_value_info
+    shape = numpy_helper.from_array(np.array([1, 2, 2, 2, 2, 2, 4], np.int64), "shape")
+    back = numpy_helper.from_array(np.array([1, 128], np.int64), "back")
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["u"], name="up"),
+             helper.make_node("Sigmoid", ["u"], ["s"], name="sig"),
+             helper.make_node("Reshape", ["s", "back"], ["y"], name="down")]  # fmt: skip
+    path = _save(tmp_path, "rank7", nodes, [vi("x", TensorProto.FLOAT, [1, 128])], [vi("y", TensorProto.FLOAT, [1, 128])],
+                 [shape, back])  # fmt: skip
+    s = npukit.Study(path, "tda4vm-like", placement="first-fit")
+    p = s.placement.set_index("name")
+    assert p.loc["sig", "c7x"] == "rank-7 tensor: kernel calls take rank 6 at most"
+    assert set(p["processor"]) == {"a72"}
+    with pytest.raises(npukit.ConfigError, match=r"cannot pin 'sig' \(sigmoid\) to c7x: c7x: rank-7 tensor"):
+        s.pin("sig", "c7x")

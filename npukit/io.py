@@ -6,8 +6,10 @@ OS error becomes an NpukitError that names the path the user asked for.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -136,7 +138,20 @@ def _sweep_stale(parent: Path, name: str) -> None:
         except OSError:
             pass
     for e in stale:
-        shutil.rmtree(e, ignore_errors=True)
+        if e.is_symlink():  # (an export of a link before links were followed swapped the link itself)
+            with contextlib.suppress(OSError):
+                e.unlink()
+        else:
+            shutil.rmtree(e, ignore_errors=True)
+
+
+def _stat_dir(p: Path) -> os.stat_result | None:
+    """The directory's status, None where there is none."""
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return st if stat.S_ISDIR(st.st_mode) else None
 
 
 def is_export(d: Path) -> bool:
@@ -155,8 +170,8 @@ def check_export_target(directory: str | os.PathLike) -> None:
     replaced, the user's own files in it are kept: ``atomic_write_tree``).  A directory holding
     anything else -- the model, the user's notes -- is never replaced."""
     shown = Path(directory)
-    d = Path(os.path.abspath(directory))
-    cwd = Path(os.path.abspath(os.getcwd()))
+    d = Path(os.path.realpath(directory))  # (a link to a directory: the directory it names)
+    cwd = Path(os.path.realpath(os.getcwd()))
     if d == cwd or d in cwd.parents:
         raise NpukitError(f"{shown}: is the current directory or holds it; an export replaces its directory "
                           f"whole, so give a new directory (e.g. {shown / 'export'})")  # fmt: skip
@@ -239,7 +254,9 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
         if p.is_absolute() or ".." in p.parts or not p.parts:
             raise NpukitError(f"{shown}: refusing to write {rel!r}: outside the export directory")
     check_export_target(directory)
-    d = Path(os.path.abspath(directory))  # "." and "dir/.." name the directory itself
+    # "." and "dir/.." name the directory itself; a symbolic link, the directory it names (the export
+    # is written there: the link stays a link)
+    d = Path(os.path.realpath(directory))
     keep = users_files(d, built) if is_export(d) else []
     clash = _clashes(keep, files)
     if clash:
@@ -256,8 +273,8 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
     import shutil  # noqa: PLC0415
 
     try:
-        os.chmod(tmp, 0o777 & ~_umask())
         mode = 0o666 & ~_umask()
+        before = _stat_dir(parent / d.name)
         for rel, data in sorted(files.items()):
             p = tmp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -270,6 +287,12 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
                 raise NpukitError(f"{shown}: cannot keep your {rel} in the new export: {e.strerror or e}; nothing "
                                   "was changed") from None  # fmt: skip
         target = parent / d.name
+        # the directory keeps its mode and group (a shared, setgid or read-only one stays so); a new
+        # one gets the umask's
+        os.chmod(tmp, stat.S_IMODE(before.st_mode) if before is not None else 0o777 & ~_umask())
+        if before is not None and before.st_gid != os.stat(tmp).st_gid:
+            with contextlib.suppress(OSError):
+                os.chown(tmp, -1, before.st_gid)
         if target.exists():
             if not _exchange(tmp, target):
                 old = Path(tempfile.mkdtemp(prefix=stem, suffix=".old", dir=parent))

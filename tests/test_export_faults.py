@@ -152,3 +152,38 @@ def test_two_exports_at_once_leave_one_complete_result(projects, tmp_path):
         assert [p.wait(60) for p in ps] == [0, 0], [p.stdout.read() for p in ps]
         assert tree(target) in (a, b)
     assert sorted(x.name for x in tmp_path.iterdir() if x.name.startswith(".")) == []
+
+
+def test_an_export_through_a_link_writes_the_directory_it_names_and_keeps_its_mode(tmp_path):
+    """``--export out`` where ``out`` is a symbolic link: the link itself was swapped for the new
+    tree (its target left empty, or on the old config) and a stray ``.out.*.tmp`` link stayed; an
+    existing directory lost its mode (a shared group directory became the umask's).  The export is
+    now written into the directory the link names, and a replaced directory keeps its mode."""
+    import os
+    import stat
+
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    disk = tmp_path / "disk" / "exp"
+    disk.parent.mkdir()
+    link = tmp_path / "out"
+    link.symlink_to(disk.relative_to(tmp_path), target_is_directory=True)
+    s.export(link)
+    assert link.is_symlink() and os.readlink(link) == str(disk.relative_to(tmp_path))
+    assert (disk / "manifest.json").is_file()
+    s.set_bits("int16", processor="dsp")
+    s.export(link)  # over the earlier export, through the link
+    assert link.is_symlink()
+    import json
+
+    assert json.loads((disk / "manifest.json").read_text())["config"]["bits"] == {"dsp": "int16"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["disk", "out"]
+    assert sorted(p.name for p in disk.parent.iterdir()) == ["exp"]
+    # a directory's mode (and setgid bit, where it can be set) survives the export that replaces it
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    want = 0o2750 if os.geteuid() == 0 else 0o750
+    os.chmod(shared, want)
+    s.export(shared)
+    assert stat.S_IMODE(os.stat(shared).st_mode) == want
+    s.export(shared)
+    assert stat.S_IMODE(os.stat(shared).st_mode) == want

@@ -107,6 +107,13 @@ def test_build_report_as_rows():
     host, m7, rv = v["runs"]
     assert (host["kind"], host["verdict"]) == ("exact", "bit-exact with the simulation")
     assert m7["kind"] == "differs" and m7["host"] == "DIFFERS from the host build"
+    # a difference the host code's C library calls explain is said so, and is no failure
+    exact = {"outputs": {"y": {"max_abs": 0.0, "max_rel": 0.0, "argmax_agreement": 1.0}}}
+    near = {"runs": {"host": exact, "aarch64-linux": {**exact, "bit_exact_with_host": False,
+                                                      "host_difference": {"explained": True, "max_ulp": 2, "libm": ["erff", "expf"]}}}}  # fmt: skip
+    w = cv.build_view(near)
+    assert w["state"] != "differs"
+    assert w["runs"][1]["host"] == "within 2 ulp of the host build (the C libraries' erff, expf)"
     assert m7["verdict"] == "differs from the simulation (top-1 agreement 75%, max error 20.00% of the largest value)"
     assert rv == {
         "name": "riscv64-linux",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -125,6 +126,63 @@ def compare(got: list[np.ndarray], ref: list[np.ndarray], names: list[str]) -> l
                      "argmax_equal": bool(a.size and np.argmax(a) == np.argmax(b)),
                      "err_sq": float(np.sum(np.square(diff))), "ref_sq": _sq(b)})  # fmt: skip
     return rows
+
+
+# the C library's transcendental functions: each C library rounds them its own way (glibc on x86-64
+# and on aarch64, newlib on a Cortex-M), so fp32 host code calling them agrees across targets only
+# to within an ulp or so, which later ops carry on
+_LIBM = re.compile(r"\b(erff?|expf?|exp2f?|expm1f?|logf?|log2f?|log10f?|log1pf?|tanhf?|sinhf?|coshf?|sinf?|cosf?|tanf?"
+                   r"|asinf?|acosf?|atanf?|atan2f?|powf?|cbrtf?|erfcf?)\(")  # fmt: skip
+HOST_DIFFERENCE_REL = 1e-5  # a difference libm explains: this relative to the output's largest magnitude
+
+
+def libm_calls(directory: Path) -> list[str]:
+    """The C library's transcendental functions the host code calls (sorted)."""
+    found: set[str] = set()
+    for f in sorted((Path(directory) / "host").glob("*.c")):
+        found.update(_LIBM.findall(f.read_text(encoding="utf-8", errors="replace")))
+    return sorted(found)
+
+
+def _ordered(a: np.ndarray) -> np.ndarray:
+    """float32 values as integers ordered like the floats (ulp steps apart)."""
+    i = np.ascontiguousarray(a, dtype=np.float32).view(np.int32).astype(np.int64)
+    return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+
+def host_difference(outs, host, libm: list[str]) -> dict:
+    """How a target build's outputs differ from the host build's: the largest difference in ulps
+    and relative to the output's magnitude, and whether the host code's calls into the C library
+    explain it (float outputs only, within ``HOST_DIFFERENCE_REL``)."""
+    ulp, rel, ints = 0, 0.0, False
+    for x, y in zip(outs, host):
+        for a, b in zip(x, y):
+            a, b = np.asarray(a), np.asarray(b)
+            if a.shape != b.shape:
+                return {"explained": False, "max_ulp": None, "max_rel": None, "libm": libm, "text": "output shapes differ"}
+            if np.array_equal(a, b):
+                continue
+            if a.dtype.kind != "f" or b.dtype.kind != "f":
+                ints = True
+                continue
+            fa, fb = a.astype(np.float32), b.astype(np.float32)
+            if np.isnan(fa).any() or np.isnan(fb).any():
+                if not np.array_equal(np.isnan(fa), np.isnan(fb)):
+                    ints = True  # (NaNs where the other has numbers: not rounding)
+                ok = ~(np.isnan(fa) | np.isnan(fb))
+                fa, fb = fa[ok], fb[ok]
+            if fa.size:
+                ulp = max(ulp, int(np.abs(_ordered(fa) - _ordered(fb)).max()))
+                scale = float(max(np.abs(fb).max(), np.finfo(np.float32).tiny))
+                rel = max(rel, float(np.abs(fa.astype(np.float64) - fb).max()) / scale)
+    explained = bool(libm) and not ints and rel <= HOST_DIFFERENCE_REL
+    if ints:
+        text = "integer outputs differ"
+    else:
+        text = f"{ulp} ulp at most, {rel:.3g} of the output's magnitude"
+    if explained:
+        text += f"; the host code calls {', '.join(libm)} from each target's C library, which round alike only to an ulp"
+    return {"explained": explained, "max_ulp": ulp, "max_rel": rel, "libm": libm, "text": text}
 
 
 def _rel_rms(err_sq: float, ref_sq: float) -> float:
@@ -293,10 +351,17 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
         report["outputs_agree"] = not mismatches
         report["mismatches"] = mismatches
         if "host" in outputs_by_run and len(outputs_by_run) > 1:
+            libm = libm_calls(directory)
             for name, outs in outputs_by_run.items():
                 if name != "host":
                     same = all(all(np.array_equal(a, b) for a, b in zip(x, y)) for x, y in zip(outs, outputs_by_run["host"]))
                     report["runs"][name]["bit_exact_with_host"] = same
+                    if not same:
+                        d = host_difference(outs, outputs_by_run["host"], libm)
+                        report["runs"][name]["host_difference"] = d
+                        if not d["explained"]:
+                            report["mismatches"].append(f"{name}: differs from the host build ({d['text']})")
+                            report["outputs_agree"] = False
         try:
             report["sections"] = section_sizes(directory / "model")
         except NpukitError as e:

@@ -26,7 +26,7 @@ from ..errors import NpukitError
 from . import viewmodel as vm
 from .building import BuildJob
 from .codeview import CodeState, code_key
-from .pending import ON_SCREEN, Draft, Placing, provisional
+from .pending import ON_SCREEN, Draft, Placing, Warmer, provisional
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -92,6 +92,8 @@ class StudyWidget(anywidget.AnyWidget):
         super().__init__(**state)
         self.on_msg(self._on_msg)
         self._listen()
+        self.warmer = Warmer(study, self._shown)  # the first width edits, costed while the kernel is idle
+        self.warmer.start_later()
 
     # ------------------------------------------------------------------------------------------
     # view data (cached by what they depend on)
@@ -167,6 +169,7 @@ class StudyWidget(anywidget.AnyWidget):
     def _on_msg(self, _widget, content, _buffers) -> None:
         if not isinstance(content, dict):
             return
+        self.warmer.stop()  # (a request: the view is in use)
         with self._lock:  # (a placement finished in a thread waits for the request being answered)
             self._answer(_Message(content))
 
@@ -466,6 +469,8 @@ class StudyWidget(anywidget.AnyWidget):
         study.subscribe(on_change)
 
     def close(self):
+        if getattr(self, "warmer", None) is not None:
+            self.warmer.stop()
         if getattr(self, "_listener", None) is not None:
             self._study.unsubscribe(self._listener)
         super().close()

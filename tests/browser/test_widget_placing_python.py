@@ -201,3 +201,45 @@ def test_switching_to_first_fit_while_placing_does_not_wait_for_the_placement(he
         assert not job.computed.is_set()  # (held: it never ran)
         assert w.pending is None and s.config.placement == "first-fit" and s.config.disabled
         assert w.status["seq"] == 2 and w.status["level"] == "ok"
+
+
+def test_idle_widths_are_costed_before_the_first_width_edit(monkeypatch):
+    """The first click of a processor's width costed every kernel of the placement on screen at it
+    (~50 ms on the transformer, 125 ms to the first answer in the browser).  Once the view is shown,
+    a thread costs each width each processor runs while the kernel is idle; the first width edit then
+    finds its estimate made.  A request stops it; without an event loop it does not start."""
+    import asyncio
+
+    import npukit
+    from npukit import pipeline
+    from npukit.ui import pending
+
+    monkeypatch.setattr(pending.Warmer, "DELAY_S", 0.01)
+    pipeline.clear_caches()
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    w = attach(s)  # (no event loop here: nothing starts)
+    assert not w.warmer.thread.is_alive() and not w.warmer.done.is_set()
+    w.close()
+
+    async def shown():
+        v = attach(s)
+        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(v.warmer.done.wait, 120)
+        return v
+
+    v = asyncio.run(shown())
+    try:
+        want = v.warmer.widths()
+        assert want and v.warmer.warmed == want  # every width but the current one, processor by processor
+        p, b = want[0]
+        cfg = dataclasses.replace(s.config, bits=((p, b),))
+        part = s.result.partitioned
+        key = (s._model.key, s.soc.digest, part.plan, pipeline.op_bits(s._model, s.soc, cfg, part.plan))
+        assert pipeline.partitioning.COSTED.get(key) is not None  # the first answer's costs: made
+        before = len(v.sent)
+        v._on_msg(v, {"seq": 1, "type": "bits", "processor": p, "bits": b}, [])
+        assert v.warmer.stopped.is_set() and len(v.sent) > before
+    finally:
+        if v.pending is not None:
+            v.pending.wait(600)
+        v.close()

@@ -111,3 +111,33 @@ def test_a_failed_run_names_the_step_that_failed(tmp_path):
     with pytest.raises(npukit.NpukitError) as e:
         run_program(d, ["./model"], [x], [(1, 1, 8, 8)], d / ".w")
     assert "npukit_model_run failed with status 6 in partition 0 on dla (partition_dla_0: /conv1/Conv, " in str(e.value)
+
+
+def _embedding(tmp_path):
+    """ids (int64, [1, 8]) -> Gather rows of a 50 x 4 table (negative ids count from the end)."""
+    from onnx import TensorProto
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    table = nh.from_array(np.arange(200, dtype=np.float32).reshape(50, 4) / 10, "E")
+    m = onnx_model([h.make_node("Gather", ["E", "ids"], ["y"], name="emb", axis=0)],
+                   [tensor_info("ids", [1, 8], TensorProto.INT64)], [tensor_info("y", [1, 8, 4])], [table])  # fmt: skip
+    return save_onnx(m, tmp_path / "embedding.onnx")
+
+
+@pytest.mark.slow
+def test_an_index_out_of_range_fails_the_run_naming_the_input(tmp_path):
+    """TVM's take reads wherever an index points: the generated program, given an id past the table
+    (by ``./model``, where npukit's own data checks do not run), read out of bounds (a segfault, a
+    HardFault on a Cortex-M, or garbage and exit 0).  An index input is now checked before the run:
+    in range it runs as onnxruntime does, out of range the run fails naming the input (exit 1)."""
+    path = _embedding(tmp_path)
+    ok = [np.array([[0, 1, 2, 49, -1, -50, 7, 8]], np.int64)]
+    s, d = _built_and_run(tmp_path, path, "tda4vm-like", [ok], 0.0)
+    assert "input ids: indices into E (emb, 50 entries)" in (d / "src" / "model.c").read_text()
+    for bad in (50, -51, 10**8):
+        x = ok[0].copy()
+        x[0, 3] = bad
+        with pytest.raises(npukit.NpukitError) as e:
+            run_program(d, ["./model"], [x], [(1, 8)], d / ".w")
+        assert "npukit_model_run failed with status 6 in input 'ids': an index out of -50..49 for 'emb'" in str(e.value)

@@ -4,6 +4,8 @@ partition wrappers and their header.  Everything here renders a built and memory
 
 from __future__ import annotations
 
+import math
+
 from .names import comment
 from .program import Copy, Fn, Program, _dims, _float
 from .runner import c_string
@@ -44,6 +46,58 @@ def _arena_note(prog: Program) -> list[str]:
     ]
 
 
+def _index_source(g, tid: str) -> tuple[str, bool] | None:
+    """The model input a take's indices are, directly or through the importer's wrap of negative
+    indices (``where(x < 0, x + n, x)``): (input tensor, wrapped), else None."""
+    t = g.tensors[tid]
+    if t.kind == "input":
+        return tid, False
+    w = g.ops[t.producer] if t.producer is not None else None
+    if w is None or w.kind != "where" or len(w.inputs) != 3:
+        return None
+    cond, plus, x = (g.tensors[i] for i in w.inputs)
+    if x.kind != "input" or cond.producer is None or plus.producer is None:
+        return None
+    less, add = g.ops[cond.producer], g.ops[plus.producer]
+    if less.kind == "less" and add.kind == "add" and w.inputs[2] in less.inputs and w.inputs[2] in add.inputs:
+        return w.inputs[2], True
+    return None
+
+
+def _index_checks(prog: Program) -> list[str]:
+    """A model input a ``take`` reads its indices from is checked before the run: TVM's take reads
+    wherever an index points (a Gather index out of range read out of bounds: a segfault, a
+    HardFault on a Cortex-M).  An index out of range fails the run (NPK_ERR_PARAM), naming the input."""
+    g = prog.g
+    out, seen = [], set()
+    for op in g.ops:
+        if op.kind != "take" or len(op.inputs) < 2:
+            continue
+        src = _index_source(g, op.inputs[1])
+        if src is None:
+            continue
+        tid, wrapped = src
+        data = g.tensors[op.inputs[0]]
+        axis = op.attrs.get("axis")
+        n = math.prod(data.shape) if axis is None else data.shape[int(axis) % max(len(data.shape), 1)]
+        f = prog.copies[(tid, prog.soc.host, "")].fmt
+        if not f.dtype.startswith(("S", "U")) or (tid, n, wrapped) in seen:
+            continue
+        seen.add((tid, n, wrapped))
+        k, lo = g.inputs.index(tid), -n if wrapped else 0
+        name, what = g.tensor_label(tid), g.tensor_label(op.inputs[0])
+        count = math.prod(g.tensors[tid].shape)
+        why = f"input '{name}': an index out of {lo}..{n - 1} for '{op.name}'"
+        out += [f"    {{ /* input {comment(name)}: indices into {comment(what)} ({op.name}, {n} entries); TVM's take "
+                "does not check them */",
+                f"        const {CTYPE[f.dtype]} *ix = inputs->in{k};",
+                f"        for (int32_t k = 0; k < {count}; ++k)",
+                f"            if (ix[k] < {lo} || ix[k] >= {n})",
+                f"                return npukit__failed(NPK_ERR_PARAM, {c_string(why)});",
+                "    }"]  # fmt: skip
+    return out
+
+
 def entry_source(prog: Program, libs: list[str], model_name: str, config_text: str) -> str:
     g = prog.g
     out = [
@@ -81,6 +135,7 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
     def checked(call: str, step: str) -> str:
         return f"if ((st = {call}) != 0) return npukit__failed(st, {c_string(step)});"
 
+    out += _index_checks(prog)
     out += _fills(prog, late=False)
     for step in prog.steps:
         kind = step[0]

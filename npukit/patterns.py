@@ -84,18 +84,33 @@ def chain_shapes(g: OpGraph) -> frozenset[tuple[tuple[str, ...], int]]:
     return frozenset((tuple(g.ops[i].kind for i in ids), root) for ids, root in chains(g))
 
 
+class Accepted:
+    """What verdicts accept, per accelerator, from one scan: the ops (``ok``), those accepted only
+    fused after a conv / matmul (``fused_only``), the op kinds with an accepted op (``kinds``) and
+    those accepted alone (``singles``)."""
+
+    def __init__(self, g: OpGraph, vs: Verdicts):
+        self.ok: dict[str, set[int]] = {}
+        self.fused_only: dict[str, set[int]] = {}
+        self.kinds: dict[str, set[str]] = {}
+        self.singles: dict[str, set[str]] = {}
+        ops = g.ops
+        for (i, proc), v in vs.items():
+            if v.ok and not v.host:
+                self.ok.setdefault(proc, set()).add(i)
+                kind = ops[i].kind
+                self.kinds.setdefault(proc, set()).add(kind)
+                if v.fused_only:
+                    self.fused_only.setdefault(proc, set()).add(i)
+                else:
+                    self.singles.setdefault(proc, set()).add(kind)
+
+
 def accepted_kinds(g: OpGraph, vs: Verdicts) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """Per accelerator: the op kinds with at least one accepted op, and those accepted alone
     (not only fused after a conv / matmul)."""
-    accepted: dict[str, set[str]] = {}
-    singles: dict[str, set[str]] = {}
-    for (i, proc), v in vs.items():
-        if v.ok and not v.host:
-            kind = g.ops[i].kind
-            accepted.setdefault(proc, set()).add(kind)
-            if not v.fused_only:
-                singles.setdefault(proc, set()).add(kind)
-    return accepted, singles
+    a = Accepted(g, vs)
+    return a.kinds, a.singles
 
 
 def pattern_specs(g: OpGraph, soc: SocProfile, accepted: Mapping[str, set[str]],

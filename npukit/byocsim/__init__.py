@@ -38,7 +38,7 @@ from ..graph import OpGraph
 from ..plan import Plan, build_plan
 from ..rules import Verdict
 from ..soc import SocProfile
-from .fuse import Accepted, NameSupply, fuse
+from .fuse import NameSupply, fuse
 from .merge import merge
 from .skeleton import Binding, Skeleton
 
@@ -48,7 +48,7 @@ __all__ = ["Binding", "NameSupply", "Skeleton", "fuse", "merge", "partition", "p
 def partition_plan(sk: Skeleton, g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Verdict], shapes, ar) -> Plan:
     """The Plan TVM's FuseOpsByPattern + MergeCompositeFunctions give under verdicts ``vs`` (the
     verdicts after npukit's pruning, as ``npukit.tvm.partition`` passes them)."""
-    acc = Accepted(g, vs)
+    acc = pt.Accepted(g, vs)
     specs = pt.pattern_specs(g, soc, acc.kinds, shapes, acc.singles)  # (pt.table, from the same scan)
     st = fuse(sk, g, soc, specs, acc, ar)
     if not st.comp_args:

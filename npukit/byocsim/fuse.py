@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from .. import patterns as pt
 from ..graph import OpGraph
 from ..opset import full
-from ..rules import Verdict
 from ..soc import SocProfile
 from .skeleton import Skeleton
 
@@ -248,34 +247,10 @@ def _fuse_pass(st: State, name: str, chain: tuple[str, ...], combo: tuple[int, .
         st.reordered = True
 
 
-class Accepted:
-    """What verdicts accept, per accelerator, from one scan: the ops (``ok``), those accepted only
-    fused (``fused_only``), the op kinds with an accepted op (``kinds``) and those accepted alone
-    (``singles``; ``patterns.accepted_kinds``)."""
-
-    def __init__(self, g: OpGraph, vs: Mapping[tuple[int, str], Verdict]):
-        self.ok: dict[str, set[int]] = {}
-        self.fused_only: dict[str, set[int]] = {}
-        self.kinds: dict[str, set[str]] = {}
-        self.singles: dict[str, set[str]] = {}
-        ops = g.ops
-        for (i, proc), v in vs.items():
-            if v.ok and not v.host:
-                self.ok.setdefault(proc, set()).add(i)
-                kind = ops[i].kind
-                self.kinds.setdefault(proc, set()).add(kind)
-                if v.fused_only:
-                    self.fused_only.setdefault(proc, set()).add(i)
-                else:
-                    self.singles.setdefault(proc, set()).add(kind)
-
-
-
-def fuse(sk: Skeleton, g: OpGraph, soc: SocProfile, specs, vs: Mapping[tuple[int, str], Verdict] | Accepted, ar) -> State:
+def fuse(sk: Skeleton, g: OpGraph, soc: SocProfile, specs, acc: pt.Accepted, ar) -> State:
     """FuseOpsByPattern(specs as FusionPatterns with npukit's checks, bind_constants=True,
-    annotate_codegen=False), under verdicts ``vs`` (or what they accept, already scanned)."""
-    acc_ = vs if isinstance(vs, Accepted) else Accepted(g, vs)
-    ok, fused_only = acc_.ok, acc_.fused_only
+    annotate_codegen=False), under what the verdicts accept (``acc``)."""
+    ok, fused_only = acc.ok, acc.fused_only
     st = State(sk)
     by_op, op_id, escapes = sk.by_op, sk.op_ids, sk.escapes
     for s in specs:

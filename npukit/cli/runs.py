@@ -33,7 +33,7 @@ def cmd_build(args) -> int:
             if res["bit_exact_with_host"]:
                 print(f"  {run}: bit-exact with the host build")
             elif d is not None and d["explained"]:
-                print(f"  {run}: within {d['max_ulp']} ulp of the host build, not bit-exact: {d['text'].split('; ', 1)[1]}")
+                print(f"  {run}: within {d['max_ulp']} ulp of the host build, not bit-exact: {d['why']}")
             else:
                 print(f"  {run}: DIFFERS from the host build ({d['text'] if d else 'outputs differ'})")
     mem = r["memory"]

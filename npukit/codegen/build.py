@@ -176,13 +176,11 @@ def host_difference(outs, host, libm: list[str]) -> dict:
                 scale = float(max(np.abs(fb).max(), np.finfo(np.float32).tiny))
                 rel = max(rel, float(np.abs(fa.astype(np.float64) - fb).max()) / scale)
     explained = bool(libm) and not ints and rel <= HOST_DIFFERENCE_REL
-    if ints:
-        text = "integer outputs differ"
-    else:
-        text = f"{ulp} ulp at most, {rel:.3g} of the output's magnitude"
-    if explained:
-        text += f"; the host code calls {', '.join(libm)} from each target's C library, which round alike only to an ulp"
-    return {"explained": explained, "max_ulp": ulp, "max_rel": rel, "libm": libm, "text": text}
+    text = "integer outputs differ" if ints else f"{ulp} ulp at most, {rel:.3g} of the output's magnitude"
+    why = (f"the host code calls {', '.join(libm)} from each target's C library, which round alike only to an ulp"
+           if explained else "")  # fmt: skip
+    return {"explained": explained, "max_ulp": ulp, "max_rel": rel, "libm": libm,
+            "text": f"{text}; {why}" if why else text, "why": why}  # fmt: skip
 
 
 def _rel_rms(err_sq: float, ref_sq: float) -> float:

@@ -42,6 +42,21 @@ class _Namer:
         return cand
 
 
+def tilde_unique(taken: set[str], reserved=frozenset()):
+    """A name supply: ``n`` itself while no earlier answer took it, else ``n~2``, ``n~3`` ... (the
+    first free one that is not in ``reserved``: the model's own names); each answer is taken."""
+
+    def unique(n: str) -> str:
+        k, cand = 1, n
+        while cand in taken or (k > 1 and cand in reserved):
+            k += 1
+            cand = f"{n}~{k}"
+        taken.add(cand)
+        return cand
+
+    return unique
+
+
 def _name_ops(ops: list[dict], marks: _Marks) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
     """Unique op names: a node's main op takes the node's own name, helpers ``<node>/<kind>``; and
     each op's model node (name, op type).  Nodes that share a name stay apart: the second goes by
@@ -55,17 +70,8 @@ def _name_ops(ops: list[dict], marks: _Marks) -> tuple[dict[int, str], dict[int,
     for s, ids in by_src.items():
         macs_ids = [i for i in ids if short_op(ops[i]["op"]) in MAC_KINDS]
         primary[s] = macs_ids[0] if macs_ids else ids[-1]
-    taken: set[str] = set()
     # the model's own names are reserved, so a made-up "a~2" never takes a real node's name
-    reserved = {marks.sources[s].name for s in primary}
-
-    def unique(n: str) -> str:
-        k, cand = 1, n
-        while cand in taken or (k > 1 and cand in reserved):
-            k += 1
-            cand = f"{n}~{k}"
-        taken.add(cand)
-        return cand
+    unique = tilde_unique(set(), {marks.sources[s].name for s in primary})
 
     names: dict[int, str] = {}
     sources: dict[int, tuple[str, str]] = {}

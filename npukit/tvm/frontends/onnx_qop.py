@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ModelError
+from .naming import tilde_unique
 
 _MS = "com.microsoft"
 # op -> (float op, [(data, scale, zero point) input positions], (out scale, out zp) positions or None)
@@ -43,13 +44,7 @@ def rewrite(model, path: str, node_name):
     new_inits: list = []
     nodes: list = []
 
-    def fresh(base: str) -> str:
-        k, cand = 1, base
-        while cand in taken:
-            k += 1
-            cand = f"{base}~{k}"
-        taken.add(cand)
-        return cand
+    fresh = tilde_unique(taken)
 
     def init(name: str, arr: np.ndarray) -> str:
         nm = fresh(name)

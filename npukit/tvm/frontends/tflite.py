@@ -12,6 +12,7 @@ from ...errors import ModelError, UnsupportedOpError
 from ...progress import Progress
 from .. import load as _load_tvm
 from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
+from .naming import tilde_unique
 from .sizes import check_tflite_tensor
 from .tagging import _finish
 
@@ -22,24 +23,8 @@ def unique_names(raw: list[bytes | None]) -> list[str]:
     """The tensors' names, made unique: a tensor without a name (optional in the schema) is called
     ``tensor<index>``; the second of two alike ``name~2`` (as two ONNX nodes of one name are)."""
     names = [(r.decode("utf-8", "replace") if r else "") or f"tensor{i}" for i, r in enumerate(raw)]
-    taken = set(names)
-    seen: dict[str, int] = {}
-    out = []
-    for n in names:
-        if n not in seen:
-            seen[n] = 1
-            out.append(n)
-            continue
-        k = seen[n]
-        while True:
-            k += 1
-            new = f"{n}~{k}"
-            if new not in taken:
-                break
-        seen[n] = k
-        taken.add(new)
-        out.append(new)
-    return out
+    unique = tilde_unique(set(), set(names))
+    return [unique(n) for n in names]
 
 
 def _code_name(model, op) -> str:

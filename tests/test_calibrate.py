@@ -235,7 +235,7 @@ def test_fit_finds_known_parameters_again(cnn, mlp, monkeypatch):
             errs += [abs(sum(ops[i].latency_us for i in k.ops) - t) / t for k, t in mm.measured()]
         return errs
 
-    monkeypatch.setattr(cal, "_SHRINK", 1e-3)
+    monkeypatch.setattr(cal.fit, "_SHRINK", 1e-3)
     res = cal.calibrate(models, base, bandwidth_gbps=bw_gbps)
     assert res["reduction"] == {
         "unroll": 27,

@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "profile's host processor to those times: its clock (read from the machine), "
                                    "memory bandwidth (measured), op overhead, per-kernel-class efficiency and "
                                    "reduction law. Prints the fit's error per model; --out writes the fitted "
-                                   "profile. See npukit/calibrate.py and docs/soc-profile.md.")  # fmt: skip
+                                   "profile. See npukit/calibrate/ and docs/soc-profile.md.")  # fmt: skip
     p.add_argument("model", nargs="+", help="models to fit to (ONNX, TFLite, .pt2)")
     p.add_argument("--soc", default="arm-dsp-dla", help="profile whose host processor is fitted")
     p.add_argument("--out", help="write the fitted profile (.toml)")

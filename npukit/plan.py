@@ -41,6 +41,18 @@ class Plan:
     partitions: tuple[Partition, ...]
     boundaries: tuple[Boundary, ...]
 
+    def __hash__(self) -> int:
+        # worked out once: a plan keys the caches of its costs, and hashing its per-op tuples and
+        # partitions costs ~0.5 ms at 1,000 ops (kept out of pickles: str hashes differ by process)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.processor, self.partition, self.pattern, self.partitions, self.boundaries))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def ops_on(self, proc: str) -> tuple[int, ...]:
         return tuple(i for i, p in enumerate(self.processor) if p == proc)
 

@@ -73,3 +73,28 @@ class BuildJob:
     def _deliver(self, view: dict, where: str) -> None:
         self.delivered_on = f"{where} ({threading.current_thread().name})"
         self._done(view)
+
+
+def build_status(view: dict) -> tuple[str, str]:
+    """(level, status line) of a finished build's view: each run's verdict, the arena, what does
+    not fit; or the compiler's first message."""
+    if view["state"] in ("ok", "differs", "over_budget"):
+        level = "ok" if view["state"] == "ok" else "error"
+        runs = "; ".join(
+            f"{r['name']}: {r['verdict']}" + (f", {r['host']}" if r.get("host") else "") for r in view["runs"]
+        )
+        mem = {k: v for k, _, v in view.get("memory", [])}
+        text = f"build and run ({view.get('samples')} inputs, {view['seconds']} s): {runs}"
+        if "arena_bytes" in mem:
+            text += f"; arena {mem['arena_bytes']:,} B"
+        over = [
+            f"{f['run'] + ' ' if f['run'] else ''}{f['memory']} {f['text']}"
+            for f in view.get("fit", [])
+            if f["over"]
+        ]
+        if over:
+            text += "; does not fit: " + ", ".join(over)
+    else:
+        level = "error"
+        text = f"build and run failed: {view.get('messages', '').strip().splitlines()[0] if view.get('messages') else ''}"
+    return level, text

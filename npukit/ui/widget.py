@@ -23,20 +23,13 @@ import traitlets as t
 from .. import pipeline as pl
 from .. import progress
 from ..errors import NpukitError
+from . import requests as rq
 from . import viewmodel as vm
-from .building import BuildJob
+from .building import BuildJob, build_status
 from .codeview import CodeState, code_key
 from .pending import ON_SCREEN, Draft, Placing, Warmer, provisional
 
 _STATIC = Path(__file__).parent / "static"
-
-TWO_PHASE = ("support", "pin", "unpin", "bits", "layer_bits", "reset")  # edits that may move ops
-
-EXPORTS = {
-    "model_explorer": ("to_model_explorer", "Model Explorer JSON"),
-    "annotated_onnx": ("annotated_onnx", "annotated ONNX"),
-}
-
 
 class StudyWidget(anywidget.AnyWidget):
     """``StudyWidget(study)``: graph, controls, cost table, timeline, error panel, generated code
@@ -148,7 +141,7 @@ class StudyWidget(anywidget.AnyWidget):
                 self.controls = vm.controls_model(shown)
                 self.errors = self._errors()
                 if level == "ok" and text.endswith("\u2192"):
-                    text = f"{text} {_change(before, self.values.get('totals'))}"
+                    text = f"{text} {rq.change(before, self.values.get('totals'))}"
             except Exception as e:  # noqa: BLE001 - a failure to render must not break the widget
                 level, text = "error", f"{text}; could not refresh the view: {type(e).__name__}: {e}".lstrip("; ")
             self.status = {"rev": self._rev, "seq": seq, "level": level, "text": text,
@@ -171,7 +164,7 @@ class StudyWidget(anywidget.AnyWidget):
             return
         self.warmer.stop()  # (a request: the view is in use)
         with self._lock:  # (a placement finished in a thread waits for the request being answered)
-            self._answer(_Message(content))
+            self._answer(rq.Message(content))
 
     def _answer(self, content: dict) -> None:
         seq = content.get("seq")
@@ -239,7 +232,7 @@ class StudyWidget(anywidget.AnyWidget):
         for), or None: answer it the ordinary way (a pending edit is settled first)."""
         kind = content.get("type")
         base = self.pending.cfg if self.pending is not None else self._study.config
-        if not ((kind in TWO_PHASE and base.placement == "cost") or (kind == "placement" and self.pending)):
+        if not ((kind in rq.TWO_PHASE and base.placement == "cost") or (kind == "placement" and self.pending)):
             return None
         # edits build on the pending config; checks that need a plan use the one on screen
         draft = Draft(self._study, base, self._shown.result)
@@ -300,54 +293,14 @@ class StudyWidget(anywidget.AnyWidget):
             self.send({"type": "progress", "seq": seq, "text": line})
 
     def _step_name(self, m: dict) -> str:
-        """What a request is busy with, in the words of its interim status line."""
-        kind = m.get("type")
-        policy = m.get("placement") if kind == "placement" else self._study.config.placement
-        if kind in ("support", "pin", "unpin", "reset", "placement") or (
-            kind in ("bits", "layer_bits") and policy == "cost"
-        ):
-            return f"placing ops ({policy} policy)"
-        if kind in ("bits", "layer_bits"):
-            return "updating the figures"
-        if kind == "measure_error":
-            return "measuring error"
-        if kind == "export":
-            return f"writing the {EXPORTS.get(str(m.get('what')), ('', 'export'))[1]}"
-        if kind == "code":
-            return "generating the code"
-        return "updating the view"
+        return rq.step_name(m, self._study.config.placement)
 
     def _dispatch(self, m: dict, s=None) -> tuple[str, str]:
         s = self._study if s is None else s
+        said = rq.apply_edit(s, m)
+        if said is not None:
+            return said
         kind = m.get("type")
-        if kind == "support":
-            on = bool(m["enabled"])
-            s.set_support(m["processor"], m["op"], on)
-            return "ok", f"{m['processor']}: {m['op']} {'on' if on else 'off'} \u2192"
-        if kind == "pin":
-            node = self._node(m["node"])
-            s.pin(node, m["processor"])
-            return "ok", f"pinned {self._label(node)} to {m['processor']} \u2192"
-        if kind == "unpin":
-            node = m["node"]
-            s.unpin(node)
-            return "ok", f"unpinned {self._label(node)} \u2192"
-        if kind == "bits":
-            bits = m.get("bits") or None
-            s.set_bits(bits, processor=m["processor"])
-            return "ok", f"{m['processor']}: {bits or 'default bits'} \u2192"
-        if kind == "layer_bits":
-            bits = m.get("bits") or None
-            node = self._node(m["node"])
-            s.set_bits(bits, layer=node)
-            return "ok", f"{self._label(node)}: {bits or 'processor default bits'} \u2192"
-        if kind == "reset":
-            s.reset()
-            return "ok", "reset to the profile's defaults \u2192"
-        if kind == "placement":
-            old = s.config.placement
-            s.set_placement(str(m.get("placement")))
-            return "ok", f"placement policy {s.config.placement} (was {old}) \u2192"
         if kind == "measure_error":
             self._error_wanted = True
             if "auto" in m:
@@ -359,7 +312,7 @@ class StudyWidget(anywidget.AnyWidget):
             self._error_auto = bool(m.get("on"))
             return "info", f"measure error after every edit: {'on' if self._error_auto else 'off'}"
         if kind == "export":
-            return self._export(str(m.get("what")), str(m.get("path") or "").strip())
+            return rq.export(s, str(m.get("what")), str(m.get("path") or "").strip())
         if kind == "code":
             follow = m.get("follow")
             follow = int(follow) if isinstance(follow, (int, float)) and not isinstance(follow, bool) else None
@@ -371,29 +324,6 @@ class StudyWidget(anywidget.AnyWidget):
         if kind == "refresh":
             return "info", ""
         raise NpukitError(f"the widget sent an unknown request {kind!r}")
-
-    def _node(self, node):
-        """An op id from the front end (int) or a node name, as the Study takes it."""
-        if isinstance(node, bool):
-            raise NpukitError(f"bad node reference {node!r}")
-        return int(node) if isinstance(node, (int, float)) else str(node)
-
-    def _label(self, node) -> str:
-        if isinstance(node, int) and 0 <= node < len(self._study.graph.ops):
-            return repr(self._study.graph.ops[node].name)
-        return repr(node)
-
-    def _export(self, what: str, path: str) -> tuple[str, str]:
-        if what not in EXPORTS:
-            raise NpukitError(f"unknown export {what!r}; one of {', '.join(EXPORTS)}")
-        meth, label = EXPORTS[what]
-        fn = getattr(self._study, meth, None)
-        if not callable(fn):
-            return "info", f"{label}: not available yet (this npukit has no Study.{meth})"
-        if not path:
-            raise NpukitError(f"{label}: give a path to write to")
-        out = fn(path)
-        return "ok", f"{label}: wrote {out if out is not None else path}"
 
     # ------------------------------------------------------------------------------------------
     # build and run (in a thread; the answer comes back through the build and status traits)
@@ -415,25 +345,7 @@ class StudyWidget(anywidget.AnyWidget):
         if self.comm is None:  # the widget was closed meanwhile
             return
         self._rev += 1
-        if view["state"] in ("ok", "differs", "over_budget"):
-            level = "ok" if view["state"] == "ok" else "error"
-            runs = "; ".join(
-                f"{r['name']}: {r['verdict']}" + (f", {r['host']}" if r.get("host") else "") for r in view["runs"]
-            )
-            mem = {k: v for k, _, v in view.get("memory", [])}
-            text = f"build and run ({view.get('samples')} inputs, {view['seconds']} s): {runs}"
-            if "arena_bytes" in mem:
-                text += f"; arena {mem['arena_bytes']:,} B"
-            over = [
-                f"{f['run'] + ' ' if f['run'] else ''}{f['memory']} {f['text']}"
-                for f in view.get("fit", [])
-                if f["over"]
-            ]
-            if over:
-                text += "; does not fit: " + ", ".join(over)
-        else:
-            level = "error"
-            text = f"build and run failed: {view.get('messages', '').strip().splitlines()[0] if view.get('messages') else ''}"
+        level, text = build_status(view)
         with self.hold_sync():
             self.build = view
             self.status = {"rev": self._rev, "seq": None, "level": level, "text": text, "ms": round(view["seconds"] * 1e3, 1),
@@ -474,23 +386,3 @@ class StudyWidget(anywidget.AnyWidget):
         if getattr(self, "_listener", None) is not None:
             self._study.unsubscribe(self._listener)
         super().close()
-
-
-def _change(before: dict | None, after: dict | None) -> str:
-    """'latency a -> b us, energy c -> d uJ, n partitions' from two totals dicts."""
-    if not before or not after:
-        return ""
-    return (f"latency {before['latency_us']:,.2f} \u2192 {after['latency_us']:,.2f} us, "
-            f"energy {before['energy_uj']:,.3f} \u2192 {after['energy_uj']:,.3f} uJ, {after['partitions']} "
-            f"partition{'s' * (after['partitions'] != 1)}")  # fmt: skip
-
-
-class _Message(dict):
-    """A request from the front end: a field it lacks is a ConfigError naming it, in the status line
-    ("pin: the request has no 'node'"), not an unexpected KeyError."""
-
-    def __missing__(self, key):
-        from ..errors import ConfigError  # noqa: PLC0415
-
-        raise ConfigError(f"{self.get('type', 'request')}: the request has no {key!r}")
-

@@ -1,0 +1,111 @@
+"""The widget's requests in words: what an edit request does to the Study and the status line that
+answers it, what a pending request is busy with, the exports it offers; a request lacking a field
+names it.  (No widget state: ``StudyWidget`` holds that.)"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError, NpukitError
+
+TWO_PHASE = ("support", "pin", "unpin", "bits", "layer_bits", "reset")  # edits that may move ops
+
+EXPORTS = {
+    "model_explorer": ("to_model_explorer", "Model Explorer JSON"),
+    "annotated_onnx": ("annotated_onnx", "annotated ONNX"),
+}
+
+
+class Message(dict):
+    """A request from the front end: a field it lacks is a ConfigError naming it, in the status line
+    ("pin: the request has no 'node'"), not an unexpected KeyError."""
+
+    def __missing__(self, key):
+        raise ConfigError(f"{self.get('type', 'request')}: the request has no {key!r}")
+
+
+def step_name(m: dict, policy: str) -> str:
+    """What a request is busy with, in the words of its interim status line (``policy``: the
+    Study's placement policy)."""
+    kind = m.get("type")
+    if kind == "placement":
+        policy = m.get("placement")
+    if kind in ("support", "pin", "unpin", "reset", "placement") or (kind in ("bits", "layer_bits") and policy == "cost"):
+        return f"placing ops ({policy} policy)"
+    if kind in ("bits", "layer_bits"):
+        return "updating the figures"
+    if kind == "measure_error":
+        return "measuring error"
+    if kind == "export":
+        return f"writing the {EXPORTS.get(str(m.get('what')), ('', 'export'))[1]}"
+    if kind == "code":
+        return "generating the code"
+    return "updating the view"
+
+
+def apply_edit(s, m: dict) -> tuple[str, str] | None:
+    """An edit request (support, pin, unpin, bits, layer_bits, reset, placement) made on the Study
+    ``s``: (level, status text); None for any other request."""
+    kind = m.get("type")
+    if kind == "support":
+        on = bool(m["enabled"])
+        s.set_support(m["processor"], m["op"], on)
+        return "ok", f"{m['processor']}: {m['op']} {'on' if on else 'off'} \u2192"
+    if kind == "pin":
+        node = node_ref(m["node"])
+        s.pin(node, m["processor"])
+        return "ok", f"pinned {label(s, node)} to {m['processor']} \u2192"
+    if kind == "unpin":
+        node = m["node"]
+        s.unpin(node)
+        return "ok", f"unpinned {label(s, node)} \u2192"
+    if kind == "bits":
+        bits = m.get("bits") or None
+        s.set_bits(bits, processor=m["processor"])
+        return "ok", f"{m['processor']}: {bits or 'default bits'} \u2192"
+    if kind == "layer_bits":
+        bits = m.get("bits") or None
+        node = node_ref(m["node"])
+        s.set_bits(bits, layer=node)
+        return "ok", f"{label(s, node)}: {bits or 'processor default bits'} \u2192"
+    if kind == "reset":
+        s.reset()
+        return "ok", "reset to the profile's defaults \u2192"
+    if kind == "placement":
+        old = s.config.placement
+        s.set_placement(str(m.get("placement")))
+        return "ok", f"placement policy {s.config.placement} (was {old}) \u2192"
+    return None
+
+
+def node_ref(node):
+    """An op id from the front end (int) or a node name, as the Study takes it."""
+    if isinstance(node, bool):
+        raise NpukitError(f"bad node reference {node!r}")
+    return int(node) if isinstance(node, (int, float)) else str(node)
+
+
+def label(s, node) -> str:
+    if isinstance(node, int) and 0 <= node < len(s.graph.ops):
+        return repr(s.graph.ops[node].name)
+    return repr(node)
+
+
+def export(s, what: str, path: str) -> tuple[str, str]:
+    if what not in EXPORTS:
+        raise NpukitError(f"unknown export {what!r}; one of {', '.join(EXPORTS)}")
+    meth, name = EXPORTS[what]
+    fn = getattr(s, meth, None)
+    if not callable(fn):
+        return "info", f"{name}: not available yet (this npukit has no Study.{meth})"
+    if not path:
+        raise NpukitError(f"{name}: give a path to write to")
+    out = fn(path)
+    return "ok", f"{name}: wrote {out if out is not None else path}"
+
+
+def change(before: dict | None, after: dict | None) -> str:
+    """'latency a -> b us, energy c -> d uJ, n partitions' from two totals dicts."""
+    if not before or not after:
+        return ""
+    return (f"latency {before['latency_us']:,.2f} \u2192 {after['latency_us']:,.2f} us, "
+            f"energy {before['energy_uj']:,.3f} \u2192 {after['energy_uj']:,.3f} uJ, {after['partitions']} "
+            f"partition{'s' * (after['partitions'] != 1)}")  # fmt: skip

@@ -186,8 +186,8 @@ def test_a_chain_an_accelerator_takes_in_part_is_one_group():
 
 @pytest.mark.parametrize("name,soc,edits,want", [
     ("tiny_detector.onnx", "hexagon-like",
-     [("pin", "backbone/conv4", "hmx"), ("bits", "int8", "cpu"), ("layer", "fp32", "backbone/conv2/relu")], 140.0),
-    ("families/resnet.onnx", "tda4vm-like", [("pin", "/stem/stem.2/Relu", "c66x"), ("bits", "int16", "a72")], 135.6)])  # fmt: skip
+     [("pin", "backbone/conv4", "hmx"), ("bits", "int8", "cpu"), ("layer", "fp32", "backbone/conv2/relu")], 140.1),
+    ("families/resnet.onnx", "tda4vm-like", [("pin", "/stem/stem.2/Relu", "c66x"), ("bits", "int16", "a72")], 135.5)])  # fmt: skip
 def test_no_reason_shows_a_single_move_faster_than_the_plan(name, soc, edits, want):
     """The all-host baseline beat the search's local optimum (DP + moves) and was kept as it was,
     while an exact reason showed one move that was faster (158.4 us kept, 151.0 us one pin away on

@@ -25,7 +25,11 @@ Per op on processor p at bit-width b (the op's MACs and vector ops come from ``n
   u_in = fill(IC/groups, channels_in), or with mac_array.kernel_taps = t > 1 the larger of that
   and fill(IC/groups, channels_in / t) * fill(KH*KW, t) (t kernel taps share the input lanes:
   depthwise, few input channels); matmul uses K, N, M.
-* util_vec = fill(innermost output dim, vector_lanes).
+* util_vec = fill(innermost output dim, vector_lanes), innermost as the processor holds the tensor:
+  an image (a conv's, pool's or resize's activation, and what elementwise ops, norms, softmax and
+  rank-keeping reductions carry on from it) puts channels innermost on an NHWC or tiled processor
+  and its last spatial dim on an NCHW one, whichever order the file holds it in; any other tensor
+  its last dim; a dim of one element takes no place (``npukit.cost.layouts``).
 * util_red = 1, or with the processor's ``reduction`` table (scalar code, e.g. a CPU running
   untuned compiled loops): K = the products accumulated into one output (IC/groups*KH*KW for a
   conv, K for a matmul); util_red = 1 when K <= unroll (the compiler unrolls the reduction and

@@ -30,6 +30,7 @@ class Compute(NamedTuple):
     red_k: int  # the reduction length the law was applied to (0: no law)
     vector_ops_per_cycle: float
     util_vec: float
+    inner: tuple[int, str] = (1, "")  # the dim util_vec fills: (size, layout letter; "" = the last dim)
 
     @property
     def cycles(self) -> float:
@@ -149,7 +150,7 @@ def compute_of(i: int, t: Tables, p: Processor, bits: str, um: UtilMemo, cls: st
     mac = vec = 0.0
     mpc = vpc = 0.0
     u = NO_COMPUTE.util
-    ur, k, uv = 1.0, 0, 1.0
+    ur, k, uv, inner = 1.0, 0, 1.0, (1, "")
     if w.macs:
         u = um.of(i, t, p)
         mpc = p.macs_per_cycle[bits]
@@ -160,10 +161,11 @@ def compute_of(i: int, t: Tables, p: Processor, bits: str, um: UtilMemo, cls: st
         else:
             mac = w.macs / (mpc * u.value * eff)
     if w.vector_ops:
-        uv = fill(t.inner[i], p.vector_lanes)
+        inner = t.inner(p.layout)[i]
+        uv = fill(inner[0], p.vector_lanes)
         vpc = p.vector_ops_per_cycle[bits]
         vec = w.vector_ops / (vpc * uv * eff)
-    return Compute(mac, vec, cls, key, eff, mpc, u, ur, k, vpc, uv)
+    return Compute(mac, vec, cls, key, eff, mpc, u, ur, k, vpc, uv, inner)
 
 
 def memory_of(i: int, t: Tables, p: Processor, bits: str, ctx: OpContext) -> Memory:

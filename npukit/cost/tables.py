@@ -116,8 +116,7 @@ class Tables:
         self.graph_out = [any(t in reach for t in op.outputs) for op in g.ops]
         self.out_elems = [sum(self.size[t] for t in op.outputs) for op in g.ops]
         self.act_inputs = [tuple(t for t in op.inputs if g.tensors[t].kind != "const") for op in g.ops]
-        self.inner = [(g.tensors[op.outputs[0]].shape[-1] if g.tensors[op.outputs[0]].shape else 1) if op.outputs else 1
-                      for op in g.ops]  # fmt: skip
+        self._inner: dict[str, list[tuple[int, str]]] = {}  # processor layout -> per op (``inner``)
         self._bytes: dict[tuple[str, str], float] = {}
         self._geo: dict[int, tuple] = {}
         self._cls: dict[int, str] = {}
@@ -131,6 +130,20 @@ class Tables:
         self._runs: OrderedDict = OrderedDict()  # the placement search's partition keys, per host and on-chip sizes
         self._sigs: dict = {}
         self._next_sig = itertools.count()
+
+    def inner(self, layout: str) -> list[tuple[int, str]]:
+        """Per op: (size, letter) of its output's dim a processor of ``layout`` holds innermost, the
+        dim its vector lanes fill (``layouts.innermost``; letter "" for the last dim of a tensor that
+        is not an image)."""
+        col = self._inner.get(layout)
+        if col is None:
+            from .layouts import image_layouts, innermost  # noqa: PLC0415
+
+            lays = image_layouts(self.g)
+            tensors = self.g.tensors
+            col = self._inner[layout] = [innermost(lays.get(op.outputs[0]), tensors[op.outputs[0]].shape, layout)
+                                         if op.outputs else (1, "") for op in self.g.ops]  # fmt: skip
+        return col
 
     def sig(self, key) -> int:
         """A number standing for ``key`` (a kernel's or boundary's ops, bit-widths and contexts) in

@@ -76,8 +76,11 @@ def compute_text(c: Compute, t: Tables, i: int, p, bits: str) -> tuple[str, str]
             parts.append(f"MACs / (macs_per_cycle[{bits}] * util * eff) = {w.macs:,} / "
                          f"({c.macs_per_cycle:g} * {c.util.value:.3f} * {c.eff:g})")  # fmt: skip
     if w.vector_ops:
+        n, letter = c.inner
+        dim = f"{letter}={n:,}, innermost in {p.name}'s {p.layout} layout" if letter else f"last dim={n:,}"
         parts.append(f"vector_ops / (vector_ops_per_cycle[{bits}] * util_vec * eff) = "
-                     f"{w.vector_ops:,} / ({c.vector_ops_per_cycle:g} * {c.util_vec:.3f} * {c.eff:g})")  # fmt: skip
+                     f"{w.vector_ops:,} / ({c.vector_ops_per_cycle:g} * {c.util_vec:.3f} * {c.eff:g}) "
+                     f"[util_vec = fill({dim}; vector_lanes {p.vector_lanes:g})]")  # fmt: skip
     return " + ".join(parts) + f" [eff = efficiency[{c.eff_key}] = {c.eff:g}, class {c.cls}]", uform
 
 

@@ -1,0 +1,82 @@
+"""A vector unit fills its lanes along the dim the processor's own layout holds innermost, whatever
+order the file holds the tensor in: the same network costs the same from ONNX (NCHW), TFLite (NHWC)
+and torch.export, and a global average pool the same with or without keepdims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import DIGITS_ONNX, DIGITS_PT2, DIGITS_TFLITE, SAMPLES, initializer, onnx_model, save_onnx, tensor_info
+
+import npukit
+from npukit.cost.layouts import image_layouts, innermost
+from npukit.soc import bundled
+
+PROFILES = sorted(bundled())
+
+
+@pytest.mark.parametrize("policy", ["cost", "first-fit"])
+def test_the_same_network_from_onnx_tflite_and_torch_costs_alike_on_every_profile(policy):
+    for soc in PROFILES:
+        totals = [npukit.Study(m, soc, placement=policy).totals for m in (DIGITS_ONNX, DIGITS_TFLITE, DIGITS_PT2)]
+        for t in totals[1:]:
+            assert t["partitions"] == totals[0]["partitions"], soc
+            assert t["latency_us"] == pytest.approx(totals[0]["latency_us"], rel=1e-9), soc
+            assert t["energy_uj"] == pytest.approx(totals[0]["energy_uj"], rel=1e-9), soc
+            assert t["busy_us"] == pytest.approx(totals[0]["busy_us"], rel=1e-9), soc
+
+
+def test_image_layouts_follow_the_file_and_skip_tensors_no_image_op_reaches(graph_of):
+    g = graph_of(DIGITS_ONNX)
+    conv = next(op for op in g.ops if op.kind == "conv2d")
+    lays = image_layouts(g)
+    assert lays[conv.outputs[0]] == "NCHW"
+    assert image_layouts(graph_of(DIGITS_TFLITE))[next(op for op in graph_of(DIGITS_TFLITE).ops
+                                                       if op.kind == "conv2d").outputs[0]] == "NHWC"  # fmt: skip
+    assert image_layouts(graph_of(SAMPLES / "transformer_encoder.onnx")) == {}  # [batch, heads, seq, dim]: no image op reaches them
+    # the dim a processor holds innermost: channels on NHWC / tiled, the last spatial dim on NCHW;
+    # a dim of one element takes no place
+    assert innermost("NCHW", (1, 16, 8, 4), "NHWC") == (16, "C")
+    assert innermost("NHWC", (1, 8, 4, 16), "tiled") == (16, "C")
+    assert innermost("NHWC", (1, 8, 4, 16), "NCHW") == (4, "W")
+    assert innermost("NCHW", (1, 16, 1, 1), "NCHW") == (16, "C")
+    assert innermost(None, (1, 4, 8, 64), "NHWC") == (64, "")
+    assert innermost(None, (1, 10, 1), "NCHW") == (10, "")
+
+
+def _gap(tmp_path: Path, keepdims: bool) -> Path:
+    from onnx import helper as h
+
+    tail = (h.make_node("GlobalAveragePool", ["r"], ["y"]) if keepdims
+            else h.make_node("ReduceMean", ["r"], ["y"], axes=[2, 3], keepdims=0))  # fmt: skip
+    nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             h.make_node("Relu", ["c"], ["r"], name="relu"), tail]  # fmt: skip
+    out = tensor_info("y", [1, 24, 1, 1] if keepdims else [1, 24])
+    m = onnx_model(nodes, [tensor_info("x", [1, 3, 6, 6])], [out], [initializer("w", [24, 3, 3, 3]), initializer("b", [24])])
+    return save_onnx(m, tmp_path / f"gap_{keepdims}.onnx")
+
+
+@pytest.mark.parametrize("soc", ["ethos-u55-256", "vsi-npu", "tda4vm-like", "arm-dsp-dla"])
+def test_a_global_average_pool_costs_the_same_with_or_without_keepdims(tmp_path, soc):
+    figs = []
+    for keep in (True, False):
+        st = npukit.Study(_gap(tmp_path, keep), soc, placement="first-fit")
+        i = next(op.op_id for op in st.graph.ops if op.kind == "mean")
+        c = st.result.ops[i]
+        figs.append((st.plan.processor[i], c.compute_cycles, c.latency_us))
+    assert figs[0] == figs[1]
+
+
+def test_util_vec_fills_channels_on_nhwc_and_width_on_nchw_with_its_trace(tmp_path):
+    """The relu of a [1, 24, 6, 6] NCHW conv output, on arm-dsp-dla's arm host (made 16 lanes): NHWC holds
+    C = 24 innermost, fill(24, 16) = 24 / 32 = 0.75; made NCHW, W = 6: 6 / 16 = 0.375."""
+    path = _gap(tmp_path, True)
+    base = npukit.load_soc("arm-dsp-dla").with_changes({"processors.arm.vector_lanes": 16})
+    for layout, util, dim in (("NHWC", 0.75, "C=24"), ("NCHW", 0.375, "W=6")):
+        soc = base.with_changes({"processors.arm.layout": layout})
+        st = npukit.Study(path, soc, placement="first-fit").pin("relu", "arm")
+        i = next(op.op_id for op in st.graph.ops if op.kind == "relu")
+        (comp,) = [c for c in st.result.ops[i].k.compute if c.inner != (1, "")]
+        assert comp.util_vec == util
+        assert f"fill({dim}, innermost in arm's {layout} layout; vector_lanes 16)" in st.explain("relu")

@@ -255,3 +255,51 @@ def test_a_pool_without_a_stride_and_amax_amin_import_from_a_pt2(tmp_path):
         out = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x.numpy()))
         for got, want in zip((out[0].numpy(), out[1].numpy()), ref, strict=True):
             _close(got, want)
+
+
+def _residual_qdq(tmp_path, shared: bool):
+    """int8 QDQ: x -> dequantize, read by a conv (-> quantize -> dequantize) and by the residual add
+    after it (-> quantize); ``shared``: one DequantizeLinear for both readers, as onnxruntime's
+    quantize_static writes it, else one per reader."""
+    from onnx import TensorProto
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(1)
+    dq_x = [h.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"], name="dq")]
+    add_in = "xf" if shared else "xf2"
+    if not shared:
+        dq_x.append(h.make_node("DequantizeLinear", ["x", "s", "z"], ["xf2"], name="dq_add"))
+    nodes = [*dq_x,
+             h.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wf"], name="dq_w"),
+             h.make_node("Conv", ["xf", "wf"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             h.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"], name="q_conv"),
+             h.make_node("DequantizeLinear", ["cq", "s", "z"], ["cf"], name="dq_conv"),
+             h.make_node("Add", ["cf", add_in], ["a"], name="add"),
+             h.make_node("QuantizeLinear", ["a", "s", "z"], ["y"], name="q_add")]  # fmt: skip
+    inits = [nh.from_array(np.array(0.05, np.float32), "s"), nh.from_array(np.array(-2, np.int8), "z"),
+             nh.from_array(rng.integers(-60, 60, (8, 8, 3, 3)).astype(np.int8), "wq"),
+             nh.from_array(np.array(0.01, np.float32), "ws"), nh.from_array(np.array(0, np.int8), "wz")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 8, 6, 6], TensorProto.INT8)], [tensor_info("y", [1, 8, 6, 6], TensorProto.INT8)],
+                   inits, opset=13)  # fmt: skip
+    return save_onnx(m, tmp_path / f"residual_{'shared' if shared else 'own'}.onnx")
+
+
+def test_a_dequantize_two_ops_read_becomes_one_per_reader(tmp_path):
+    """A DequantizeLinear read by a conv and by the add after it fused into neither pattern: it ran
+    alone on the host between two CMSIS-NN calls.  Each reader now gets its own copy, named after
+    the node, so the file places and costs as the one that writes a DequantizeLinear per reader."""
+    import onnxruntime as ort
+
+    shared, own = _residual_qdq(tmp_path, True), _residual_qdq(tmp_path, False)
+    g = npukit.import_model(shared).graph
+    assert [op.name for op in g.ops if op.kind == "dequantize"] == ["dq/dequantize", "dq", "dq_conv"]  # one node, two ops
+    studies = [npukit.Study(p, "cortex-m7-cmsis-nn", placement="first-fit") for p in (shared, own)]
+    assert [s.plan.pattern for s in studies][0][:2] == ("cmsis_nn.dequantize_conv2d_quantize", "")
+    a, b = ((s.plan.processor, s.plan.pattern, s.totals["partitions"]) for s in studies)
+    assert a == b
+    assert studies[0].totals["latency_us"] == pytest.approx(studies[1].totals["latency_us"], rel=1e-12)
+    x = np.random.default_rng(2).integers(-128, 128, (1, 8, 6, 6)).astype(np.int8)
+    ref = ort.InferenceSession(str(shared), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = _vm_run(npukit.import_model(shared).mod, x)
+    assert np.abs(got.astype(int) - ref.astype(int)).max() <= 1  # one step of rounding at most

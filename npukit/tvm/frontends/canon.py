@@ -60,6 +60,7 @@ class Pass:
     mapping: dict = field(default_factory=dict)  # old var -> new expression
     new_owners: dict = field(default_factory=dict)
     new_origin: dict = field(default_factory=dict)
+    copies: dict = field(default_factory=dict)  # (old dequantize var, old reader var) -> its own copy
 
     # --- reading the old function -------------------------------------------------------------
     def call(self, x, *names: str):
@@ -118,13 +119,18 @@ class Pass:
         return sources[s].op_type if s is not None and s < len(sources) else ""
 
     # --- writing the new function -------------------------------------------------------------
-    def m(self, x):
-        """An old expression rewritten for the new function."""
+    def m(self, x, reader=None):
+        """An old expression rewritten for the new function (as the old binding ``reader`` reads it:
+        its own copy of a shared dequantize)."""
         relax = self.relax
         if isinstance(x, relax.Var):
+            if reader is not None:
+                c = self.copies.get((x, reader))
+                if c is not None:
+                    return c
             return self.mapping.get(x, x)
         if isinstance(x, relax.Tuple):
-            return relax.Tuple([self.m(y) for y in x.fields])
+            return relax.Tuple([self.m(y, reader) for y in x.fields])
         return x
 
     def emit(self, call, like):
@@ -181,6 +187,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
     p._sources = marks.sources  # noqa: SLF001 - read by src_op
     fired = wasted = 0
     outputs = set(_free(relax, func.body.body))
+    shared = _shared_dequantize(p, bindings, live)
     seen: dict = {}  # structural hash -> [new vars] (common subexpressions)
     taken: set = set()  # old vars a rewrite of this pass replaced or consumed
     import tvm_ffi  # noqa: PLC0415 - ships with tvm
@@ -234,7 +241,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
                     if out:
                         _keep(p, var, bb.emit_output(match.value))
                     continue
-                new = _rebuild(relax, p, v)
+                new = _rebuild(relax, p, v, var)
                 key = None
                 if (
                     isinstance(new, relax.Call)
@@ -258,6 +265,7 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
                 _keep(p, var, nv)
                 if key is not None:
                     seen.setdefault(key, []).append((nv, new))
+                fired += _copy_shared_dequantize(p, var, v, new, shared)
             result = p.m(func.body.body)
             if any(isinstance(x, relax.DataflowVar) for x in _free(relax, result)):
                 result = bb.emit_output(result)
@@ -269,6 +277,34 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
     return new_func, p.new_owners, p.new_origin, fired, wasted
 
 
+def _shared_dequantize(p: Pass, bindings, live) -> dict:
+    """Dequantizes of an activation (not a constant) that two ops or more read: var -> its readers
+    in binding order."""
+    relax = p.relax
+    readers: dict = {}
+    for b, alive in zip(bindings, live, strict=True):
+        if alive and isinstance(b.value, relax.Call):
+            for a in _reads(relax, b.value):
+                if p.call(a, "relax.dequantize") is not None:
+                    lst = readers.setdefault(a, [])
+                    if not lst or lst[-1] is not b.var:
+                        lst.append(b.var)
+    return {a: r for a, r in readers.items() if len(r) > 1 and p.const(p.defs[a].args[0]) is None}
+
+
+def _copy_shared_dequantize(p: Pass, var, v, new, shared: dict) -> int:
+    """After a dequantize that several ops read (``shared``), one copy of it per reader but the
+    first, each read only by its reader: a QDQ model gives each reader its own (onnxruntime's QDQ
+    passes make it so), so each reader's quantized pattern can fuse its input, where one shared was
+    fused into none and ran alone.  The copies belong to the dequantize's node.  Returns how many."""
+    readers = shared.get(var)
+    if not readers:
+        return 0
+    for r in readers[1:]:
+        p.copies[(var, r)] = p.emit(p.relax.Call(new.op, list(new.args), new.attrs, new.ty_args, new.span), var)
+    return len(readers) - 1
+
+
 def _keep(p: Pass, old, new) -> None:
     """``new`` is the old binding ``old`` carried over: same node, same raw name."""
     p.mapping[old] = new
@@ -277,8 +313,10 @@ def _keep(p: Pass, old, new) -> None:
         p.new_origin[new] = p.origin[old]
 
 
-def _rebuild(relax, p: Pass, v):
+def _rebuild(relax, p: Pass, v, var=None):
     if isinstance(v, relax.Call):
+        if p.copies:  # a reader of a shared dequantize reads its own copy
+            return relax.Call(v.op, [p.m(a, var) for a in v.args], v.attrs, v.ty_args, v.span)
         return relax.Call(v.op, [p.m(a) for a in v.args], v.attrs, v.ty_args, v.span)
     if isinstance(v, relax.TupleGetItem):
         return relax.TupleGetItem(p.m(v.tuple_value), v.index)

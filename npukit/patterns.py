@@ -34,13 +34,17 @@ class PatternSpec:
 
 # the epilogue grammar after a root op: [add] [activation] [quantize] [clip]
 TAIL_SLOTS = (("add",), ACTIVATIONS, ("quantize",), ("clip",))
+QUANT_MOVES = frozenset({"dequantize", "quantize", "astype"})  # never the root of a quantized op's chain
 
 
 def chains(g: OpGraph) -> list[tuple[tuple[int, ...], int]]:
     """The fusable chains of the graph as op ids: ((ids...), index of the root).
 
     A chain is an optional ``dequantize`` feeding a root op (a MAC op: conv, matmul, ...), then the
-    root's single-consumer epilogue in the order bias ``add``, activation, ``quantize``, ``clip``.
+    root's single-consumer epilogue in the order bias ``add``, activation, ``quantize``, ``clip``; or
+    a quantized op of another kind -- a ``dequantize`` feeding its first input: a pool, softmax,
+    elementwise op ... -- with its activation, ``quantize`` and ``clip`` after it (an accelerator's
+    int8 softmax or pool reads and writes int8: its dequantize and quantize are its own).
     Worked out once per graph (every edit's placement reads them).
     """
     kept = g.__dict__.get("_chains")
@@ -53,16 +57,22 @@ def chains(g: OpGraph) -> list[tuple[tuple[int, ...], int]]:
 def _chains(g: OpGraph) -> list[tuple[tuple[int, ...], int]]:
     out = []
     for op in g.ops:
-        if not is_mac(op.kind) or not op.inputs:
+        if not op.inputs:
+            continue
+        first = g.tensors[op.inputs[0]]
+        dq = first.kind == "act" and g.ops[first.producer].kind == "dequantize"
+        if is_mac(op.kind):
+            slot = 0
+        elif dq and op.kind not in QUANT_MOVES and not is_view(op.kind):
+            slot = 1  # a quantized op of another kind (pool, softmax, add ...): no bias add after it
+        else:
             continue
         ids = [op.op_id]
         root = 0
-        first = g.tensors[op.inputs[0]]
-        if first.kind == "act" and g.ops[first.producer].kind == "dequantize":
+        if dq:
             ids.insert(0, first.producer)
             root = 1
         cur = op
-        slot = 0
         while slot < len(TAIL_SLOTS) and len(cur.outputs) == 1:
             cons = g.consumers(cur.outputs[0])
             if len(cons) != 1:
@@ -86,7 +96,7 @@ def chain_shapes(g: OpGraph) -> frozenset[tuple[tuple[str, ...], int]]:
 
 class Accepted:
     """What verdicts accept, per accelerator, from one scan: the ops (``ok``), those accepted only
-    fused after a conv / matmul (``fused_only``), the op kinds with an accepted op (``kinds``) and
+    fused into a kernel (``fused_only``), the op kinds with an accepted op (``kinds``) and
     those accepted alone (``singles``)."""
 
     def __init__(self, g: OpGraph, vs: Verdicts):
@@ -108,7 +118,7 @@ class Accepted:
 
 def accepted_kinds(g: OpGraph, vs: Verdicts) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """Per accelerator: the op kinds with at least one accepted op, and those accepted alone
-    (not only fused after a conv / matmul)."""
+    (not only fused into a kernel)."""
     a = Accepted(g, vs)
     return a.kinds, a.singles
 

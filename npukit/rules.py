@@ -39,7 +39,7 @@ class Verdict:
     processor: str
     ok: bool
     failures: tuple[Failure, ...] = ()  # every failing rule, empty when ok
-    fused_only: bool = False  # accepted only as the epilogue of a fused conv / matmul
+    fused_only: bool = False  # accepted only inside a fused kernel (a chain), never alone
     host: bool = False
     note: str = ""  # the profile's note on this op, shown with a refusal
 
@@ -63,7 +63,7 @@ class Verdict:
         if self.ok:
             if self.host:
                 return "runs every op (host)"
-            return "accepted, only fused after a conv/matmul" if self.fused_only else "accepted"
+            return "accepted, only fused into a kernel" if self.fused_only else "accepted"
         text = "; ".join(f.text for f in self.failures)
         return f"{text} ({self.note})" if self.note and text else text or (f"({self.note})" if self.note else "")
 
@@ -336,7 +336,7 @@ def winner_reason(op: Op, proc: str, pattern: str, vs: Mapping[tuple[int, str], 
         why = []
         for a in takers:
             v = vs[(op.op_id, a)]
-            why.append(f"{a} takes it only fused after a conv/matmul" if v.fused_only else f"{a} accepts it but no pattern placed it")
+            why.append(f"{a} takes it only fused into a kernel" if v.fused_only else f"{a} accepts it but no pattern placed it")
         return f"{proc}: fallback ({'; '.join(why)})" + ("; " + "; ".join(blocked) if blocked else "")
     lead = f"{proc}: accepted as {pattern}" if pattern else f"{proc}: accepted"
     if note:

@@ -303,3 +303,32 @@ def test_a_dequantize_two_ops_read_becomes_one_per_reader(tmp_path):
     ref = ort.InferenceSession(str(shared), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = _vm_run(npukit.import_model(shared).mod, x)
     assert np.abs(got.astype(int) - ref.astype(int)).max() <= 1  # one step of rounding at most
+
+
+@pytest.mark.parametrize("out_scale,fires", [(0.05, True), (0.1, False)])
+def test_a_dequantize_view_quantize_of_one_scale_is_the_view_of_the_int8_tensor(tmp_path, out_scale, fires):
+    """A QDQ model's flatten between two int8 layers (dequantize -> reshape -> quantize, one scale)
+    moves the int8 tensor itself, as the int8 TFLite model does: no dequantize or quantize is left
+    to run alone on the host.  With another output scale it is a requantization and stays."""
+    import onnxruntime as ort
+    from onnx import TensorProto
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    nodes = [h.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"], name="dq"),
+             h.make_node("Flatten", ["xf"], ["f"], name="flatten"),
+             h.make_node("QuantizeLinear", ["f", "s2", "z"], ["y"], name="q")]  # fmt: skip
+    inits = [nh.from_array(np.array(0.05, np.float32), "s"), nh.from_array(np.array(out_scale, np.float32), "s2"),
+             nh.from_array(np.array(3, np.int8), "z")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 4, 3, 3], TensorProto.INT8)], [tensor_info("y", [1, 36], TensorProto.INT8)],
+                   inits, opset=13)  # fmt: skip
+    path = save_onnx(m, tmp_path / "flatten_qdq.onnx")
+    imp = npukit.import_model(path)
+    kinds = [op.kind for op in imp.graph.ops]
+    assert kinds == (["reshape"] if fires else ["dequantize", "reshape", "quantize"])
+    if fires:
+        assert imp.graph.elided["q"] == "a dequantize -> view -> quantize of one scale is the view of the integer tensor at import"
+        assert [op.name for op in imp.graph.ops] == ["flatten"]
+    x = np.random.default_rng(3).integers(-128, 128, (1, 4, 3, 3)).astype(np.int8)
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(_vm_run(imp.mod, x), ref)

@@ -319,7 +319,7 @@ def test_detector_on_arm_dsp_dla(study_of):
     reason = dict(zip(s.placement["name"], s.placement["reason"]))
     assert reason["post/nms"] == "dsp: accepted as dsp.all_class_non_max_suppression"
     assert reason["head/split"] == "arm: fallback; dsp: does not support relax.split; dla: does not support relax.split"
-    assert reason["decode/xy_scale"] == "arm: fallback (dla takes it only fused after a conv/matmul); dsp: does not support relax.multiply"
+    assert reason["decode/xy_scale"] == "arm: fallback (dla takes it only fused into a kernel); dsp: does not support relax.multiply"
     assert set(s.placement["processor"]) == {"arm", "dsp", "dla"}
 
 
@@ -574,20 +574,20 @@ def test_relax_module_study():
 
 
 def test_fused_only_op_alone_says_so_under_the_cost_policy():
-    """Under the cost policy an op an accelerator takes only fused after a conv/matmul, standing alone,
+    """Under the cost policy an op an accelerator takes only fused into a kernel, standing alone,
     is refused by that rule (not by a cost sentence claiming no one else accepts it): the reason
     names every processor and a pin to it says why it cannot hold."""
     s = npukit.Study(DETECTOR, "arm-dsp-dla")
     assert s.config.placement == "cost"
     row = s.placement.set_index("name").loc["decode/xy_scale"]
     assert row["processor"] == "arm"
-    assert row["dla"] == "accepted only fused after a conv/matmul; not fused here"
+    assert row["dla"] == "accepted only fused into a kernel; not fused here"
     assert row["reason"] == ("arm: fallback; dsp: does not support relax.multiply; "
-                             "dla: accepted only fused after a conv/matmul; not fused here")  # fmt: skip
+                             "dla: accepted only fused into a kernel; not fused here")  # fmt: skip
     with pytest.raises(npukit.ConfigError) as ei:
         s.pin("decode/xy_scale", "dla")
     assert str(ei.value) == ("cannot pin 'decode/xy_scale' to dla: the partition placed it on arm "
-                             "(dla: accepted only fused after a conv/matmul; not fused here)")  # fmt: skip
+                             "(dla: accepted only fused into a kernel; not fused here)")  # fmt: skip
     assert s.config.pins == ()
 
 
@@ -609,7 +609,7 @@ def test_fused_only_op_cannot_be_pinned_alone(study_of):
     with pytest.raises(npukit.ConfigError) as ei:
         s.pin("decode/xy_scale", "dla")
     assert str(ei.value) == ("cannot pin 'decode/xy_scale' to dla: the partition placed it on arm "
-                             "(dla: accepted, only fused after a conv/matmul)")  # fmt: skip
+                             "(dla: accepted, only fused into a kernel)")  # fmt: skip
     assert s.config == FF
 
 
@@ -632,5 +632,5 @@ def test_a_host_op_one_accelerator_takes_only_fused_keeps_the_others_refusals():
     s = npukit.Study(DETECTOR, "arm-dsp-dla", placement="first-fit")
     r = s.placement.set_index("name").loc["decode/xy_scale"]
     assert r["processor"] == "arm"
-    assert r["reason"] == ("arm: fallback (dla takes it only fused after a conv/matmul); dsp: does not support "
+    assert r["reason"] == ("arm: fallback (dla takes it only fused into a kernel); dsp: does not support "
                            "relax.multiply")  # fmt: skip

@@ -48,7 +48,7 @@ def groups_of(g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Verdict]
 
 def candidates(grp: tuple[int, ...], soc: SocProfile, vs, runs=lambda i, p: True) -> list[str]:
     """The host (unless a pin forbids it) and every accelerator that accepts all of the group (an op
-    accepted only fused after a conv/matmul needs its root in the group) and can run its bit-widths
+    accepted only fused into a kernel needs its chain's root in the group) and can run its bit-widths
     (``runs(op, processor)``)."""
     return Accepts(soc, vs, runs, grp).candidates(grp)
 
@@ -93,7 +93,7 @@ def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Ch
               layered: Mapping[int, str] | None = None) -> dict[tuple[int, str], Verdict]:  # fmt: skip
     """The verdicts the BYOC partition obeys under the cost policy: an accelerator that accepts an op
     the cost model gives to another processor refuses it with the figures; one that takes an op only
-    fused after a conv/matmul refuses it when the op stands alone, with that rule; one that cannot
+    fused into a kernel refuses it when the op stands alone, with that rule; one that cannot
     run the op's layer bit-width (``layered``: op -> the user's width) refuses it with that rule."""
     out = dict(vs)
     accels = soc.accelerators
@@ -115,4 +115,4 @@ def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Ch
     return out
 
 
-FUSED_ALONE = fail("fused_only", "accepted only fused after a conv/matmul; not fused here")
+FUSED_ALONE = fail("fused_only", "accepted only fused into a kernel; not fused here")

@@ -126,7 +126,7 @@ OP_FIELDS = (
     Field("axis", "choice", "For softmax, reductions, sort and topk: `last` accepts only the innermost axis.", default="any", choices=("any", "last")),
     Field("max_k", "int", "topk: largest k.", positive=True),
     Field("max_boxes", "int", "Non-max suppression: largest number of boxes.", positive=True),
-    Field("fused_only", "bool", "Accepted only fused into a preceding conv / matmul (as a bias or activation epilogue), never alone.", default=False),
+    Field("fused_only", "bool", "Accepted only fused into a kernel, never alone: as the bias or activation epilogue of a conv / matmul, or as the dequantize before and the quantize / activation after a quantized op the processor takes (a pool, softmax, add ...).", default=False),
     Field("note", "str", "Free text appended to this op's verdicts (e.g. where a limit comes from).", default=""),
 )  # fmt: skip
 

@@ -292,7 +292,33 @@ def int_avg_pool(p: Pass, var, v):
     return Match(out, (v.args[0], pool.args[0]), "an integer average pool written as a quantized pool at import")
 
 
+_VIEWS = ("relax.reshape", "relax.permute_dims", "relax.squeeze", "relax.expand_dims")
+
+
+def quantized_view(p: Pass, var, v):
+    """``quantize(view(dequantize(x, s, z)), s, z)`` with one scale and zero point for the tensor and
+    the same on both sides (a QDQ model's flatten between two int8 layers) -> ``view(x)``: the int8
+    tensor itself moved, as an int8 TFLite model writes it.  Exact: a view changes no value, and
+    quantizing a dequantized value with its own scale and zero point gives it back."""
+    view = p.call(v.args[0], *_VIEWS)
+    if view is None or not p.single(v.args[0]):
+        return None
+    dq = p.call(view.args[0], "relax.dequantize")
+    if dq is None or not p.single(view.args[0]):
+        return None
+    x = dq.args[0]
+    if p.dtype(x) != str(getattr(v.attrs, "out_dtype", "")) or p.const(x) is not None:
+        return None
+    s_in, z_in, s_out, z_out = (p.scalar(a) for a in (*dq.args[1:3], *v.args[1:3]))
+    if None in (s_in, z_in, s_out, z_out) or s_in != s_out or z_in != z_out:
+        return None
+    out = p.new_call(view, [p.m(x), *[p.m(a) for a in view.args[1:]]], like=v.args[0])
+    return Match(out, (v.args[0], view.args[0]),
+                 "a dequantize -> view -> quantize of one scale is the view of the integer tensor at import")
+
+
 RULES = {
+    "relax.quantize": (quantized_view,),
     "TupleGetItem": (fold_batch_norm, tuple_field),
     "relax.clip": (merge_clips,),
     "relax.divide": (hardswish_order, hardsigmoid),

@@ -1,6 +1,7 @@
-"""A vector unit fills its lanes along the dim the processor's own layout holds innermost, whatever
-order the file holds the tensor in: the same network costs the same from ONNX (NCHW), TFLite (NHWC)
-and torch.export, and a global average pool the same with or without keepdims."""
+"""Figures follow what a processor does with the data, not how the file writes it: a vector unit
+fills its lanes along the dim the processor's own layout holds innermost (the same network costs the
+same from ONNX (NCHW), TFLite (NHWC) and torch.export, and a global average pool the same with or
+without keepdims), and a lookup reads the rows it gathers, not its whole table."""
 
 from __future__ import annotations
 
@@ -80,3 +81,20 @@ def test_util_vec_fills_channels_on_nhwc_and_width_on_nchw_with_its_trace(tmp_pa
         (comp,) = [c for c in st.result.ops[i].k.compute if c.inner != (1, "")]
         assert comp.util_vec == util
         assert f"fill({dim}, innermost in arm's {layout} layout; vector_lanes 16)" in st.explain("relu")
+
+
+def test_an_embedding_lookup_reads_the_rows_it_gathers_not_the_table(tmp_path):
+    """4 token ids into a 5000 x 64 fp32 table: the lookup reads 4 rows, 4 * 64 * 4 = 1,024 B, once
+    (it was charged the whole 1,280,000 B table, re-read 4x as if tiled against its input: 270 us)."""
+    from onnx import TensorProto
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Gather", ["emb", "ids"], ["y"], name="lookup", axis=0)],
+                   [tensor_info("ids", [1, 4], TensorProto.INT64)], [tensor_info("y", [1, 4, 64])],
+                   [initializer("emb", [5000, 64])])  # fmt: skip
+    st = npukit.Study(save_onnx(m, tmp_path / "emb.onnx"), "arm-dsp-dla", placement="first-fit")
+    i = next(op.op_id for op in st.graph.ops if op.kind == "take")
+    c = st.result.ops[i]
+    assert c.weight_bytes == 4 * 64 * 4
+    assert c.k.memory[c.k.ids.index(i)].reread == (0, 0.0, 0.0)
+    assert "weights 1,024 B (the rows a lookup reads of its 1,280,000 B table)" in st.explain("lookup")

@@ -54,7 +54,8 @@ Per kernel (``npukit.cost.kernel.kernel_cost``, the one place these are evaluate
   width; index tensors keep their dtype).  A tensor produced and consumed inside one kernel moves
   nothing.  An activation that stays in one partition and fits in half the processor's on-chip
   memory moves through on-chip memory; other activations move through DRAM; constant weights and
-  biases are read at weight_bytes_per_cycle.  When weights and input do not fit on chip together,
+  biases are read at weight_bytes_per_cycle; a lookup (take, gather) reads of its constant table the
+  rows it gathers (its output's bytes), once.  When weights and input do not fit on chip together,
   the input is streamed once per weight tile (half the on-chip memory):
   dram_in = in_bytes * ceil(w_bytes / (onchip_bytes / 2)).
 * act_cycles = dram_bytes / dram_bytes_per_cycle + onchip_bytes / onchip_bytes_per_cycle;

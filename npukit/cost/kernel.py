@@ -14,6 +14,7 @@ from .grouping import OpContext
 from .tables import Tables, Util, fill, util_mac
 
 _QDQ = frozenset({"quantize", "dequantize", "astype"})
+LOOKUPS = frozenset({"take", "gather_elements", "gather_nd"})  # their first input is the table read from
 
 
 class Compute(NamedTuple):
@@ -50,6 +51,7 @@ class Memory(NamedTuple):
     reread: tuple[int, float, float] = (0, 0.0, 0.0)  # (extra passes, extra bytes, half on-chip) when weights tile
     out: tuple[float, bool, bool] = (0.0, False, False)  # (bytes, on chip, stays inside the kernel)
     view: bool = False
+    table: float = 0.0  # a lookup's constant table, whole (its weights are the rows it reads)
 
 
 class KernelCost(NamedTuple):
@@ -175,13 +177,17 @@ def memory_of(i: int, t: Tables, p: Processor, bits: str, ctx: OpContext) -> Mem
         return Memory(0.0, 0.0, 0.0, view=True)
     tensors = t.g.tensors
     nb = t.nbytes
-    act_dram = onchip = w_bytes = in_act = 0.0
+    act_dram = onchip = w_bytes = in_act = table = 0.0
     ins = []
-    for tid, fused, on in zip(op.inputs, ctx.fused_in, ctx.onchip_in):
+    lookup = op.kind in LOOKUPS
+    for k, (tid, fused, on) in enumerate(zip(op.inputs, ctx.fused_in, ctx.onchip_in)):
         if fused:
             continue
         b = nb(tid, bits)
         if tensors[tid].kind == "const":
+            if lookup and k == 0:  # a lookup reads the rows it gathers, not the whole table
+                table = b
+                b = min(b, sum(nb(o, bits) for o in op.outputs))
             w_bytes += b
             continue
         in_act += b
@@ -192,7 +198,7 @@ def memory_of(i: int, t: Tables, p: Processor, bits: str, ctx: OpContext) -> Mem
         ins.append((tid, b, on))
     reread = (0, 0.0, 0.0)
     cap = p.onchip_bytes
-    if cap and w_bytes and in_act and w_bytes + in_act > cap:
+    if cap and w_bytes and in_act and w_bytes + in_act > cap and not table:  # (a lookup's rows are read once)
         half = cap / 2
         passes = math.ceil(w_bytes / half)
         if passes > 1:
@@ -207,7 +213,7 @@ def memory_of(i: int, t: Tables, p: Processor, bits: str, ctx: OpContext) -> Mem
             onchip += ob
         else:
             act_dram += ob
-    return Memory(act_dram, onchip, w_bytes, tuple(ins), reread, (ob, ctx.onchip_out, ctx.fused_out))
+    return Memory(act_dram, onchip, w_bytes, tuple(ins), reread, (ob, ctx.onchip_out, ctx.fused_out), table=table)
 
 
 def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str], ctxs: Sequence[OpContext],

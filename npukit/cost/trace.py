@@ -94,7 +94,9 @@ def memory_terms(m: Memory, op: Op, label=str) -> list[str]:
     if m.view:
         return [f"{op.kind}: view, no data moves"]
     terms = [f"in {label(tid)} {b:,.0f} B" + (" on chip" if on else "") for tid, b, on in m.inputs]
-    if m.weights:
+    if m.table:
+        terms.append(f"weights {m.weights:,.0f} B (the rows a lookup reads of its {m.table:,.0f} B table)")
+    elif m.weights:
         terms.append(f"weights {m.weights:,.0f} B")
     passes, extra, half = m.reread
     if passes:

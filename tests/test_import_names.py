@@ -518,3 +518,26 @@ def test_tflite_weights_and_inputs_go_by_their_tensors_names(tmp_path):
     assert "inputs: x [1, 4] float32, W [4, 4] float32" in text
     assert "bytes: in x 16 B + weights 64 B" in text
     assert "inputs: y [t0] [1, 4] float32, b [4] float32" in s.explain("y/add")
+
+
+def test_a_relax_module_s_outputs_keep_their_var_names():
+    """The error figures, the generated header and the build name a Relax main's outputs as its
+    result vars are named (they were the tagged module's internal 't1')."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Mod:
+        @R.function
+        def main(x: R.Tensor((1, 8), "float32")):
+            with R.dataflow():
+                h = R.nn.relu(x)
+                probs = R.nn.softmax(h, axis=-1)
+                half = R.multiply(h, R.const(0.5, "float32"))
+                R.output(probs, half)
+            return (probs, half)
+
+    st = npukit.Study(Mod, "arm-dsp-dla")
+    assert st.graph.output_names == ("probs", "half")
+    assert [o["name"] for o in st.error_dict()["outputs"]] == ["probs", "half"]
+    assert "/* probs: [1, 8] float32 */" in st.code["include/npukit_model.h"]

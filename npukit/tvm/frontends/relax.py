@@ -31,6 +31,9 @@ def _import_relax(mod, input_shapes) -> Imported:
         declared[p.name] = None if shape is None else [_dim(d) for d in shape]
     _check_input_shapes("<IRModule>", declared, input_shapes)
     mod = _bind_input_shapes(mod, ins, input_shapes, "<IRModule>", marks)
-    return _finish(mod, marks, "relax", "<IRModule>", ins, [], {})
+    res = f.body.body  # main's result: a var, or a tuple of them; an output keeps its var's name
+    fields = res.fields if isinstance(res, relax.Tuple) else [res]
+    outs = [x.name if isinstance(x, relax.Var) else "" for x in fields]
+    return _finish(mod, marks, "relax", "<IRModule>", ins, outs, {})
 
 

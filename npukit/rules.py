@@ -219,9 +219,19 @@ OP_RULES: tuple[Callable[[Op, OpGraph, OpRule], Failure | None], ...] = (
 )  # fmt: skip
 
 
+def rule_codegen(op: Op, g: OpGraph) -> Failure | None:
+    """An accelerator takes only ops npukit's kernel library has a call for (its generated code calls
+    them), whatever the profile lists: else the placement, the figures and the exported code would
+    disagree."""
+    from .codegen.calls import missing_call  # noqa: PLC0415
+
+    why = missing_call(g, op)
+    return fail("codegen", f"code generation cannot run it here: {why}") if why else None
+
+
 def rule_docs() -> list[tuple[str, str]]:
     """(rule name, the rule in words) for the reference page."""
-    fns = (*OP_RULES, rule_dtypes, rule_max_tensor_bytes, rule_max_rank)
+    fns = (*OP_RULES, rule_dtypes, rule_max_tensor_bytes, rule_max_rank, rule_codegen)
     return [(f.__name__.removeprefix("rule_"), (f.__doc__ or "").strip()) for f in fns]
 
 
@@ -242,6 +252,8 @@ def capability(op: Op, g: OpGraph, proc: Processor) -> Verdict:
     if f := rule_max_tensor_bytes(op, g, proc.max_tensor_bytes):
         fails.append(f)
     if f := rule_max_rank(op, g):
+        fails.append(f)
+    if f := rule_codegen(op, g):
         fails.append(f)
     if fails:
         return Verdict(proc.name, False, tuple(fails), note=rule.note)

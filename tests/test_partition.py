@@ -634,3 +634,24 @@ def test_a_host_op_one_accelerator_takes_only_fused_keeps_the_others_refusals():
     assert r["processor"] == "arm"
     assert r["reason"] == ("arm: fallback (dla takes it only fused into a kernel); dsp: does not support "
                            "relax.multiply")  # fmt: skip
+
+
+def test_an_accelerator_refuses_an_op_its_generated_code_could_not_call(tmp_path):
+    """A profile may list any op for an accelerator; one npukit's kernel library has no call for
+    (argmax) was placed there, costed, and then failed to export.  The accelerator now refuses it
+    with rule 'codegen', the op runs on the host, and the export builds."""
+    from conftest import onnx_model, save_onnx, tensor_info
+    from onnx import TensorProto
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["r"], name="relu"),
+                    h.make_node("ArgMax", ["r"], ["y"], name="pick", axis=1, keepdims=0)],
+                   [tensor_info("x", [1, 16])], [tensor_info("y", [1], TensorProto.INT64)])  # fmt: skip
+    soc = npukit.load_soc("arm-dsp-dla").with_changes({"processors.dsp.ops.argmax": {}})
+    s = npukit.Study(save_onnx(m, tmp_path / "argmax.onnx"), soc, placement="first-fit")
+    i = next(op.op_id for op in s.graph.ops if op.kind == "argmax")
+    v = s.result.verdicts[(i, "dsp")]
+    assert not v.ok and v.rule == "codegen"
+    assert v.text == "code generation cannot run it here: the kernel library has no call for argmax"
+    assert s.plan.processor[i] == "arm"
+    assert "include/npukit_model.h" in s.code

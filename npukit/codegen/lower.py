@@ -18,13 +18,14 @@ from ..errors import NpukitError
 from ..graph import Op
 from ..opset import KINDS
 from ..quant.scheme import integer_weight, quantize_weight
+from .calls import BINARY, UNARY, missing_call
+from .calls import COORD_MODES as _COORD_MODES
+from .calls import PAD_MODES as _PAD_MODES
+from .calls import ROUNDING as _ROUNDING
+from .calls import axis as _axis
 from .kernels import bias_shift, pack_weights, quantize_bias, quantize_multipliers
 from .storage import GRID, INTEGER, NPK
 
-BINARY = {"add": "ADD", "subtract": "SUBTRACT", "multiply": "MULTIPLY", "maximum": "MAXIMUM", "minimum": "MINIMUM",
-          "divide": "DIVIDE"}  # fmt: skip
-UNARY = {"relu": "RELU", "sigmoid": "SIGMOID", "tanh": "TANH", "gelu": "GELU", "gelu_tanh": "GELU_TANH", "exp": "EXP",
-         "silu": "SILU", "negative": "NEGATIVE", "abs": "ABS", "sqrt": "SQRT", "rsqrt": "RSQRT"}  # fmt: skip
 ACTS = ("relu", "clip")
 
 
@@ -58,21 +59,9 @@ def no_kernel_call(g, op: Op, where: str) -> str:
     return f"{model_node(g, op)}: code generation has no kernel call for {part} on {where}"
 
 
-_PAD_MODES = {"constant": "CONSTANT", "replicate": "REPLICATE", "reflect": "REFLECT", "circular": "CIRCULAR"}
-_COORD_MODES = {"half_pixel": "HALF_PIXEL", "align_corners": "ALIGN_CORNERS", "asymmetric": "ASYMMETRIC",
-                "pytorch_half_pixel": "PYTORCH_HALF_PIXEL", "tf_half_pixel_for_nn": "TF_HALF_PIXEL_FOR_NN"}  # fmt: skip
-_ROUNDING = {"round_prefer_floor": "ROUND_PREFER_FLOOR", "round_prefer_ceil": "ROUND_PREFER_CEIL", "floor": "FLOOR",
-             "ceil": "CEIL", "round": "ROUND_HALF_EVEN"}  # fmt: skip
-
-
 def _c_list(xs) -> str:
     """A C brace initializer of integers: ``{1, 2, 3}``."""
     return "{" + ", ".join(map(str, xs)) + "}"
-
-
-def _axis(a, rank: int) -> int:
-    a = int(a)
-    return a + rank if a < 0 else a
 
 
 class KernelLowering:
@@ -322,6 +311,13 @@ class KernelLowering:
         k = op.kind
         a = op.attrs
         name = op.name
+        why = missing_call(self.g, op)  # (the support rules refuse such an op on an accelerator)
+        if why is not None:
+            host = self.p.soc.host
+            pin = f"; pin it to the host ({host})" if fn.where != host else ""
+            if why.startswith("the kernel library has no call"):
+                raise Unsupported(no_kernel_call(self.g, op, fn.where) + pin)
+            raise Unsupported(f"{name}: {why}{pin}")
         if k in BINARY:
             x, y = (self.operand(t, "model") for t in op.inputs[:2])
             fn.call(f"{L}_{k}", x, y, fn.desc(op.outputs[0], "model"), note=f"{name} ({k})")

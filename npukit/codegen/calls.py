@@ -1,0 +1,73 @@
+"""Which ops npukit's kernel library has a call for (no tvm): read by the code generator, which
+lowers an accelerator's op to that call, and by the support rules, so that an accelerator never
+takes an op its generated code could not run (the profile may list it: a what-if of a processor
+npukit's reference kernels do not cover).  The host's code comes from TVM and runs every op."""
+
+from __future__ import annotations
+
+from ..graph import Op, OpGraph
+
+BINARY = {"add": "ADD", "subtract": "SUBTRACT", "multiply": "MULTIPLY", "maximum": "MAXIMUM", "minimum": "MINIMUM",
+          "divide": "DIVIDE"}  # fmt: skip
+UNARY = {"relu": "RELU", "sigmoid": "SIGMOID", "tanh": "TANH", "gelu": "GELU", "gelu_tanh": "GELU_TANH", "exp": "EXP",
+         "silu": "SILU", "negative": "NEGATIVE", "abs": "ABS", "sqrt": "SQRT", "rsqrt": "RSQRT"}  # fmt: skip
+# one call each, whatever their attributes (``lower.KernelLowering.op`` has a branch for every one)
+CALLS = frozenset({
+    *BINARY, *UNARY, "clip", "leakyrelu", "matmul", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "mean", "sum",
+    "max", "min", "softmax", "log_softmax", "reshape", "squeeze", "expand_dims", "flatten", "permute_dims", "concat",
+    "split", "strided_slice", "quantize", "dequantize", "astype", "topk", "sort", "argsort",
+    "all_class_non_max_suppression",
+})  # fmt: skip
+PAD_MODES = {"constant": "CONSTANT", "replicate": "REPLICATE", "reflect": "REFLECT", "circular": "CIRCULAR"}
+COORD_MODES = {"half_pixel": "HALF_PIXEL", "align_corners": "ALIGN_CORNERS", "asymmetric": "ASYMMETRIC",
+               "pytorch_half_pixel": "PYTORCH_HALF_PIXEL", "tf_half_pixel_for_nn": "TF_HALF_PIXEL_FOR_NN"}  # fmt: skip
+ROUNDING = {"round_prefer_floor": "ROUND_PREFER_FLOOR", "round_prefer_ceil": "ROUND_PREFER_CEIL", "floor": "FLOOR",
+            "ceil": "CEIL", "round": "ROUND_HALF_EVEN"}  # fmt: skip
+
+
+def axis(a, rank: int) -> int:
+    a = int(a)
+    return a + rank if a < 0 else a
+
+
+def missing_call(g: OpGraph, op: Op) -> str | None:
+    """Why the kernel library has no call for ``op`` (None: it has one)."""
+    k, a = op.kind, op.attrs
+    if k in CALLS:
+        return None
+    if k == "conv2d":
+        if len(op.inputs) < 2:
+            return "conv2d without a weight"
+        w = g.tensors[op.inputs[1]]
+        if w.kind == "const":
+            return None
+        wp = w.producer
+        if wp is not None and g.ops[wp].kind == "dequantize" and g.tensors[g.ops[wp].inputs[0]].kind == "const":
+            return None
+        return "conv2d with computed (not constant) weights"
+    if k == "layer_norm":
+        rank = len(g.tensors[op.inputs[0]].shape)
+        axes = sorted(axis(x, rank) for x in a.get("axes", (-1,)))
+        return None if axes == list(range(rank - len(axes), rank)) else f"layer_norm over axes {axes} (only the last axes)"
+    if k == "batch_norm":
+        if a.get("training"):
+            return "batch_norm in training mode (export the model in eval mode)"
+        if any(g.consumers(t) or t in g.outputs for t in op.outputs[1:]):
+            return "batch_norm's mean / variance outputs are used"
+        return None
+    if k == "pad":
+        width = [int(w) for w in a.get("pad_width", ())]
+        rank = len(g.tensors[op.inputs[0]].shape)
+        if PAD_MODES.get(str(a.get("pad_mode", "constant"))) is None or len(width) != 2 * rank or min(width, default=0) < 0 \
+                or len(op.inputs) != 1:  # fmt: skip
+            return f"pad {a.get('pad_mode')!r} with widths {width}"
+        return None
+    if k == "resize2d":
+        method = {"nearest_neighbor": "NEAREST", "linear": "BILINEAR"}.get(str(a.get("method")))
+        cmode = str(a.get("coordinate_transformation_mode", "half_pixel"))
+        rnd = str(a.get("rounding_method", "") or ("round" if cmode == "align_corners" else "floor"))
+        if (method is None or str(a.get("layout", "NCHW")) != "NCHW" or cmode not in COORD_MODES
+                or (method == "NEAREST" and rnd not in ROUNDING) or len(op.inputs) != 1):  # fmt: skip
+            return f"resize2d {a.get('method')} / {cmode} / {rnd} in layout {a.get('layout')}"
+        return None
+    return f"the kernel library has no call for {k}"

@@ -150,3 +150,57 @@ def test_hostile_tensor_names_in_a_converter_failure_are_the_models(tmp_path):
     assert str(ei.value).endswith("failed at node 'R' (MatMul; inputs 'lv1', 'gv'): Matmul requires the reduction length "
                                   "of the operands to be equal. However, the LHS 'lv1' has shape [1, 5], while the RHS a "
                                   "constant has shape [4, 3]. The reduction dimensions of 5 and 4 are not equal.")
+
+
+def test_a_torch_save_file_named_pt2_says_what_it_is(tmp_path):
+    """torch.save() also writes a zip; torch.export.load failed on it with 'please check the warnings
+    above', which were never shown."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "module.pt2"
+    torch.save(torch.nn.Linear(2, 2), path)
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.import_model(path)
+    assert str(e.value) == (f"{path}: a torch.save() file (a pickled module or state dict), not a torch.export program; "
+                            "save one with torch.export.save(torch.export.export(model, example_inputs), path)")  # fmt: skip
+
+
+def test_a_dynamic_dim_is_held_to_the_range_the_program_was_exported_for(tmp_path):
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(16, 8)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    b = torch.export.Dim("batch", min=1, max=64)
+    path = tmp_path / "dyn.pt2"
+    torch.export.save(torch.export.export(M(), (torch.zeros(4, 16),), dynamic_shapes={"x": {0: b}}), path)
+    from npukit.opset import work
+
+    g = npukit.import_model(path, {"x": (64, 16)}).graph
+    assert sum(work(op, g).macs for op in g.ops) == 64 * 16 * 8
+    with pytest.raises(npukit.ModelError, match=r"input 'x' dim 0 = 100 is outside the range the program was exported "
+                                                r"for \(s\d+ in 1\.\.64\)"):  # fmt: skip
+        npukit.import_model(path, {"x": (100, 16)})
+
+
+def test_a_relax_tuple_input_is_named_as_a_tuple():
+    """It was called an input 'of unknown rank' with an image-shaped input_shapes suggestion."""
+    from tvm import relax
+    from tvm.relax import op as R
+
+    tt = relax.TensorType((1, 4), "float32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("pair", relax.TupleType([tt, tt]))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.TupleGetItem(x, 0))
+            b = bb.emit(relax.TupleGetItem(x, 1))
+            y = bb.emit_output(R.add(a, b))
+        bb.emit_func_output(y)
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.import_model(bb.get())
+    assert str(e.value) == "<IRModule>: input 'pair' is a tuple; npukit takes tensor inputs: give main one parameter per tensor"

@@ -132,3 +132,20 @@ def test_an_op_set_true_is_accepted_and_false_is_left_out():
     assert "sigmoid" in on.processor("dla").ops and not on.processor("dla").ops["sigmoid"].ranks  # no limits
     with pytest.raises(npukit.ProfileError, match=r"processors\.dla\.ops: unknown op 'sigmod'"):
         base.with_changes({"processors.dla.ops.sigmod": False})
+
+
+def test_a_json_profile_that_writes_a_processor_twice_is_refused(tmp_path):
+    """JSON keeps the last of two equal keys silently (the first processor vanished and the second
+    moved to the front); TOML refuses it, and so does npukit for JSON now."""
+    import json
+
+    doc = tomllib.loads((ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml").read_text())
+    text = json.dumps(doc).replace('"processors": {', '"processors": {"dsp": {"kind": "dsp", "clock_mhz": 1}, ', 1)
+    path = tmp_path / "twice.json"
+    path.write_text(text)
+    with pytest.raises(npukit.ProfileError) as e:
+        npukit.load_soc(path)
+    assert str(e.value) == f"{path}: 'dsp' is written twice in one JSON object (the second would replace the first); write it once"
+    good = tmp_path / "once.json"
+    good.write_text(json.dumps(doc))
+    assert [p.name for p in npukit.load_soc(good).processors] == ["arm", "dsp", "dla"]

@@ -44,6 +44,20 @@ def bundled() -> dict[str, Path]:
     return {Path(str(p)).stem: Path(str(p)) for p in root.iterdir() if str(p).endswith(".toml")}
 
 
+class _Twice(ValueError):
+    pass
+
+
+def _no_twice(pairs) -> dict:
+    """A JSON object, refusing a key written twice (TOML refuses it; JSON would keep the last)."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Twice(f"{k!r} is written twice in one JSON object (the second would replace the first); write it once")
+        out[k] = v
+    return out
+
+
 def load_soc(spec: str | Path | Mapping | SocProfile) -> SocProfile:
     """A bundled profile name, a path to a .toml / .json profile, or a dict with the same fields."""
     if isinstance(spec, SocProfile):
@@ -60,7 +74,9 @@ def load_soc(spec: str | Path | Mapping | SocProfile) -> SocProfile:
         except (OSError, UnicodeDecodeError) as e:
             raise ProfileError(f"{path}: cannot read: {e}") from None
         try:
-            doc = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+            doc = json.loads(text, object_pairs_hook=_no_twice) if path.suffix.lower() == ".json" else tomllib.loads(text)
+        except _Twice as e:
+            raise ProfileError(f"{path}: {e}") from None
         except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
             raise ProfileError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'TOML'}: {e}") from None
         return parse_profile(doc, str(path))

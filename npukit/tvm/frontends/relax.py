@@ -27,6 +27,9 @@ def _import_relax(mod, input_shapes) -> Imported:
     ins = [p.name for p in f.params]
     declared = {}
     for p in f.params:
+        if isinstance(getattr(p, "ty", None), relax.TupleType):
+            raise ModelError(f"<IRModule>: input {p.name!r} is a tuple; npukit takes tensor inputs: give main one "
+                             "parameter per tensor")  # fmt: skip
         shape = getattr(p.ty, "shape", None)
         declared[p.name] = None if shape is None else [_dim(d) for d in shape]
     _check_input_shapes("<IRModule>", declared, input_shapes)

@@ -17,6 +17,12 @@ def _import_pt2(path: Path, input_shapes) -> Imported:
     if not zipfile.is_zipfile(path):
         raise ModelError(f"{path}: not a torch.export archive (a .pt2 is a zip file); the file may be truncated "
                          "or of another format")  # fmt: skip
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+    program = any("/models/" in n and n.endswith(".json") for n in names)
+    if not program and any(n.endswith("/data.pkl") for n in names):
+        raise ModelError(f"{path}: a torch.save() file (a pickled module or state dict), not a torch.export program; "
+                         "save one with torch.export.save(torch.export.export(model, example_inputs), path)")  # fmt: skip
     try:
         import torch  # noqa: PLC0415
     except ImportError:
@@ -24,6 +30,34 @@ def _import_pt2(path: Path, input_shapes) -> Imported:
     ep = _run_quietly(lambda: torch.export.load(str(path)), lambda err: ModelError(
         f"{path}: not a readable torch.export program, the file may be truncated ({err})"))
     return _import_exported_program(ep, str(path), input_shapes)
+
+
+def _check_ranges(ep, path: str, declared: dict, input_shapes) -> None:
+    """A size given for a dynamic dim must lie in the range the program was exported for
+    (``torch.export.Dim(min=, max=)``): the program's guards hold only there."""
+    ranges = {str(k): v for k, v in (getattr(ep, "range_constraints", None) or {}).items()}
+    for name, dims in declared.items():
+        given = (input_shapes or {}).get(name)
+        if dims is None or given is None:
+            continue
+        for ax, (d, n) in enumerate(zip(dims, given)):
+            r = ranges.get(str(d)) if isinstance(d, str) else None
+            if r is None:
+                continue
+            lo, hi = _bound(r.lower), _bound(r.upper)
+            if (lo is not None and n < lo) or (hi is not None and n > hi):
+                span = f"{'-inf' if lo is None else lo}..{'inf' if hi is None else hi}"
+                raise ModelError(f"{path}: input {name!r} dim {ax} = {n} is outside the range the program was exported "
+                                 f"for ({d} in {span})")  # fmt: skip
+
+
+def _bound(x) -> int | None:
+    """A range bound as an int, None when unbounded (sympy's and torch's infinities)."""
+    try:
+        v = int(x)
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return None
+    return v if abs(v) < 2**62 else None
 
 
 def _import_exported_program(ep, path: str, input_shapes) -> Imported:
@@ -40,6 +74,7 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
             declared[node.name] = None if shape is None else [
                 int(d) if isinstance(d, int) or str(d).isdigit() else str(d) for d in shape]  # fmt: skip
     _check_input_shapes(path, declared, input_shapes)
+    _check_ranges(ep, path, declared, input_shapes)
     if not user_nodes:
         raise ModelError(f"{path}: the program has no ops")
 

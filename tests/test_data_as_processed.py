@@ -98,3 +98,17 @@ def test_an_embedding_lookup_reads_the_rows_it_gathers_not_the_table(tmp_path):
     assert c.weight_bytes == 4 * 64 * 4
     assert c.k.memory[c.k.ids.index(i)].reread == (0, 0.0, 0.0)
     assert "weights 1,024 B (the rows a lookup reads of its 1,280,000 B table)" in st.explain("lookup")
+
+
+def test_a_layout_copy_on_a_cpu_without_an_fpu_moves_fp32_as_integers():
+    """riscv-accel's host has no FPU (fp32 0.025 vector ops per cycle, int16 0.5): the NCHW -> tiled
+    copy of the digits CNN's 1x1x8x8 fp32 input was costed as soft-float arithmetic, 64 / 0.025 =
+    2,560 cycles.  A copy runs at the width moving the most bits per cycle: int16 (0.5 * 16 = 8 bits
+    per cycle against 0.8 for fp32), 32 / 16 = 2 moves per element: (2 * 64 / 0.5 + 2 * 256 / 4) =
+    384 cycles at 100 MHz = 3.84 us; its energy counts the same ops at int16's pJ:
+    (2 * 64 * 10 + 2 * 256 * 5) / 1e6 + 1 mW * 3.84 us / 1e3 = 0.00768 uJ."""
+    s = npukit.Study(DIGITS_ONNX, "riscv-accel")
+    (b,) = [b for b in s.result.bounds if b.tensor == "in0"]
+    lay = b.layout
+    assert (lay.on, lay.on_bits, lay.ops_per_elem, lay.cycles) == ("riscv", "int16", 2, 384.0)
+    assert lay.us == pytest.approx(3.84) and lay.energy_uj == pytest.approx(0.00768)

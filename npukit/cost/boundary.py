@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from ..plan import Boundary
-from ..soc import Link, Processor, SocProfile
+from ..soc import BIT_WIDTH, Link, Processor, SocProfile
 from .tables import NUMERIC, Tables, elem_bits
 from .trace import Trace, num
 
@@ -30,11 +30,11 @@ class Conversion(NamedTuple):
     energy_uj: float
     # the terms the figures were computed from (their trace shows them)
     elems: int = 0
-    ops_per_elem: int = 0
+    ops_per_elem: float = 0  # 2 for a (de/re)quantize; a layout copy's 1, or bits(data) / bits(on_bits)
     rate: float = 0.0  # vector ops per cycle at on_bits
     read_bytes: float = 0.0  # the tensor at the width converted from
     dram_bytes_per_cycle: float = 0.0
-    pj_per_op: float = 0.0  # the processor's cheapest op
+    pj_per_op: float = 0.0  # energy_pj_per_op[on_bits]
     pj_per_byte: float = 0.0
     static_mw: float = 0.0
 
@@ -102,9 +102,16 @@ def qkind(a: str, b: str) -> str:
     return "convert"
 
 
-def _conversion_cycles(p: Processor, bits: str, elems: int, nbytes: float, ops_per_elem: int) -> float:
-    return ops_per_elem * elems / p.vector_ops_per_cycle.get(bits, min(p.vector_ops_per_cycle.values())) \
-        + 2 * nbytes / p.dram_bytes_per_cycle  # fmt: skip
+def _copy_width(p: Processor, own: str, data_bits: float) -> tuple[str, float]:
+    """(width, ops per element) a layout conversion -- a copy, no arithmetic -- runs at: its data's own
+    width, one op per element, unless another width's vector rate moves more bits per cycle (a CPU
+    without an FPU copies fp32 data as integers): then bits(data) / bits(width) ops per element."""
+    rates = p.vector_ops_per_cycle
+    best = own if own in rates else p.default_bits if p.default_bits in rates else next(iter(rates))
+    for w in rates:
+        if rates[w] * BIT_WIDTH[w] > rates[best] * BIT_WIDTH[best] * (1 + 1e-12):
+            best = w
+    return best, (1 if best == own else data_bits / BIT_WIDTH[best])
 
 
 def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bits: str,
@@ -120,11 +127,13 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
 
     def conv(what, frm, to, cp, cb, ops_per_elem) -> Conversion:
         on_bits = cb if cb in cp.vector_ops_per_cycle else cp.default_bits
-        cyc = _conversion_cycles(cp, on_bits, tensor.size, read, ops_per_elem)
-        us = cyc / cp.clock_mhz
-        pj_op = min(cp.energy_pj_per_op.values())
-        e = (tensor.size * pj_op + 2 * read * cp.energy_pj_per_byte) / 1e6 + cp.static_mw * us / 1e3
+        if what == "layout":
+            on_bits, ops_per_elem = _copy_width(cp, on_bits, elem_bits(tensor, cb))
         rate = cp.vector_ops_per_cycle.get(on_bits, min(cp.vector_ops_per_cycle.values()))
+        cyc = ops_per_elem * tensor.size / rate + 2 * read / cp.dram_bytes_per_cycle
+        us = cyc / cp.clock_mhz
+        pj_op = cp.energy_pj_per_op.get(on_bits, min(cp.energy_pj_per_op.values()))  # the ops the time counts
+        e = (ops_per_elem * tensor.size * pj_op + 2 * read * cp.energy_pj_per_byte) / 1e6 + cp.static_mw * us / 1e3
         return Conversion(what, frm, to, cp.name, on_bits, cp.clock_mhz, cyc, us, e, tensor.size, ops_per_elem, rate, read,
                           cp.dram_bytes_per_cycle, pj_op, cp.energy_pj_per_byte, cp.static_mw)  # fmt: skip
 
@@ -167,14 +176,17 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
         if cv is None:
             continue
         what = "" if cv.what == "layout" else f"{cv.what} "
-        tr.append(Trace(name, f"{what}on {cv.on}: ({cv.ops_per_elem}*elements / vector_ops_per_cycle[{cv.on_bits}] + "
-                        f"2*bytes({c.src_bits}) / dram_bytes_per_cycle) / clock_mhz = ({cv.ops_per_elem}*{cv.elems:,} / "
+        tr.append(Trace(name, f"{what}on {cv.on}: ({cv.ops_per_elem:g}*elements / vector_ops_per_cycle[{cv.on_bits}] + "
+                        f"2*bytes({c.src_bits}) / dram_bytes_per_cycle) / clock_mhz = ({cv.ops_per_elem:g}*{cv.elems:,} / "
                         f"{cv.rate:g} + 2*{cv.read_bytes:,.0f} / {cv.dram_bytes_per_cycle:g}) / {cv.clock_mhz:g} = "
-                        f"{num(cv.cycles)} / {cv.clock_mhz:g} = {num(cv.us)} us",
+                        f"{num(cv.cycles)} / {cv.clock_mhz:g} = {num(cv.us)} us"
+                        + (f" (a copy: {cv.ops_per_elem:g} {cv.on_bits} moves per element, the width whose vector rate "
+                           "moves the most bits per cycle)" if cv.what == "layout" and cv.ops_per_elem != 1 else ""),
                         (*fields, "vector_ops_per_cycle", "dram_bytes_per_cycle", "clock_mhz"), ("shape",)))  # fmt: skip
     convs = [cv for cv in (c.layout, c.quantize) if cv]
-    terms = " + ".join(f"{cv.what} on {cv.on} ((elements*pJ_per_op + 2*bytes*pJ_per_byte) / 1e6 + static_mw*us/1e3 = "
-                       f"({cv.elems:,}*{cv.pj_per_op:g} + 2*{cv.read_bytes:,.0f}*{cv.pj_per_byte:g}) / 1e6 + "
+    terms = " + ".join(f"{cv.what} on {cv.on} ((ops*elements*pJ_per_op[{cv.on_bits}] + 2*bytes*pJ_per_byte) / 1e6 + "
+                       f"static_mw*us/1e3 = ({cv.ops_per_elem:g}*{cv.elems:,}*{cv.pj_per_op:g} + "
+                       f"2*{cv.read_bytes:,.0f}*{cv.pj_per_byte:g}) / 1e6 + "
                        f"{cv.static_mw:g}*{num(cv.us)}/1e3 = {num(cv.energy_uj)})" for cv in convs)  # fmt: skip
     link = f"bytes*link pJ/byte/1e6 = {c.bytes:,.0f}*{ln.energy_pj_per_byte:g}/1e6 = {num(c.link_energy_uj)}"
     tr.append(Trace("energy_uj", link + (f" + {terms}" if convs else "") + f" = {num(c.energy_uj)} uJ",

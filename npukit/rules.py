@@ -351,8 +351,8 @@ def winner_reason(op: Op, proc: str, pattern: str, vs: Mapping[tuple[int, str], 
             why.append(f"{a} takes it only fused into a kernel" if v.fused_only else f"{a} accepts it but no pattern placed it")
         return f"{proc}: fallback ({'; '.join(why)})" + ("; " + "; ".join(blocked) if blocked else "")
     lead = f"{proc}: accepted as {pattern}" if pattern else f"{proc}: accepted"
-    if note:
-        return f"{lead}; {note}"
+    if note:  # the cost policy's figures, and why any other accelerator could not take it at all
+        return f"{lead}; {note}" + ("; " + "; ".join(blocked) if blocked else "")
     order = soc.preference(op.kind)
     better = [a for a in order[: order.index(proc)] if a != proc]
     if better:

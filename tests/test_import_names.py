@@ -541,3 +541,25 @@ def test_a_relax_module_s_outputs_keep_their_var_names():
     assert st.graph.output_names == ("probs", "half")
     assert [o["name"] for o in st.error_dict()["outputs"]] == ["probs", "half"]
     assert "/* probs: [1, 8] float32 */" in st.code["include/npukit_model.h"]
+
+
+def test_a_pt2_program_s_weights_keep_their_module_paths(tmp_path):
+    """explain() named a .pt2's weights c0, c2 ...; the program maps them to stem.weight, fc.bias."""
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Conv2d(3, 8, 3)
+            self.fc = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.fc(torch.relu(self.stem(x)).mean((2, 3)))
+
+    path = tmp_path / "m.pt2"
+    torch.export.save(torch.export.export(M().eval(), (torch.zeros(1, 3, 8, 8),)), path)
+    g = npukit.import_model(path).graph
+    assert sorted((t.name, t.shape) for t in g.tensors.values() if t.kind == "const") == [
+        ("fc.bias", (4,)), ("fc.weight", (8, 4)), ("stem.bias", (1, 8, 1, 1)), ("stem.weight", (8, 3, 3, 3))]
+    text = npukit.Study(path, "arm-dsp-dla").explain("conv2d")
+    assert "inputs: x [1, 3, 8, 8] float32, stem.weight [8, 3, 3, 3] float32" in text

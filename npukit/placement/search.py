@@ -202,7 +202,8 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
             kern = add.kernel_us(k, q) - mine
             rest = (lat - base) - kern
             what = "saves" if kern < 0 else "costs"
-            total = f"{lat:,.1f} us in all" if exact else f"about {lat:,.1f} us in all, estimated term by term"
+            total = (f"{lat:,.1f} us in all, every other op where it is" if exact
+                     else f"about {lat:,.1f} us in all, every other op where it is, estimated term by term")  # fmt: skip
             alts.append(f"on {q} its kernel {what} {abs(kern):,.1f} us but overheads and transfers "
                         f"{'add' if rest >= 0 else 'save'} {abs(rest):,.1f} us ({total})")  # fmt: skip
         verb = "kept on" if p == host else "on"

@@ -92,8 +92,18 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
     marks = _Marks()
 
     _pool_strides(ep)
+    # the program's weights by their module paths (stem.weight): TVM binds them as constants
+    fqn = {id(v): n for n, v in (*ep.named_parameters(), *ep.named_buffers(), *ep.constants.items())}
+    bound: dict = {}  # the tvm tensor a weight became -> its path
 
     class Importer(ExportedProgramImporter):
+        def _convert_pytorch_tensor_to_tvm(self, tensor):
+            out = super()._convert_pytorch_tensor_to_tvm(tensor)
+            name = fqn.get(id(tensor))
+            if name is not None:
+                bound[out] = name
+            return out
+
         def create_convert_map(self):
             cmap = super().create_convert_map()
             for key, reduce in (("amax.default", relax.op.max), ("amin.default", relax.op.min)):
@@ -135,7 +145,27 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
     out_node = user_out if user_out is not None else next(n for n in ep.graph.nodes if n.op == "output")
     outs = [getattr(a, "name", str(a)) for a in _flatten(out_node.args[0])]
     raw = _bind_input_shapes(raw, user_inputs, input_shapes, path, marks)
-    return _finish(raw, marks, "torch", path, user_inputs, outs, {})
+    return _finish(raw, marks, "torch", path, user_inputs, outs, _weight_names(raw, bound))
+
+
+def _weight_names(mod, bound: dict) -> dict:
+    """The constants of ``main`` that are the program's weights -> their module paths."""
+    tvm = _load_tvm()
+    out: dict = {}
+
+    def visit(x) -> None:
+        if isinstance(x, tvm.ir.GenericConst):
+            name = bound.get(getattr(x, "value", None)) if bound else None
+            if name is not None:
+                out[x] = name
+        for y in getattr(x, "fields", None) or ():
+            visit(y)
+
+    for blk in mod["main"].body.blocks:
+        for b in blk.bindings:
+            for a in getattr(b.value, "args", None) or ():
+                visit(a)
+    return out
 
 
 def _pool_strides(ep) -> None:

@@ -370,7 +370,8 @@ class Study:
         """Export, compile and run the generated program on the study's data; its outputs against the
         simulation of the same config, its memory, and (``target=True``) the profile's target build
         under its emulator.  ``outputs_agree`` is False, and ``mismatches`` names them, when an output
-        is beyond its tolerance of the simulation (``npukit.codegen.build``; docs/targets.md)."""
+        is beyond its tolerance of the simulation (``npukit.codegen.build``; docs/targets.md).  Without
+        ``directory`` it builds in a temporary one, removed after (the report's ``directory`` is None)."""
         from .codegen.build import build_and_compare  # noqa: PLC0415
 
         return build_and_compare(self, directory, samples=samples, target=target)

@@ -314,7 +314,8 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
                 runs[tgt.name] = lambda args, t=tgt: t.run_argv(t.program_name("model"), args)
             else:
                 runs[tgt.name] = None
-        report: dict = {"directory": str(directory), "samples": n, "data": data.source, "runs": {},
+        # a build in a directory of its own is removed after it: no path that would not exist
+        report: dict = {"directory": str(directory) if tmp is None else None, "samples": n, "data": data.source, "runs": {},
                         "memory": dict(proj.manifest["memory"])}  # fmt: skip
         outputs_by_run = {}
         mismatches: list[str] = []

@@ -95,6 +95,28 @@ class Config:
         return d
 
     @classmethod
+    def coerce(cls, config) -> Config:
+        """A Config from what a user passes for one: a Config, None (the defaults), a dict, TOML or
+        JSON text, or a saved .toml / .json file's path."""
+        import os  # noqa: PLC0415
+
+        if config is None:
+            return cls()
+        if isinstance(config, Config):
+            return config
+        if isinstance(config, Mapping):
+            return cls.from_dict(config)
+        if isinstance(config, os.PathLike):
+            return cls.read(config)
+        if isinstance(config, str):
+            s = config.strip()
+            if "\n" not in s and "=" not in s and s.lower().endswith((".toml", ".json")):  # a file's path, not its text
+                return cls.read(s)
+            return cls.from_json(s) if s.startswith("{") else cls.from_toml(s)
+        raise ConfigError(f"config must be a npukit.Config, a dict, TOML/JSON text or a .toml/.json file, got "
+                          f"{type(config).__name__}")  # fmt: skip
+
+    @classmethod
     def from_dict(cls, d: Mapping, where: str = "config") -> Config:
         if not isinstance(d, Mapping):
             raise ConfigError(f"{where}: must be a table, got {type(d).__name__}")

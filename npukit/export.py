@@ -181,3 +181,20 @@ def serve_netron(path, port: int | None = None):
 
     address = ("127.0.0.1", port) if port else None
     return netron.serve(str(path), None, address, False)
+
+
+def netron_frame(study, path=None, port: int | None = None, height: int = 600):
+    """``Study.netron``: the annotated ONNX (at ``path``, else a temporary file) served by netron on
+    loopback, as a notebook IFrame (its URL outside IPython)."""
+    import tempfile  # noqa: PLC0415
+
+    if path is None:
+        path = Path(tempfile.mkdtemp(prefix="npukit-netron-")) / (Path(study.graph.path).stem + ".npukit.onnx")
+    study.annotated_onnx(path)
+    host, port = serve_netron(path, port)
+    try:
+        from IPython.display import IFrame  # noqa: PLC0415
+
+        return IFrame(f"http://{host}:{port}", width="100%", height=height)
+    except ImportError:
+        return f"http://{host}:{port}"

@@ -44,7 +44,7 @@ class Study:
         self._listeners: list = []
         self._data = None
         self._config = Config()
-        cfg = _coerce_config(config)
+        cfg = Config.coerce(config)
         if placement is not None:
             from .config import PLACEMENTS  # noqa: PLC0415
 
@@ -53,7 +53,7 @@ class Study:
             cfg = cfg.with_placement(placement)
         self._apply(cfg)
 
-    _coerce = staticmethod(lambda config: _coerce_config(config))
+    _coerce = staticmethod(lambda config: Config.coerce(config))
 
     # ------------------------------------------------------------------------------------------
     # config and edits
@@ -346,25 +346,9 @@ class Study:
         weights' and arena's own sections where the linker script keeps them apart.  Warns
         (``npukit.codegen.fit.MemoryBudgetWarning``) when over budget; ``study.memory`` shows it
         afterwards.  Keeps the build in ``directory`` when given."""
-        import tempfile  # noqa: PLC0415
+        from .codegen.fit import fit_study  # noqa: PLC0415
 
-        from .codegen import fit as fit_mod  # noqa: PLC0415
-
-        tmp = None
-        if directory is None:
-            tmp = tempfile.TemporaryDirectory(prefix="npukit-fit-")
-            directory = Path(tmp.name) / "export"
-        try:
-            proj = self.export(directory)
-            r = fit_mod.measure(directory, self.soc, target)
-        finally:
-            if tmp is not None:
-                tmp.cleanup()
-        r["estimate"] = fit_mod.estimate(proj.manifest, self.soc)
-        if target is None or target == self.soc.target:
-            pl.record_fit(self.result, self.data, r)
-        fit_mod.warn_if_over(r, f"{Path(str(self.graph.path)).name} on {self.soc.name} ({r['target']} build)")
-        return r
+        return fit_study(self, directory, target)
 
     def build(self, directory=None, *, samples: int = 16, target: bool = False) -> dict:
         """Export, compile and run the generated program on the study's data; its outputs against the
@@ -393,20 +377,9 @@ class Study:
 
     def netron(self, path=None, port: int | None = None, height: int = 600):
         """Serve the annotated ONNX with netron on loopback and show it in the notebook."""
-        import tempfile  # noqa: PLC0415
+        from .export import netron_frame  # noqa: PLC0415
 
-        from .export import serve_netron  # noqa: PLC0415
-
-        if path is None:
-            path = Path(tempfile.mkdtemp(prefix="npukit-netron-")) / (Path(self.graph.path).stem + ".npukit.onnx")
-        self.annotated_onnx(path)
-        host, port = serve_netron(path, port)
-        try:
-            from IPython.display import IFrame  # noqa: PLC0415
-
-            return IFrame(f"http://{host}:{port}", width="100%", height=height)
-        except ImportError:
-            return f"http://{host}:{port}"
+        return netron_frame(self, path, port, height)
 
     def report(self, path, include_error: bool = False, include_memory: bool = True) -> Path:
         """A standalone HTML report (tables + timeline; with ``include_memory`` the memory fit of the
@@ -471,24 +444,6 @@ def _round(v) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {_round(x)}" for k, x in v.items()) + "}"
     return repr(v)
-
-
-def _coerce_config(config) -> Config:
-    if config is None:
-        return Config()
-    if isinstance(config, Config):
-        return config
-    if isinstance(config, Mapping):
-        return Config.from_dict(config)
-    if isinstance(config, os.PathLike):
-        return Config.read(config)
-    if isinstance(config, str):
-        s = config.strip()
-        if "\n" not in s and "=" not in s and s.lower().endswith((".toml", ".json")):  # a file's path, not its text
-            return Config.read(s)
-        return Config.from_json(s) if s.startswith("{") else Config.from_toml(s)
-    raise ConfigError(f"config must be a npukit.Config, a dict, TOML/JSON text or a .toml/.json file, got "
-                      f"{type(config).__name__}")  # fmt: skip
 
 
 __all__ = ["Study", "NpukitError"]

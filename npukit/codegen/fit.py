@@ -107,3 +107,28 @@ def warn_if_over(r: dict, what: str) -> None:
             used = r.get(f"{mem}_used", r.get("weight_bytes" if mem == "flash" else "arena_bytes"))
             parts.append(f"{mem}: needs {used:,} bytes, the profile has {r[f'{mem}_bytes']:,} ({mem}_bytes)")
     warnings.warn(f"{what} does not fit: " + "; ".join(parts), MemoryBudgetWarning, stacklevel=3)
+
+
+def fit_study(study, directory=None, target: str | None = None) -> dict:
+    """``Study.fit``: export (into a temporary directory unless ``directory``), build for the target,
+    hold the toolchain's sizes against the profile's budgets, record them with the study's result,
+    and warn when over budget."""
+    import tempfile  # noqa: PLC0415
+
+    from .. import pipeline  # noqa: PLC0415
+
+    tmp = None
+    if directory is None:
+        tmp = tempfile.TemporaryDirectory(prefix="npukit-fit-")
+        directory = Path(tmp.name) / "export"
+    try:
+        proj = study.export(directory)
+        r = measure(directory, study.soc, target)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    r["estimate"] = estimate(proj.manifest, study.soc)
+    if target is None or target == study.soc.target:
+        pipeline.record_fit(study.result, study.data, r)
+    warn_if_over(r, f"{Path(str(study.graph.path)).name} on {study.soc.name} ({r['target']} build)")
+    return r

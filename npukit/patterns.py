@@ -196,16 +196,17 @@ def _views(g: OpGraph) -> tuple[tuple[int, str, tuple[int, ...]], ...]:
 
 
 def prune_view_partitions(g: OpGraph, soc: SocProfile, vs: Verdicts, partitions) -> dict[tuple[int, str], Verdict]:
-    """Refusals for the ops of offloaded partitions that hold only view ops: such a partition does no
-    work but costs a call and two transfers, so it is pruned the way TVM's TensorRT integration
-    prunes subgraphs without compute.  Empty when there is nothing to prune."""
+    """Refusals for the ops of offloaded partitions that hold only view ops and conversions (quantize,
+    dequantize, astype): such a partition computes nothing but costs a call and two transfers (a
+    model output's quantize sent back to the DLA after a DSP softmax), so it is pruned the way TVM's
+    TensorRT integration prunes subgraphs without compute.  Empty when there is nothing to prune."""
     out: dict[tuple[int, str], Verdict] = {}
     host = soc.host
     for part in partitions:
         if part.processor == host:
             continue
         kinds = {g.ops[i].kind for i in part.ops}
-        if all(is_view(k) for k in kinds):
+        if all(is_view(k) or k in QUANT_MOVES for k in kinds):  # moves or converts data, computes nothing
             for i in part.ops:
                 if not is_pinned(vs, i, soc.host):
                     out[(i, part.processor)] = pruned(part.processor, ", ".join(sorted(kinds)))

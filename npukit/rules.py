@@ -325,7 +325,7 @@ def _edited(g: OpGraph, soc: SocProfile, disabled, enabled, pins: Mapping[int, s
 
 
 def pruned(proc: str, kinds: str) -> Verdict:
-    """A refusal by the partitioner: an offload of only view ops is not worth its call."""
+    """A refusal by the partitioner: an offload of only view ops and conversions is not worth its call."""
     return Verdict(proc, False, (fail("pruned", f"pruned: a partition holding only {kinds} is not worth an offload call",
                                       kinds=kinds),))  # fmt: skip
 

@@ -655,3 +655,25 @@ def test_an_accelerator_refuses_an_op_its_generated_code_could_not_call(tmp_path
     assert v.text == "code generation cannot run it here: the kernel library has no call for argmax"
     assert s.plan.processor[i] == "arm"
     assert "include/npukit_model.h" in s.code
+
+
+def test_a_partition_that_only_converts_is_pruned_like_one_that_only_views(tmp_path):
+    """matmul (DLA) -> softmax (DSP) -> quantize of the model output: first-fit sent the quantize
+    alone back to the DLA (dla -> dsp -> dla, a call and two transfers to convert 10 numbers).
+    Such a partition computes nothing: it is pruned, and the quantize runs on the host."""
+    import numpy as np
+    from conftest import initializer, onnx_model, save_onnx, tensor_info
+    from onnx import TensorProto
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="fc"),
+             h.make_node("Softmax", ["m"], ["p"], name="softmax", axis=-1),
+             h.make_node("QuantizeLinear", ["p", "s", "z"], ["y"], name="q")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 64])], [tensor_info("y", [1, 10], TensorProto.INT8)],
+                   [initializer("w", [64, 10]), nh.from_array(np.array(1 / 256, np.float32), "s"),
+                    nh.from_array(np.array(-128, np.int8), "z")], opset=13)  # fmt: skip
+    s = npukit.Study(save_onnx(m, tmp_path / "tail.onnx"), "arm-dsp-dla", placement="first-fit")
+    assert [s.plan.processor[op.op_id] for op in s.graph.ops] == ["dla", "dsp", "arm"]
+    i = next(op.op_id for op in s.graph.ops if op.kind == "quantize")
+    assert s.result.verdicts[(i, "dla")].text == "pruned: a partition holding only quantize is not worth an offload call"

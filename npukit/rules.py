@@ -146,11 +146,12 @@ def rule_ranks(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
 
 
 def rule_axis(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
-    """With axis = "last", softmax / reductions / sort / topk must work on the innermost axis."""
+    """With axis = "last", softmax / reductions / sort / topk / layer and RMS norms must work on the
+    innermost axis."""
     if r.axis != "last" or not op.inputs:
         return None
     rank = len(g.tensors[op.inputs[0]].shape)
-    axis = op.attrs.get("axis", -1)
+    axis = op.attrs.get("axes", -1) if op.kind in NORM_AXES else op.attrs.get("axis", -1)
     axes = axis if isinstance(axis, tuple) else (axis,)
     for a in axes:
         if a is None:
@@ -158,6 +159,9 @@ def rule_axis(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
         if int(a) % max(rank, 1) != rank - 1:
             return fail("axis", f"axis {a} is not the innermost axis", axis=int(a), rank=rank)
     return None
+
+
+NORM_AXES = ("layer_norm", "rms_norm")  # norms whose ``axes`` the axis rule reads
 
 
 def rule_max_k(op: Op, g: OpGraph, r: OpRule) -> Failure | None:

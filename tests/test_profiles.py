@@ -149,3 +149,47 @@ def test_a_json_profile_that_writes_a_processor_twice_is_refused(tmp_path):
     good = tmp_path / "once.json"
     good.write_text(json.dumps(doc))
     assert [p.name for p in npukit.load_soc(good).processors] == ["arm", "dsp", "dla"]
+
+
+def _arm_dsp_dla() -> dict:
+    return tomllib.loads((ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml").read_text())
+
+
+@pytest.mark.parametrize("edit,field,text", [
+    (lambda d: d["processors"]["dsp"]["ops"].update(gelu={"kernel_max": [3, 3]}), "processors.dsp.ops.gelu.kernel_max",
+     "does not apply to gelu: it limits convolutions and pools (an op of another kind never reads it)"),
+    (lambda d: d["processors"]["dla"]["ops"]["conv2d"].update(max_k=4), "processors.dla.ops.conv2d.max_k",
+     "does not apply to conv2d: it limits topk (an op of another kind never reads it)"),
+    (lambda d: d.setdefault("placement", {}).setdefault("prefer", {}).update(softmax=["dla"]), "placement.prefer.softmax[0]",
+     "'dla' does not run softmax (processors.dla.ops has no softmax), so preferring it changes nothing"),
+    (lambda d: d["links"].append({"between": ["dla", "dla"], "bandwidth_gbps": 1.0}), "links[",
+     "names 'dla' twice: a link joins two processors (no tensor crosses from a processor to itself)"),
+    (lambda d: d["processors"]["arm"].update(ops={"relu": {}}), "processors.arm.ops",
+     "the host runs every op, so its ops table is never read: remove it (limits belong to the accelerators)"),
+])  # fmt: skip
+def test_a_profile_entry_that_could_never_take_effect_is_refused(edit, field, text):
+    """Such entries loaded without a word and changed nothing (a user's limit silently not applied)."""
+    doc = _arm_dsp_dla()
+    edit(doc)
+    with pytest.raises(npukit.ProfileError) as e:
+        npukit.load_soc(doc)
+    assert field in str(e.value) and text in str(e.value)
+
+
+def test_axis_last_holds_a_layer_norm_to_the_innermost_axis(tmp_path):
+    """The bundled DSPs say layer_norm = { axis = "last" }, which the rule never read for a norm (its
+    axes attribute): a layer norm over axis 1 of a [1, 8, 16] tensor ran there."""
+    from conftest import initializer, onnx_model, save_onnx, tensor_info
+    from onnx import helper as h
+
+    def study(axis: int):
+        node = h.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="ln", axis=axis)
+        m = onnx_model([node], [tensor_info("x", [1, 8, 16])], [tensor_info("y", [1, 8, 16])],
+                       [initializer("g", [16] if axis == -1 else [8, 16]), initializer("b", [16] if axis == -1 else [8, 16])])  # fmt: skip
+        return npukit.Study(save_onnx(m, tmp_path / f"ln{axis}.onnx"), "arm-dsp-dla", placement="first-fit")
+
+    last = study(-1)
+    assert list(last.placement["processor"]) == ["dsp"]
+    inner = study(1)  # normalises over the last two axes
+    v = inner.result.verdicts[(0, "dsp")]
+    assert not v.ok and v.rule == "axis" and list(inner.placement["processor"]) == ["arm"]

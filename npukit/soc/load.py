@@ -48,6 +48,32 @@ class _Twice(ValueError):
     pass
 
 
+def _role(kind: str) -> str:
+    from ..opset import KINDS  # noqa: PLC0415
+
+    k = KINDS.get(kind)
+    return k.role if k is not None else ""
+
+
+def _conv(kind: str) -> bool:
+    return kind.startswith("conv")
+
+
+# op-table fields that limit some op kinds only: the kinds, and them in words
+_OP_FIELD_KINDS = {
+    "kernel_max": (lambda k: _conv(k) or _role(k) == "pool", "convolutions and pools"),
+    "strides": (lambda k: _conv(k) or _role(k) == "pool", "convolutions and pools"),
+    "dilations": (lambda k: _conv(k) or _role(k) == "pool", "convolutions and pools"),
+    "depthwise": (_conv, "convolutions"),
+    "grouped": (_conv, "convolutions"),
+    "max_channels": (_conv, "convolutions"),
+    "axis": (lambda k: _role(k) in ("softmax", "reduce", "sort") or k in ("layer_norm", "rms_norm"),
+             "softmax, reductions, sort, topk, layer_norm and rms_norm"),
+    "max_k": (lambda k: k == "topk", "topk"),
+    "max_boxes": (lambda k: _role(k) == "nms", "non-max suppression"),
+}
+
+
 def _no_twice(pairs) -> dict:
     """A JSON object, refusing a key written twice (TOML refuses it; JSON would keep the last)."""
     out: dict = {}
@@ -232,6 +258,9 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
     for p in processors:
         if not p.host and not p.ops:
             v.fail(f"processors.{p.name}.ops", "an accelerator needs at least one supported op")
+        if p.host and p.ops:
+            v.fail(f"processors.{p.name}.ops", "the host runs every op, so its ops table is never read: remove it "
+                                               "(limits belong to the accelerators)")  # fmt: skip
 
     names = [p.name for p in processors]
     accel = [n for n in names if n != host]
@@ -256,6 +285,9 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         for i, n in enumerate(lst):
             if n not in accel:
                 v.fail(f"placement.prefer.{op}[{i}]", f"{n!r} is not an accelerator; {not_accel(n)}")
+            elif key not in next(p for p in processors if p.name == n).ops:
+                v.fail(f"placement.prefer.{op}[{i}]", f"{n!r} does not run {key} (processors.{n}.ops has no {key}), "
+                                                      "so preferring it changes nothing")  # fmt: skip
         prefer[key] = tuple(lst)
 
     conv = doc.get("conversion", {})
@@ -275,6 +307,9 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         for j, n in enumerate(r["between"]):
             if n != "*" and n not in names:
                 v.fail(f"{path}.between[{j}]", f"no processor named {n!r}; {closest(n, names + ['*'])}")
+        if len(r["between"]) == 2 and r["between"][0] == r["between"][1] != "*":
+            v.fail(f"{path}.between", f"names {r['between'][0]!r} twice: a link joins two processors (no tensor "
+                                      "crosses from a processor to itself)")  # fmt: skip
         links.append(Link(tuple(r["between"]), float(r["bandwidth_gbps"]), float(r["latency_us"]),
                           r["via_dram"], float(r["energy_pj_per_byte"])))  # fmt: skip
     prof = SocProfile(
@@ -409,6 +444,11 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
             odoc = {}
         v.check_keys(odoc, OP_FIELDS, opath)
         o = v.read(odoc, OP_FIELDS, opath)
+        for fname in odoc:
+            where = _OP_FIELD_KINDS.get(fname)
+            if where is not None and not where[0](key):
+                v.fail(f"{opath}.{fname}", f"does not apply to {key}: it limits {where[1]} (an op of another kind "
+                                           "never reads it)")  # fmt: skip
         ops[key] = OpRule(op=key, **o)
     if r["kernel_library"] is not None:  # the C prefix of its generated calls: checked now, not at export
         from ..codegen.kernels.library import KernelLibraryError, check_prefix  # noqa: PLC0415

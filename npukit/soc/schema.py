@@ -123,7 +123,7 @@ OP_FIELDS = (
     Field("max_elements", "int", "Largest number of elements in any input or output tensor of the op.", positive=True),
     Field("ranks", "list[int]", "Allowed ranks of the op's first input."),
     Field("dtypes", "list[str]", "Model dtypes accepted for this op (overrides the processor's `dtypes`)."),
-    Field("axis", "choice", "For softmax, reductions, sort and topk: `last` accepts only the innermost axis.", default="any", choices=("any", "last")),
+    Field("axis", "choice", "For softmax, reductions, sort, topk, layer_norm and rms_norm: `last` accepts only the innermost axis (a norm: only over it).", default="any", choices=("any", "last")),
     Field("max_k", "int", "topk: largest k.", positive=True),
     Field("max_boxes", "int", "Non-max suppression: largest number of boxes.", positive=True),
     Field("fused_only", "bool", "Accepted only fused into a kernel, never alone: as the bias or activation epilogue of a conv / matmul, or as the dequantize before and the quantize / activation after a quantized op the processor takes (a pool, softmax, add ...).", default=False),

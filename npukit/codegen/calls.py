@@ -30,6 +30,15 @@ def axis(a, rank: int) -> int:
     return a + rank if a < 0 else a
 
 
+def resize_modes(a) -> tuple[str | None, str, str]:
+    """(method, coordinate mode, rounding) of a resize2d's attributes, as the library names them
+    (method None: one it has no call for)."""
+    method = {"nearest_neighbor": "NEAREST", "linear": "BILINEAR"}.get(str(a.get("method")))
+    cmode = str(a.get("coordinate_transformation_mode", "half_pixel"))
+    rnd = str(a.get("rounding_method", "") or ("round" if cmode == "align_corners" else "floor"))
+    return method, cmode, rnd
+
+
 def missing_call(g: OpGraph, op: Op) -> str | None:
     """Why the kernel library has no call for ``op`` (None: it has one)."""
     k, a = op.kind, op.attrs
@@ -63,9 +72,7 @@ def missing_call(g: OpGraph, op: Op) -> str | None:
             return f"pad {a.get('pad_mode')!r} with widths {width}"
         return None
     if k == "resize2d":
-        method = {"nearest_neighbor": "NEAREST", "linear": "BILINEAR"}.get(str(a.get("method")))
-        cmode = str(a.get("coordinate_transformation_mode", "half_pixel"))
-        rnd = str(a.get("rounding_method", "") or ("round" if cmode == "align_corners" else "floor"))
+        method, cmode, rnd = resize_modes(a)
         if (method is None or str(a.get("layout", "NCHW")) != "NCHW" or cmode not in COORD_MODES
                 or (method == "NEAREST" and rnd not in ROUNDING) or len(op.inputs) != 1):  # fmt: skip
             return f"resize2d {a.get('method')} / {cmode} / {rnd} in layout {a.get('layout')}"

@@ -18,7 +18,7 @@ from ..errors import NpukitError
 from ..graph import Op
 from ..opset import KINDS
 from ..quant.scheme import integer_weight, quantize_weight
-from .calls import BINARY, UNARY, missing_call
+from .calls import BINARY, UNARY, missing_call, resize_modes
 from .calls import COORD_MODES as _COORD_MODES
 from .calls import PAD_MODES as _PAD_MODES
 from .calls import ROUNDING as _ROUNDING
@@ -372,20 +372,13 @@ class KernelLowering:
                     note=f"{name} ({k})")  # fmt: skip
         elif k == "layer_norm":
             rank = len(self.g.tensors[op.inputs[0]].shape)
-            axes = sorted(_axis(x, rank) for x in a.get("axes", (-1,)))
-            if axes != list(range(rank - len(axes), rank)):
-                raise Unsupported(f"{name}: layer_norm over axes {axes} (only the last axes)")
+            axes = sorted(_axis(x, rank) for x in a.get("axes", (-1,)))  # the last ones (missing_call)
             gam = self._float_const(op.inputs[1]) if len(op.inputs) > 1 and a.get("scale", True) else "NULL"
             bet = self._float_const(op.inputs[2]) if len(op.inputs) > 2 and a.get("center", True) else "NULL"
             v = fn.var("ln")
             fn.line(f"{L}_layer_norm_params {v} = {{{len(axes)}, {_f(float(a.get('epsilon', 1e-5)))}, {gam}, {bet}}};")
             fn.call(f"{L}_layer_norm", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=name)
-        elif k == "batch_norm":
-            if a.get("training"):
-                raise Unsupported(f"{name}: batch_norm in training mode")
-            for t in op.outputs[1:]:  # the batch statistics: inference uses the moving ones
-                if self.g.consumers(t) or t in self.g.outputs:
-                    raise Unsupported(f"{name}: batch_norm's mean / variance outputs are used")
+        elif k == "batch_norm":  # in inference form, its batch statistics unread (missing_call)
             rank = len(self.g.tensors[op.inputs[0]].shape)
             gam = self._float_const(op.inputs[1]) if a.get("scale", True) else "NULL"
             bet = self._float_const(op.inputs[2]) if a.get("center", True) else "NULL"
@@ -397,20 +390,12 @@ class KernelLowering:
         elif k == "pad":
             mode = _PAD_MODES.get(str(a.get("pad_mode", "constant")))
             width = [int(w) for w in a.get("pad_width", ())]
-            rank = len(self.g.tensors[op.inputs[0]].shape)
-            if mode is None or len(width) != 2 * rank or min(width, default=0) < 0 or len(op.inputs) != 1:
-                raise Unsupported(f"{name}: pad {a.get('pad_mode')!r} with widths {width}")
             v = fn.var("pad")
             fn.line(f"{L}_pad_params {v} = {{{L.upper()}_PAD_{mode}, {_c_list(width[0::2])}, {_c_list(width[1::2])}, "
                     f"{_f(float(a.get('pad_value', 0.0)))}}};")  # fmt: skip
             fn.call(f"{L}_pad", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=name)
         elif k == "resize2d":
-            method = {"nearest_neighbor": "NEAREST", "linear": "BILINEAR"}.get(str(a.get("method")))
-            cmode = str(a.get("coordinate_transformation_mode", "half_pixel"))
-            rnd = str(a.get("rounding_method", "") or ("round" if cmode == "align_corners" else "floor"))
-            if (method is None or str(a.get("layout", "NCHW")) != "NCHW" or cmode not in _COORD_MODES
-                    or (method == "NEAREST" and rnd not in _ROUNDING) or len(op.inputs) != 1):  # fmt: skip
-                raise Unsupported(f"{name}: resize2d {a.get('method')} / {cmode} / {rnd} in layout {a.get('layout')}")
+            method, cmode, rnd = resize_modes(a)  # (missing_call refused the modes it has no call for)
             v = fn.var("rs")
             U = L.upper()
             fn.line(f"{L}_resize2d_params {v} = {{{U}_{method}, {U}_{_COORD_MODES[cmode]}, "

@@ -25,7 +25,9 @@ costed by the cost model and the list schedule exactly as a real plan is.  Metho
   bounded by ``MOVE_BUDGET`` evaluations; above ``EXACT_REASONS_MAX_OPS`` ops only the moves the
   additive model prices under ``PROMISING`` of the latency; a move whose lower bound -- the longest
   chain of kernel times, conversions and transfers along the graph's edges -- is above the current
-  latency cannot pay and is not costed, though it counts against the budget);
+  latency cannot pay and is not costed, though it counts against the budget); when no single
+  move pays, moves of a whole run of groups on one processor to another that takes all of them
+  (a detector's head of 16 ops, whose transfers no single op's move removes);
 * the profile's first-fit choice and the all-host choice are always considered too, and the best
   virtual latency wins (ties: lower energy, then the first-fit choice); one whose lower bound is
   above the best's latency cannot win and is not costed.

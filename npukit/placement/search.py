@@ -164,7 +164,38 @@ def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool =
                 v = score(b)
                 if v < cur:
                     a, cur, improved = b, v, True
+        if improved:
+            continue
+        # no single group's move pays: a whole run of groups on one processor moved together can
+        # (its transfers go with it: the detector's head, 16 ops on the HVX, runs faster on the CPU)
+        for k, end, q in _run_moves(a, cands):
+            if budget <= 0:
+                break
+            b = a[:k] + (q,) * (end - k) + a[end:]
+            budget -= 1
+            if slower is not None and slower(b, cur[0]):
+                continue
+            v = score(b)
+            if v < cur:
+                a, cur, improved = b, v, True
+                break
     return list(a)
+
+
+def _run_moves(a, cands):
+    """(first group, end, processor) of every move of a maximal run of two groups or more on one
+    processor to another processor all of them can take, in order."""
+    k, n = 0, len(a)
+    while k < n:
+        end = k + 1
+        while end < n and a[end] == a[k]:
+            end += 1
+        if end - k > 1:
+            common = set(cands[k]).intersection(*cands[k + 1 : end])
+            for q in cands[k]:
+                if q != a[k] and q in common:
+                    yield k, end, q
+        k = end
 
 
 def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: dict | None = None) -> tuple[str, ...]:

@@ -112,3 +112,17 @@ def test_a_layout_copy_on_a_cpu_without_an_fpu_moves_fp32_as_integers():
     lay = b.layout
     assert (lay.on, lay.on_bits, lay.ops_per_elem, lay.cycles) == ("riscv", "int16", 2, 384.0)
     assert lay.us == pytest.approx(3.84) and lay.energy_uj == pytest.approx(0.00768)
+
+
+def test_a_boundary_converts_only_what_the_generated_code_converts():
+    """The int8 digits CNN on cortex-m7-cmsis-nn: its flatten (an int8 reshape) runs on the m7, whose
+    default width is fp32; the int8 tensor crossing to and from it was charged a dequantize and a
+    quantize (2.40 us) that the generated code never runs: the model's integer tensor keeps its width.
+    A layout names how a rank-4 tensor is held: the detector's rank-3 boxes crossing arm -> dsp were
+    charged an NCHW -> NHWC conversion the code never makes (both sides row-major)."""
+    s = npukit.Study(SAMPLES / "digits_cnn_int8.tflite", "cortex-m7-cmsis-nn", placement="first-fit")
+    crossing = [b for b in s.result.bounds if {b.src, b.dst} == {"m7", "cmsis_nn"}]
+    assert crossing and all(b.quantize is None and b.layout is None for b in crossing)
+    d = npukit.Study(SAMPLES / "tiny_detector.onnx", "arm-dsp-dla", placement="first-fit")
+    ranks = {len(d.graph.tensors[b.tensor].shape): b.layout is not None for b in d.result.bounds}
+    assert ranks.get(3) is False and ranks.get(4) is True

@@ -112,7 +112,7 @@ def test_boundaries_exactly_where_processors_meet():
         ps, pd_ = soc.processor(r.src), soc.processor(r.dst)
         rank = len(g.tensors[r.tensor_id].shape)
         # a layout conversion only between different layouts (and only for feature maps)
-        assert (r.layout_us > 0) == (ps.layout != pd_.layout and rank >= 3 and "float" in g.tensors[r.tensor_id].dtype)
+        assert (r.layout_us > 0) == (ps.layout != pd_.layout and rank == 4 and "float" in g.tensors[r.tensor_id].dtype)
         # a (de/re)quantization only where the bit-widths differ
         assert (r.quantize_us > 0) == ("quantize" in r.conversion)
         link = soc.link(r.src, r.dst)
@@ -367,7 +367,7 @@ def test_a_tensor_converted_before_it_is_sent_travels_at_the_width_it_was_conver
     assert got["src"][("input", "arm", "dla")][1] == pytest.approx(link.latency_us + k * 64 / (link.bandwidth_gbps * 1000))
 
 
-@pytest.mark.parametrize(("model", "soc"), [("digits_cnn.onnx", "arm-dsp-dla"), ("digits_cnn_int8.tflite", "cortex-m7-cmsis-nn"),
+@pytest.mark.parametrize(("model", "soc"), [("digits_cnn.onnx", "arm-dsp-dla"), ("digits_cnn.onnx", "cortex-m7-cmsis-nn"),
                                             ("tiny_detector.onnx", "hexagon-like")])  # fmt: skip
 def test_a_processors_busy_time_and_energy_count_the_same_work(model, soc):
     """busy_us counted a processor's boundary conversions, energy_by_processor_uj did not (a processor
@@ -387,7 +387,7 @@ def test_a_processors_busy_time_and_energy_count_the_same_work(model, soc):
 
 
 @pytest.mark.parametrize(("model", "soc"), [("digits_cnn.onnx", "arm-dsp-dla"), ("tiny_detector.onnx", "tda4vm-like"),
-                                            ("digits_cnn_int8.tflite", "cortex-m7-cmsis-nn")])  # fmt: skip
+                                            ("digits_cnn.onnx", "cortex-m7-cmsis-nn")])  # fmt: skip
 def test_a_boundarys_trace_computes_its_figures_from_the_values_it_shows(model, soc):
     """The layout and quantize traces showed only their total ('= 33.0 / 1000') and the conversions'
     energy no formula: every boundary figure is now its formula, the values put in, and the result,

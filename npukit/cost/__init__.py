@@ -77,12 +77,13 @@ Per boundary tensor from processor s to processor d:
   else bits(s)
 * transfer_us = latency_us + k * bytes / (bandwidth_gbps * 1000), k = 2 through shared DRAM
   (write, then read), else 1
-* layout_us (only when the layouts differ and the tensor has rank >= 3): a copy, ops * elements /
+* layout_us (only when the layouts differ and the tensor has rank 4; any other rank is row-major): a copy, ops * elements /
   vector_ops_per_cycle[w] + 2 * bytes(s) / dram_bytes_per_cycle, in cycles of the converting
   processor ([conversion] layout_on), bytes(s) = elements * bits(s) / 8; w is the data's own width
   (ops = 1) unless another width's vector rate moves more bits per cycle (rate * bits: a CPU without
   an FPU copies fp32 as integers), then ops = bits(data) / bits(w)
-* quantize_us (only when the bit-widths differ): 2 * elements / vector_ops_per_cycle + 2 * bytes(s) /
+* quantize_us (only when the tensor is held differently at the two widths: a model's integer tensor
+  keeps its width at any op width): 2 * elements / vector_ops_per_cycle + 2 * bytes(s) /
   dram_bytes_per_cycle, likewise on [conversion] quantize_on
 * energy_uj = bytes * link pJ/byte / 1e6 + each conversion's (ops * elements * energy_pj_per_op at
   the width its time is taken at + 2 * bytes(s) * pJ_per_byte) / 1e6 + static_mw * us / 1e3

@@ -1,8 +1,8 @@
 """Boundary costs: a tensor crossing from one processor to another (no tvm).
 
 transfer_us = latency_us + k * bytes / (bandwidth_gbps * 1000), k = 2 through shared DRAM; a layout
-conversion when the processors' layouts differ (rank >= 3 numeric tensors); a (de/re)quantize when
-the bit-widths differ; each conversion runs on the processor ``[conversion] layout_on`` /
+conversion when the processors' layouts differ (rank-4 numeric tensors); a (de/re)quantize when
+the tensor is held differently at the two bit-widths; each conversion runs on the processor ``[conversion] layout_on`` /
 ``quantize_on`` names."""
 
 from __future__ import annotations
@@ -114,6 +114,13 @@ def _copy_width(p: Processor, own: str, data_bits: float) -> tuple[str, float]:
     return best, (1 if best == own else data_bits / BIT_WIDTH[best])
 
 
+def _held_as(tensor, bits: str) -> tuple[float, bool]:
+    """How a tensor is held at an op's bit-width: (bits per element, floating point).  The model's
+    own integer tensor (an int8 reshape's input) keeps its width at any op width: nothing converts
+    it between two processors whose widths differ."""
+    return elem_bits(tensor, bits), bits.startswith("fp") and "int" not in tensor.dtype
+
+
 def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bits: str,
                   procs: Mapping[str, Processor], link: Link) -> BoundaryCost:  # fmt: skip
     """Figures of one boundary tensor (``procs``: the profile's processors by name; ``link``: the
@@ -139,12 +146,13 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
 
     numeric = tensor.dtype in NUMERIC
     layout = quant = None
-    if ps.layout != pd.layout and len(tensor.shape) >= 3 and numeric:
+    # a layout names how a rank-4 tensor is held; any other rank is row-major on every processor
+    if ps.layout != pd.layout and len(tensor.shape) == 4 and numeric:
         cp = converter(soc.layout_on)
         cb = src_bits if cp is ps else dst_bits if cp is pd else cp.default_bits
         layout = conv("layout", ps.layout, pd.layout, cp, cb, 1)
     sent = src_bits  # the width the tensor travels at: converted before it leaves when the sender converts
-    if src_bits != dst_bits and numeric:
+    if numeric and _held_as(tensor, src_bits) != _held_as(tensor, dst_bits):
         cp = converter(soc.quantize_on)
         cb = dst_bits if cp is pd else src_bits
         quant = conv(qkind(src_bits, dst_bits), src_bits, dst_bits, cp, cb, 2)
@@ -164,7 +172,8 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
     ln = c.link
     sent = c.sent_bits or c.src_bits
     done = {"quantize": "quantized", "dequantize": "dequantized", "requantize": "requantized"}.get(c.quantize_kind, "converted")
-    how = f"{sent} on {c.src}" if sent == c.src_bits else f"{sent}: {done} on {c.src} before it is sent"
+    held = tensor.dtype if tensor.dtype.startswith(("int", "uint")) else sent  # (the model's integer tensor: as it is)
+    how = f"{held} on {c.src}" if sent == c.src_bits else f"{sent}: {done} on {c.src} before it is sent"
     tr = [Trace("bytes", f"elements * bits/8 = {tensor.size:,} * {elem_bits(tensor, sent):g}/8 = {c.bytes:,.0f} B "
                          f"({how})", ("conversion.quantize_on",) if sent != c.src_bits else (), ("shape",)),
           Trace("transfer_us", f"latency_us + {c.via_factor} * bytes / (bandwidth_gbps*1000) = {ln.latency_us:g} + "

@@ -232,10 +232,11 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
                 lat = base + (add.delta(cur, k, q) if d is None else d)
             kern = add.kernel_us(k, q) - mine
             rest = (lat - base) - kern
-            what = "saves" if kern < 0 else "costs"
             total = (f"{lat:,.1f} us in all, every other op where it is" if exact
                      else f"about {lat:,.1f} us in all, every other op where it is, estimated term by term")  # fmt: skip
-            alts.append(f"on {q} its kernel {what} {abs(kern):,.1f} us but overheads and transfers "
+            more = "less" if kern < 0 else "more"  # than on the processor it runs on
+            link = "but" if (kern < 0) != (rest < 0) else "and"
+            alts.append(f"on {q} its kernel takes {abs(kern):,.1f} us {more} {link} overheads and transfers "
                         f"{'add' if rest >= 0 else 'save'} {abs(rest):,.1f} us ({total})")  # fmt: skip
         verb = "kept on" if p == host else "on"
         head = f"{verb} {p} by cost: the model takes {base:,.1f} us"

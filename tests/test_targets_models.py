@@ -106,7 +106,9 @@ def test_cmsis_fully_connected_and_pooling_of_the_int8_tflite(study_of):
     assert "arm_max_pool_s8(&" in src  # same quantization in and out: CMSIS-NN's max pool
     # the FC weights are per-channel (npukit quantizes them as the simulation does): a 1x1 convolution
     assert "matmul with constant weights as a 1x1 convolution" in src
-    assert "m7_nn_softmax(" in src  # a softmax whose output grid is not 1/256: the reference fallback
+    # the int8 softmax (dequantize -> softmax -> quantize, out at 1/256 and -128) is CMSIS-NN's: it was
+    # three reference calls (convert, a float softmax, convert)
+    assert "arm_softmax_s8((const int8_t *)" in src and "m7_nn_softmax(" not in src and "m7_nn_convert(" not in src
 
 
 def test_cmsis_single_rounding_build_option(tmp_path):

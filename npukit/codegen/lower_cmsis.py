@@ -28,6 +28,7 @@ broadcast, a rescaling pool) falls back to npukit's reference calls under the pr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -82,7 +83,22 @@ class CmsisLowering(KernelLowering):
             return
         if fused is None and len(ids) == 1 and self._op_cmsis(self.g.ops[ids[0]]):
             return
+        island = self._island(ids) if fused is None else None
+        if island is not None and self._op_cmsis(island):
+            return
         super().kernel(ids)
+
+    def _island(self, ids: tuple[int, ...]) -> Op | None:
+        """The middle op of a ``dequantize -> op -> quantize`` kernel (an int8 TFLite or QDQ softmax,
+        pool ...), reading the kernel's int8 input and writing its int8 output in place of the
+        dequantize and the quantize: the form a CMSIS-NN int8 call takes.  None for any other kernel."""
+        if len(ids) != 3:
+            return None
+        dq, op, q = (self.g.ops[i] for i in ids)
+        if (dq.kind != "dequantize" or q.kind != "quantize" or not op.inputs or len(op.outputs) != 1
+                or op.inputs[0] != dq.outputs[0] or q.inputs[0] != op.outputs[0]):  # fmt: skip
+            return None
+        return dataclasses.replace(op, inputs=(dq.inputs[0], *op.inputs[1:]), outputs=q.outputs)
 
     # -- helpers -------------------------------------------------------------------------------
     def _s8(self, tid: str, spatial: bool) -> object | None:

@@ -19,7 +19,7 @@ def cmd_build(args) -> int:
     if args.json:
         print(json.dumps(finite(r), indent=2, allow_nan=False))
         return 0 if r["outputs_agree"] else _disagree(r)
-    print(f"{args.dir}: built and ran {r['samples']} inputs of {s.data.source}")
+    print(f"{args.dir}: built and ran the first {r['samples']} inputs of the study's data: {s.data.source}")
     for run, res in r["runs"].items():
         if "skipped" in res:
             print(f"  {run}: skipped ({res['skipped']})")

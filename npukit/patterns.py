@@ -168,31 +168,52 @@ def is_pinned(vs: Verdicts, i: int, host: str) -> bool:
 
 
 def prune_lone_views(g: OpGraph, soc: SocProfile, vs: Verdicts) -> Verdicts:
-    """Refuse up front the view ops no neighbour could join on the same processor (the common case
-    of ``prune_view_partitions``), which saves a second partition run."""
+    """Refuse up front the ops that move or convert data (views, quantize, dequantize, astype) which
+    could only ever land in a partition of their own on a processor: no op that computes, joined to
+    them through such ops, is accepted there (the common case of ``prune_view_partitions``, which
+    saves a second partition run)."""
     out = None
-    for i, kind, nbrs in _views(g):
-        if is_pinned(vs, i, soc.host):
-            continue
-        for proc in soc.accelerators:
-            v = vs.get((i, proc))
-            if v is None or not v.ok or any(vs[(n, proc)].ok for n in nbrs):
+    movers = _movers(g)
+    host = soc.host
+    for proc in soc.accelerators:
+        done: set[int] = set()
+        for i in movers:
+            if i in done or is_pinned(vs, i, host):
                 continue
+            v = vs.get((i, proc))
+            if v is None or not v.ok:
+                continue
+            island, joined, todo = [], False, [i]  # the movers proc accepts joined to op i
+            done.add(i)
+            while todo:
+                k = todo.pop()
+                island.append(k)
+                for n in movers[k]:
+                    ok = vs[(n, proc)].ok
+                    if n not in movers:
+                        joined = joined or ok
+                    elif ok and n not in done:
+                        done.add(n)
+                        todo.append(n)
+            if joined or any(is_pinned(vs, k, host) for k in island):  # (a pin always holds)
+                continue
+            kinds = ", ".join(sorted({g.ops[k].kind for k in island}))
             if out is None:
                 out = dict(vs)
-            out[(i, proc)] = pruned(proc, kind)
+            for k in island:
+                out[(k, proc)] = pruned(proc, kinds)
     return vs if out is None else out
 
 
-def _views(g: OpGraph) -> tuple[tuple[int, str, tuple[int, ...]], ...]:
-    """The graph's view ops, each as (op id, kind, the ops it reads from then the ops reading it):
-    worked out once per graph (every partition prunes them)."""
-    views = g.__dict__.get("_views")
-    if views is None:
-        views = tuple((op.op_id, op.kind, (*g.producers(op), *(c for t in op.outputs for c in g.consumers(t))))
-                      for op in g.ops if is_view(op.kind))  # fmt: skip
-        object.__setattr__(g, "_views", views)
-    return views
+def _movers(g: OpGraph) -> dict[int, tuple[int, ...]]:
+    """The graph's ops that move or convert data (views, quantize, dequantize, astype), each with the
+    ops it reads from then the ops reading it: worked out once per graph (every partition prunes them)."""
+    movers = g.__dict__.get("_movers")
+    if movers is None:
+        movers = {op.op_id: (*g.producers(op), *(c for t in op.outputs for c in g.consumers(t)))
+                  for op in g.ops if is_view(op.kind) or op.kind in QUANT_MOVES}  # fmt: skip
+        object.__setattr__(g, "_movers", movers)
+    return movers
 
 
 def prune_view_partitions(g: OpGraph, soc: SocProfile, vs: Verdicts, partitions) -> dict[tuple[int, str], Verdict]:

@@ -148,6 +148,17 @@ def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool =
     a = tuple(a)
     cur = score(a)
     budget = MOVE_BUDGET
+
+    def pays(b):
+        """The score of assignment ``b`` when it beats the current one, else None (one evaluation
+        of the budget, whether it is costed or bounded)."""
+        nonlocal budget
+        budget -= 1
+        if slower is not None and slower(b, cur[0]):
+            return None
+        v = score(b)
+        return v if v < cur else None
+
     improved = True
     while improved and budget > 0:
         improved = False
@@ -158,11 +169,8 @@ def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool =
                 if not exhaustive and add.delta(list(a), k, p) >= PROMISING * cur[0]:
                     continue
                 b = a[:k] + (p,) + a[k + 1 :]
-                budget -= 1
-                if slower is not None and slower(b, cur[0]):
-                    continue
-                v = score(b)
-                if v < cur:
+                v = pays(b)
+                if v is not None:
                     a, cur, improved = b, v, True
         if improved:
             continue
@@ -172,11 +180,8 @@ def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool =
             if budget <= 0:
                 break
             b = a[:k] + (q,) * (end - k) + a[end:]
-            budget -= 1
-            if slower is not None and slower(b, cur[0]):
-                continue
-            v = score(b)
-            if v < cur:
+            v = pays(b)
+            if v is not None:
                 a, cur, improved = b, v, True
                 break
     return list(a)

@@ -24,6 +24,7 @@ from .schema import (
     KERNEL_CLASSES,
     LINK_FIELDS,
     MAC_ARRAY_KEYS,
+    OP_FIELD_KINDS,
     OP_FIELDS,
     PLACEMENT_FIELDS,
     PROCESSOR_FIELDS,
@@ -46,32 +47,6 @@ def bundled() -> dict[str, Path]:
 
 class _Twice(ValueError):
     pass
-
-
-def _role(kind: str) -> str:
-    from ..opset import KINDS  # noqa: PLC0415
-
-    k = KINDS.get(kind)
-    return k.role if k is not None else ""
-
-
-def _conv(kind: str) -> bool:
-    return kind.startswith("conv")
-
-
-# op-table fields that limit some op kinds only: the kinds, and them in words
-_OP_FIELD_KINDS = {
-    "kernel_max": (lambda k: _conv(k) or _role(k) == "pool", "convolutions and pools"),
-    "strides": (lambda k: _conv(k) or _role(k) == "pool", "convolutions and pools"),
-    "dilations": (lambda k: _conv(k) or _role(k) == "pool", "convolutions and pools"),
-    "depthwise": (_conv, "convolutions"),
-    "grouped": (_conv, "convolutions"),
-    "max_channels": (_conv, "convolutions"),
-    "axis": (lambda k: _role(k) in ("softmax", "reduce", "sort") or k in ("layer_norm", "rms_norm"),
-             "softmax, reductions, sort, topk, layer_norm and rms_norm"),
-    "max_k": (lambda k: k == "topk", "topk"),
-    "max_boxes": (lambda k: _role(k) == "nms", "non-max suppression"),
-}
 
 
 def _no_twice(pairs) -> dict:
@@ -445,7 +420,7 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
         v.check_keys(odoc, OP_FIELDS, opath)
         o = v.read(odoc, OP_FIELDS, opath)
         for fname in odoc:
-            where = _OP_FIELD_KINDS.get(fname)
+            where = OP_FIELD_KINDS.get(fname)
             if where is not None and not where[0](key):
                 v.fail(f"{opath}.{fname}", f"does not apply to {key}: it limits {where[1]} (an op of another kind "
                                            "never reads it)")  # fmt: skip

@@ -130,6 +130,33 @@ OP_FIELDS = (
     Field("note", "str", "Free text appended to this op's verdicts (e.g. where a limit comes from).", default=""),
 )  # fmt: skip
 
+def _role(kind: str) -> str:
+    from ..opset import KINDS  # noqa: PLC0415
+
+    k = KINDS.get(kind)
+    return k.role if k is not None else ""
+
+
+def _conv(kind: str) -> bool:
+    return kind.startswith("conv")
+
+
+# op-table fields that limit some op kinds only: which kinds (a test of the short op name), in words;
+# the loader refuses such a field on any other kind (it would never be read)
+OP_FIELD_KINDS = {
+    "kernel_max": (lambda k: _conv(k) or _role(k) == "pool", "convolutions and pools"),
+    "strides": (lambda k: _conv(k) or _role(k) == "pool", "convolutions and pools"),
+    "dilations": (lambda k: _conv(k) or _role(k) == "pool", "convolutions and pools"),
+    "depthwise": (_conv, "convolutions"),
+    "grouped": (_conv, "convolutions"),
+    "max_channels": (_conv, "convolutions"),
+    "axis": (lambda k: _role(k) in ("softmax", "reduce", "sort") or k in ("layer_norm", "rms_norm"),
+             "softmax, reductions, sort, topk, layer_norm and rms_norm"),
+    "max_k": (lambda k: k == "topk", "topk"),
+    "max_boxes": (lambda k: _role(k) == "nms", "non-max suppression"),
+}
+
+
 LINK_FIELDS = (
     Field("between", "list[str]", "The two processors the link joins; `\"*\"` matches any. The most specific link wins.", required=True),
     Field("bandwidth_gbps", "number", "Bandwidth in GB/s (1 GB/s = 1000 bytes/us).", required=True, positive=True),

@@ -18,7 +18,7 @@ from ..errors import NpukitError
 from ..graph import Op
 from ..opset import KINDS
 from ..quant.scheme import integer_weight, quantize_weight
-from .calls import BINARY, UNARY, missing_call, resize_modes
+from .calls import BINARY, KNOWN, UNARY, missing_call, resize_modes
 from .calls import COORD_MODES as _COORD_MODES
 from .calls import PAD_MODES as _PAD_MODES
 from .calls import ROUNDING as _ROUNDING
@@ -315,9 +315,7 @@ class KernelLowering:
         if why is not None:
             host = self.p.soc.host
             pin = f"; pin it to the host ({host})" if fn.where != host else ""
-            if why.startswith("the kernel library has no call"):
-                raise Unsupported(no_kernel_call(self.g, op, fn.where) + pin)
-            raise Unsupported(f"{name}: {why}{pin}")
+            raise Unsupported((no_kernel_call(self.g, op, fn.where) if k not in KNOWN else f"{name}: {why}") + pin)
         if k in BINARY:
             x, y = (self.operand(t, "model") for t in op.inputs[:2])
             fn.call(f"{L}_{k}", x, y, fn.desc(op.outputs[0], "model"), note=f"{name} ({k})")

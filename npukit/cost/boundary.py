@@ -114,11 +114,15 @@ def _copy_width(p: Processor, own: str, data_bits: float) -> tuple[str, float]:
     return best, (1 if best == own else data_bits / BIT_WIDTH[best])
 
 
+def _integer(tensor) -> bool:
+    """The model's own integer tensor (an int8 reshape's input): it keeps its dtype at any op width."""
+    return tensor.dtype.startswith(("int", "uint"))
+
+
 def _held_as(tensor, bits: str) -> tuple[float, bool]:
-    """How a tensor is held at an op's bit-width: (bits per element, floating point).  The model's
-    own integer tensor (an int8 reshape's input) keeps its width at any op width: nothing converts
-    it between two processors whose widths differ."""
-    return elem_bits(tensor, bits), bits.startswith("fp") and "int" not in tensor.dtype
+    """How a tensor is held at an op's bit-width: (bits per element, floating point).  Nothing
+    converts a model's integer tensor between two processors whose widths differ."""
+    return elem_bits(tensor, bits), bits.startswith("fp") and not _integer(tensor)
 
 
 def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bits: str,
@@ -172,7 +176,7 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
     ln = c.link
     sent = c.sent_bits or c.src_bits
     done = {"quantize": "quantized", "dequantize": "dequantized", "requantize": "requantized"}.get(c.quantize_kind, "converted")
-    held = tensor.dtype if tensor.dtype.startswith(("int", "uint")) else sent  # (the model's integer tensor: as it is)
+    held = tensor.dtype if _integer(tensor) else sent
     how = f"{held} on {c.src}" if sent == c.src_bits else f"{sent}: {done} on {c.src} before it is sent"
     tr = [Trace("bytes", f"elements * bits/8 = {tensor.size:,} * {elem_bits(tensor, sent):g}/8 = {c.bytes:,.0f} B "
                          f"({how})", ("conversion.quantize_on",) if sent != c.src_bits else (), ("shape",)),

@@ -9,11 +9,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections import OrderedDict
+from functools import cached_property
 from typing import NamedTuple
 
 from ..graph import OpGraph, Tensor, dtype_bits
 from ..opset import KINDS, geometry, work
 from ..soc import BIT_WIDTH, Processor
+from .layouts import image_layouts, innermost
 
 NUMERIC = frozenset({"float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "uint16"})
 
@@ -131,15 +133,18 @@ class Tables:
         self._sigs: dict = {}
         self._next_sig = itertools.count()
 
+    @cached_property
+    def image_layouts(self) -> dict[str, str]:
+        """``layouts.image_layouts`` of the graph (worked out once, whatever the processors' layouts)."""
+        return image_layouts(self.g)
+
     def inner(self, layout: str) -> list[tuple[int, str]]:
         """Per op: (size, letter) of its output's dim a processor of ``layout`` holds innermost, the
         dim its vector lanes fill (``layouts.innermost``; letter "" for the last dim of a tensor that
         is not an image)."""
         col = self._inner.get(layout)
         if col is None:
-            from .layouts import image_layouts, innermost  # noqa: PLC0415
-
-            lays = image_layouts(self.g)
+            lays = self.image_layouts
             tensors = self.g.tensors
             col = self._inner[layout] = [innermost(lays.get(op.outputs[0]), tensors[op.outputs[0]].shape, layout)
                                          if op.outputs else (1, "") for op in self.g.ops]  # fmt: skip

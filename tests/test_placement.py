@@ -569,3 +569,48 @@ def test_a_run_of_groups_moves_together_when_no_single_move_pays():
     assert [p.processor for p in s.plan.partitions] == ["hmx", "cpu"]
     pinned = npukit.Study(SAMPLES / "tiny_detector.onnx", "hexagon-like").pin("head/split", "cpu")
     assert s.totals["latency_us"] <= pinned.totals["latency_us"] + 1e-9
+
+
+def test_a_virtual_plan_is_recalled_whatever_grouping_gave_it():
+    """A pin splits a group, so every assignment's key under the groups changes; the plans that do
+    not change with it (the all-host baseline) are recalled by their plan's own key, and the
+    decision is the one a search with nothing kept makes."""
+    from npukit import placement
+    from npukit.pipeline.caches import LRU
+    from npukit.placement.search import _plan_key
+
+    s = npukit.Study(SAMPLES / "transformer_encoder.onnx", "ethos-u55-256", placement="first-fit")
+    model, g, soc = s._model, s.graph, s.soc
+    t, cm = pipeline.tables(model), pipeline.cost_model(model, soc)
+
+    def args(study):
+        vs = pipeline.verdicts(model, soc, study.config)
+        bits_of, runs = pipeline.bits_policy(soc, study.config, g)
+        return (g, soc, t, vs, bits_of, study.plan.processor, runs, cm)
+
+    memo = LRU(20_000)
+    before = args(s)
+    placement.decide(*before, memo=memo)
+    s.pin("layer0/attn/q/matmul", "m55")
+    after = args(s)
+    groups0, groups1 = placement.groups_of(g, soc, before[3]), placement.groups_of(g, soc, after[3])
+    assert len(groups1) == len(groups0) + 1  # the pinned matmul left its group
+    code = {p: k for k, p in enumerate(soc.names)}
+    cols = {p: bytes(8) for p in soc.names}
+    host = [["m55"] * len(groups0), ["m55"] * len(groups1)]
+    assert _plan_key(groups0, host[0], "m55", code, cols, True) == _plan_key(groups1, host[1], "m55", code, cols, True)
+    npu = soc.accelerators[0]  # every group on the NPU: the same processor per op, not the same composites
+    assert _plan_key(groups0, [npu] * len(groups0), "m55", code, cols, True) != _plan_key(
+        groups1, [npu] * len(groups1), "m55", code, cols, True)
+
+    costed = []
+    real_lat, real_bound = Evaluator.latency, Evaluator.bound
+    Evaluator.latency = lambda self, a: costed.append(("latency", tuple(a))) or real_lat(self, a)
+    Evaluator.bound = lambda self, a: costed.append(("bound", tuple(a))) or real_bound(self, a)
+    try:
+        kept = placement.decide(*after, memo=memo)
+        assert tuple(host[1]) not in {a for _, a in costed}  # recalled, neither costed nor bounded
+        fresh = placement.decide(*after, memo=LRU(20_000))
+    finally:
+        Evaluator.latency, Evaluator.bound = real_lat, real_bound
+    assert kept == fresh

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from array import array
 from collections.abc import Mapping, Sequence
 
 from ..cost import Tables
@@ -65,6 +66,21 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
         used = b"".join([cols[p] if p in a else bytes(8) for p in soc.names])
         return hashlib.blake2b(gkey + used + bytes([code[p] for p in a]), digest_size=16).digest()
 
+    def recall(key: bytes, a, prefix: bytes = b""):
+        """The memo's figure of ``a`` under ``key``, else under the key of its virtual plan alone
+        (``_plan_key``: another grouping can give the same plan -- a pin splits a group, and the
+        all-host baseline is the same plan whatever the groups); found there, kept under ``key``."""
+        v = memo.get(prefix + key)
+        if v is None:
+            v = memo.get(prefix + _plan_key(groups, a, host, code, cols, ev.ordered))
+            if v is not None:
+                memo.put(prefix + key, v)
+        return v
+
+    def keep(key: bytes, a, v, prefix: bytes = b""):
+        memo.put(prefix + _plan_key(groups, a, host, code, cols, ev.ordered), v)
+        return memo.put(prefix + key, v)
+
     def score(a) -> tuple[float, float]:
         a = tuple(a)
         s = scored.get(a)
@@ -73,9 +89,9 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
                 s = ev.latency(a)
             else:
                 key = memo_key(a)
-                s = memo.get(key)
+                s = recall(key, a)
                 if s is None:
-                    s = memo.put(key, ev.latency(a))
+                    s = keep(key, a, ev.latency(a))
             scored[a] = s
         return s
 
@@ -89,13 +105,13 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
             lb = ev.bound(a)
         else:
             key = memo_key(a)
-            s = memo.get(key)
+            s = recall(key, a)
             if s is not None:
                 scored[a] = s
                 return False
-            lb = memo.get(b"bound" + key)  # kept too: an edit and its undo bound the same moves
+            lb = recall(key, a, b"bound")  # kept too: an edit and its undo bound the same moves
             if lb is None:
-                lb = memo.put(b"bound" + key, ev.bound(a))
+                lb = keep(key, a, ev.bound(a), b"bound")
         return lb > than * (1 + 1e-9) + 1e-9
 
     add, deltas, at = None, None, None
@@ -136,6 +152,25 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     lone = frozenset(grp[0] for grp in groups if len(grp) == 1)
     return Choice(tuple(proc), why, method, lat, lone)
 
+
+
+def _plan_key(groups, a, host: str, code: Mapping[str, int], cols: Mapping[str, bytes], ordered: bool) -> bytes:
+    """A digest of the virtual plan of assignment ``a`` (``Evaluator.plan``), whatever grouping
+    gave it, with the bit-widths of the processors it uses: what its latency, energy and bound
+    depend on.  Each run of host groups is one partition of their ops in group order; each
+    accelerator group its own composite (consecutive ones on one accelerator one call).  ``ordered``
+    (``Evaluator.ordered``) enters too: it decides how the host's kernels and the bound are worked out."""
+    toks = [1 if ordered else 0]
+    prev = None
+    for grp, p in zip(groups, a):
+        if p != host:
+            toks.append(-2 - code[p])
+        elif prev != host:
+            toks.append(-1)
+        toks += grp
+        prev = p
+    used = b"".join([cols[p] if p in a else bytes(8) for p in code])
+    return hashlib.blake2b(b"plan" + used + array("q", toks).tobytes(), digest_size=16).digest()
 
 
 def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool = True, slower=None) -> list[str]:

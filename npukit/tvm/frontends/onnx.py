@@ -9,6 +9,7 @@ from ...errors import ModelError, UnsupportedOpError
 from ...progress import Progress
 from .. import load as _load_tvm
 from .common import _NAMES, Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
+from .onnx_convert import convert
 from .onnx_qop import rewrite as rewrite_qop
 from .onnx_shapes import fold_shapes
 from .sizes import check_onnx_sizes as check_sizes
@@ -133,8 +134,7 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
             name = node_name(n) if n is not None else attrs.get("tvm_custom", {}).get("name", op_name)
             ins = ", ".join(repr(original.get(t, t)) for t in (n.input if n is not None else ()) if t)
             marks.current = f"{name!r} ({op_name}{'; inputs ' + ins if ins else ''})"
-            sym = _clip(relax, inputs, attrs, opset) if op_name == "Clip" else None
-            sym = _pad(relax, inputs, attrs, opset) if op_name == "Pad" else sym
+            sym, attrs = convert(relax, op_name, inputs, attrs, opset)
             if sym is None:
                 sym = super()._convert_operator(op_name, inputs, attrs, opset)
             outs = tuple(n.output) if n is not None else ()
@@ -161,95 +161,6 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     return _finish(raw, marks, "onnx", path, input_names, out_names, const_names)
 
 
-
-
-def _const_array(tvm, b):
-    """The numpy value of a constant operand, None when it is computed."""
-    if b is None or not isinstance(b, tvm.ir.GenericConst):
-        return None
-    data = getattr(b, "data", None)
-    value = data if data is not None and hasattr(data, "numpy") else getattr(b, "value", None)
-    return value.numpy() if hasattr(value, "numpy") else None
-
-
-def _clip(relax, inputs, attrs, opset):
-    """ONNX ``Clip`` with constant bounds as one ``relax.clip`` (TVM's converter writes two opaque
-    ``call_tir`` kernels, maximum then minimum); a NaN or missing bound is no bound, as in
-    onnxruntime.  None (TVM's own conversion) for computed bounds or integer tensors."""
-    import numpy as np  # noqa: PLC0415
-
-    tvm = _load_tvm()
-    x = inputs[0]
-    if not str(getattr(getattr(x, "ty", None), "dtype", "")).startswith(("float", "bfloat")):
-        return None
-    if opset < 11:
-        bounds = [attrs.get("min"), attrs.get("max")]
-    else:
-        bounds = []
-        for b in (list(inputs) + [None, None])[1:3]:
-            if b is None:
-                bounds.append(None)
-                continue
-            arr = _const_array(tvm, b)
-            if arr is None or arr.size != 1:
-                return None
-            bounds.append(float(arr.reshape(())))
-    lo, hi = (-np.inf if bounds[0] is None or np.isnan(bounds[0]) else float(bounds[0]),
-              np.inf if bounds[1] is None or np.isnan(bounds[1]) else float(bounds[1]))  # fmt: skip
-    return relax.op.clip(x, lo, hi)
-
-
-_PAD_MODES = {"constant": "constant", "edge": "replicate", "reflect": "reflect", "wrap": "circular"}
-
-
-
-
-def _pad(relax, inputs, attrs, opset):
-    """ONNX ``Pad`` with constant pads as one ``relax.nn.pad`` (TVM's converter writes an opaque
-    ``call_tir`` kernel, which no processor's rules can judge and no cost formula can count): the
-    pads per axis as (before, after) pairs, ONNX's modes named as Relax names them (edge ->
-    replicate, wrap -> circular).  None (TVM's own conversion) for computed pads, axes or value."""
-    import numpy as np  # noqa: PLC0415
-
-    tvm = _load_tvm()
-    x = inputs[0]
-    shape = getattr(getattr(x, "ty", None), "shape", None)
-    try:
-        rank = len(shape)
-    except TypeError:
-        return None
-    mode = attrs.get("mode", b"constant")
-    mode = _PAD_MODES.get(mode.decode() if isinstance(mode, bytes) else str(mode))
-    if mode is None:
-        return None
-    if opset < 11:
-        pads, value = attrs.get("pads"), attrs.get("value", 0.0)
-        axes = None
-    else:
-        ops = list(inputs) + [None, None, None]
-        pads = _const_array(tvm, ops[1])
-        value = 0.0
-        if ops[2] is not None:
-            v = _const_array(tvm, ops[2])
-            if v is None or v.size != 1:
-                return None
-            value = float(v.reshape(()))
-        axes = None
-        if ops[3] is not None:
-            axes = _const_array(tvm, ops[3])
-            if axes is None:
-                return None
-            axes = [int(a) % rank for a in axes.ravel()]
-    if pads is None:
-        return None
-    pads = [int(p) for p in np.asarray(pads).ravel()]
-    axes = list(range(rank)) if axes is None else axes
-    if len(pads) != 2 * len(axes) or any(p < 0 for p in pads):  # crops: TVM's own conversion
-        return None
-    width = [0] * (2 * rank)
-    for k, ax in enumerate(axes):
-        width[2 * ax], width[2 * ax + 1] = pads[k], pads[len(axes) + k]
-    return relax.op.nn.pad(x, width, mode, value)
 
 
 def _internal_names(graph):

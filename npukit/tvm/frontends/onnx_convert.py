@@ -1,0 +1,186 @@
+"""ONNX ops npukit converts itself, where TVM's ONNX converter writes an opaque ``call_tir`` kernel
+(which no processor's rules can judge, no cost formula can count and no user recognises as their
+op) or a separate op the model does not hold: each becomes the Relax op it is.  ``convert`` returns
+the converted expression, or attributes for TVM's own converter, or None (TVM's conversion as it
+is) for what these cannot take (computed operands, unknown shapes)."""
+
+from __future__ import annotations
+
+from .. import load as _load_tvm
+
+
+def convert(relax, op_name: str, inputs, attrs, opset):
+    """(expression or None, attributes for TVM's converter) of one ONNX node."""
+    if op_name == "Conv":
+        return None, _conv_same(inputs, attrs)
+    f = _OWN.get(op_name)
+    return (f(relax, inputs, attrs, opset) if f is not None else None), attrs
+
+
+def _const_array(tvm, b):
+    """The numpy value of a constant operand, None when it is computed."""
+    if b is None or not isinstance(b, tvm.ir.GenericConst):
+        return None
+    data = getattr(b, "data", None)
+    value = data if data is not None and hasattr(data, "numpy") else getattr(b, "value", None)
+    return value.numpy() if hasattr(value, "numpy") else None
+
+
+def _clip(relax, inputs, attrs, opset):
+    """ONNX ``Clip`` with constant bounds as one ``relax.clip`` (TVM's converter writes two opaque
+    ``call_tir`` kernels, maximum then minimum); a NaN or missing bound is no bound, as in
+    onnxruntime.  None (TVM's own conversion) for computed bounds or integer tensors."""
+    import numpy as np  # noqa: PLC0415
+
+    tvm = _load_tvm()
+    x = inputs[0]
+    if not str(getattr(getattr(x, "ty", None), "dtype", "")).startswith(("float", "bfloat")):
+        return None
+    if opset < 11:
+        bounds = [attrs.get("min"), attrs.get("max")]
+    else:
+        bounds = []
+        for b in (list(inputs) + [None, None])[1:3]:
+            if b is None:
+                bounds.append(None)
+                continue
+            arr = _const_array(tvm, b)
+            if arr is None or arr.size != 1:
+                return None
+            bounds.append(float(arr.reshape(())))
+    lo, hi = (-np.inf if bounds[0] is None or np.isnan(bounds[0]) else float(bounds[0]),
+              np.inf if bounds[1] is None or np.isnan(bounds[1]) else float(bounds[1]))  # fmt: skip
+    return relax.op.clip(x, lo, hi)
+
+
+_PAD_MODES = {"constant": "constant", "edge": "replicate", "reflect": "reflect", "wrap": "circular"}
+
+
+
+
+def _pad(relax, inputs, attrs, opset):
+    """ONNX ``Pad`` with constant pads as one ``relax.nn.pad`` (TVM's converter writes an opaque
+    ``call_tir`` kernel, which no processor's rules can judge and no cost formula can count): the
+    pads per axis as (before, after) pairs, ONNX's modes named as Relax names them (edge ->
+    replicate, wrap -> circular).  None (TVM's own conversion) for computed pads, axes or value."""
+    import numpy as np  # noqa: PLC0415
+
+    tvm = _load_tvm()
+    x = inputs[0]
+    shape = getattr(getattr(x, "ty", None), "shape", None)
+    try:
+        rank = len(shape)
+    except TypeError:
+        return None
+    mode = attrs.get("mode", b"constant")
+    mode = _PAD_MODES.get(mode.decode() if isinstance(mode, bytes) else str(mode))
+    if mode is None:
+        return None
+    if opset < 11:
+        pads, value = attrs.get("pads"), attrs.get("value", 0.0)
+        axes = None
+    else:
+        ops = list(inputs) + [None, None, None]
+        pads = _const_array(tvm, ops[1])
+        value = 0.0
+        if ops[2] is not None:
+            v = _const_array(tvm, ops[2])
+            if v is None or v.size != 1:
+                return None
+            value = float(v.reshape(()))
+        axes = None
+        if ops[3] is not None:
+            axes = _const_array(tvm, ops[3])
+            if axes is None:
+                return None
+            axes = [int(a) % rank for a in axes.ravel()]
+    if pads is None:
+        return None
+    pads = [int(p) for p in np.asarray(pads).ravel()]
+    axes = list(range(rank)) if axes is None else axes
+    if len(pads) != 2 * len(axes) or any(p < 0 for p in pads):  # crops: TVM's own conversion
+        return None
+    width = [0] * (2 * rank)
+    for k, ax in enumerate(axes):
+        width[2 * ax], width[2 * ax + 1] = pads[k], pads[len(axes) + k]
+    return relax.op.nn.pad(x, width, mode, value)
+
+
+def _static_shape(x) -> list[int] | None:
+    """The dimensions of a Relax operand when every one is a number, else None."""
+    shape = getattr(getattr(x, "ty", None), "shape", None)
+    try:
+        return [int(d) for d in shape]
+    except (TypeError, ValueError):
+        return None
+
+
+def _conv_same(inputs, attrs):
+    """ONNX ``Conv`` with ``auto_pad`` SAME_UPPER / SAME_LOWER: the pads worked out as ONNX defines
+    them (the output is ceil(input / stride); the total padding split in two, the odd one at the end
+    for SAME_UPPER, at the start for SAME_LOWER), so the conv holds its own padding.  TVM's converter
+    pads the input in a ``call_tir`` kernel of its own first: an op the model does not have, which
+    no accelerator takes, so every such conv crossed to the host and back."""
+    mode = attrs.get("auto_pad", b"NOTSET")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ("SAME_UPPER", "SAME_LOWER"):
+        return attrs
+    shape, wshape = _static_shape(inputs[0]), _static_shape(inputs[1])
+    if shape is None or len(shape) < 3:
+        return attrs
+    n = len(shape) - 2
+    kernel = list(attrs.get("kernel_shape") or (wshape[2:] if wshape is not None else []))
+    if len(kernel) != n:
+        return attrs
+    strides = list(attrs.get("strides") or [1] * n)
+    dilations = list(attrs.get("dilations") or [1] * n)
+    begin, end = [], []
+    for x, k, s, d in zip(shape[2:], kernel, strides, dilations):
+        total = max((-(-x // s) - 1) * s + (k - 1) * d + 1 - x, 0)
+        small, big = total // 2, total - total // 2
+        begin.append(small if mode == "SAME_UPPER" else big)
+        end.append(big if mode == "SAME_UPPER" else small)
+    out = {k: v for k, v in attrs.items() if k != "auto_pad"}
+    out["pads"] = begin + end
+    return out
+
+
+def _einsum(relax, inputs, attrs, opset):
+    """ONNX ``Einsum`` as ``relax.einsum`` (TVM's converter writes ``topi.einsum`` as a ``call_tir``
+    kernel, so its MACs counted as nothing)."""
+    eq = attrs.get("equation", b"")
+    eq = eq.decode() if isinstance(eq, bytes) else str(eq)
+    return relax.op.einsum(list(inputs), eq.replace(" ", "")) if eq else None
+
+
+def _tile(relax, inputs, attrs, opset):
+    """ONNX ``Tile`` with constant repeats as ``relax.tile``."""
+    tvm = _load_tvm()
+    reps = _const_array(tvm, inputs[1]) if len(inputs) > 1 else None
+    if reps is None:
+        return None
+    reps = [int(r) for r in reps.ravel()]
+    shape = _static_shape(inputs[0])
+    if shape is None or len(reps) != len(shape) or any(r < 0 for r in reps):
+        return None
+    return relax.op.tile(inputs[0], reps)
+
+
+def _cumsum(relax, inputs, attrs, opset):
+    """ONNX ``CumSum`` with a constant axis as ``relax.cumsum``, ``reverse`` as ``relax.flip``
+    before and after it (TVM's converter flips in ``call_tir`` kernels)."""
+    tvm = _load_tvm()
+    axis = _const_array(tvm, inputs[1]) if len(inputs) > 1 else None
+    shape = _static_shape(inputs[0])
+    if axis is None or axis.size != 1 or shape is None:
+        return None
+    axis = int(axis.reshape(())) % max(len(shape), 1)
+    x = inputs[0]
+    reverse = int(attrs.get("reverse", 0)) != 0
+    if reverse:
+        x = relax.op.flip(x, axis)
+    y = relax.op.cumsum(x, axis, exclusive=int(attrs.get("exclusive", 0)) != 0)
+    return relax.op.flip(y, axis) if reverse else y
+
+
+_OWN = {"Clip": _clip, "Pad": _pad, "Einsum": _einsum, "Tile": _tile, "CumSum": _cumsum}

@@ -1,0 +1,87 @@
+"""ONNX ops npukit converts itself (npukit/tvm/frontends/onnx_convert.py), where TVM's converter
+writes an opaque call_tir kernel or an op the model does not have: each is the Relax op it is, with
+the model's name, counted by its formula, and computes what onnxruntime computes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import initializer, onnx_model, save_onnx, tensor_info
+from test_canonical import _vm_run
+
+import npukit
+
+
+def _ort(path, feeds):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path)).run(None, feeds)[0]
+
+
+def _close(got, ref):
+    assert got.shape == ref.shape
+    assert np.abs(got - ref).max() <= 1e-5 * max(np.abs(ref).max(), 1e-6)
+
+
+def _conv(mode: str, pads=None):
+    from onnx import helper as h
+
+    attrs = {"strides": [2, 2]}
+    attrs.update({"auto_pad": mode} if pads is None else {"pads": pads})
+    nodes = [h.make_node("Conv", ["x", "w"], ["y"], name="stem/conv_s2", **attrs),
+             h.make_node("Relu", ["y"], ["z"], name="stem/relu")]  # fmt: skip
+    # 8 x 7 input, 3 x 4 kernel, stride 2: outputs 4 x 4, padded in all H: (4 - 1) * 2 + 3 - 8 = 1,
+    # W: (4 - 1) * 2 + 4 - 7 = 3; the odd one at the end (UPPER) or at the start (LOWER)
+    return onnx_model(nodes, [tensor_info("x", [1, 3, 8, 7])], [tensor_info("z", [1, 4, 4, 4])],
+                      [initializer("w", [4, 3, 3, 4])])  # fmt: skip
+
+
+@pytest.mark.parametrize(("mode", "pads"), [("SAME_UPPER", [0, 1, 1, 2]), ("SAME_LOWER", [1, 2, 0, 1])])
+def test_a_same_padded_conv_is_one_conv_that_pads_itself(tmp_path, mode, pads):
+    """TVM padded the input in a call_tir kernel of its own first: an op no accelerator takes, so
+    every such conv crossed to the host and back (6 partitions instead of 1 on arm-dsp-dla)."""
+    same = save_onnx(_conv(mode), tmp_path / "same.onnx")
+    explicit = save_onnx(_conv("", pads), tmp_path / "explicit.onnx")
+    imp = npukit.import_model(same)
+    assert [(op.name, op.kind) for op in imp.graph.ops] == [("stem/conv_s2", "conv2d"), ("stem/relu", "relu")]
+    assert list(imp.graph.ops[0].attrs["padding"]) == pads
+    x = np.random.default_rng(1).standard_normal((1, 3, 8, 7)).astype(np.float32)
+    _close(_vm_run(imp.mod, x), _ort(same, {"x": x}))
+    a, b = (npukit.Study(p, "arm-dsp-dla", placement="first-fit") for p in (same, explicit))
+    assert a.plan.processor == b.plan.processor == ("dla", "dla")
+    assert len(a.plan.partitions) == 1
+    assert a.totals == b.totals
+
+
+def test_einsum_is_an_einsum_counted_by_its_macs(tmp_path):
+    from onnx import helper as h
+
+    nodes = [h.make_node("Einsum", ["q", "k"], ["s"], name="attn/scores", equation="bhid, bhjd -> bhij")]
+    path = save_onnx(onnx_model(nodes, [tensor_info("q", [1, 2, 8, 4]), tensor_info("k", [1, 2, 6, 4])],
+                                [tensor_info("s", [1, 2, 8, 6])], opset=13), tmp_path / "einsum.onnx")  # fmt: skip
+    imp = npukit.import_model(path)
+    (op,) = imp.graph.ops
+    assert (op.name, op.kind) == ("attn/scores", "einsum")
+    s = npukit.Study(path, "arm-dsp-dla")
+    assert s.result.ops[0].macs == 2 * 8 * 6 * 4  # b h i j d
+    rng = np.random.default_rng(2)
+    q, k = rng.standard_normal((1, 2, 8, 4)).astype(np.float32), rng.standard_normal((1, 2, 6, 4)).astype(np.float32)
+    _close(_vm_run(imp.mod, q, k), _ort(path, {"q": q, "k": k}))
+
+
+def test_tile_and_a_reversed_exclusive_cumsum_are_their_own_ops(tmp_path):
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    inits = [numpy_helper.from_array(np.asarray([1, 2, 3], np.int64), "reps"),
+             numpy_helper.from_array(np.asarray(-1, np.int64), "axis")]  # fmt: skip
+    nodes = [h.make_node("Tile", ["x", "reps"], ["t"], name="plumb/tile"),
+             h.make_node("CumSum", ["t", "axis"], ["c"], name="odd/cumsum_rev", reverse=1, exclusive=1)]  # fmt: skip
+    path = save_onnx(onnx_model(nodes, [tensor_info("x", [2, 3, 2])], [tensor_info("c", [2, 6, 6])], inits, opset=14),
+                     tmp_path / "tile.onnx")  # fmt: skip
+    imp = npukit.import_model(path)
+    assert [(op.name, op.kind) for op in imp.graph.ops] == [
+        ("plumb/tile", "tile"), ("odd/cumsum_rev/flip", "flip"), ("odd/cumsum_rev/cumsum", "cumsum"),
+        ("odd/cumsum_rev", "flip")]  # fmt: skip
+    x = np.random.default_rng(3).standard_normal((2, 3, 2)).astype(np.float32)
+    _close(_vm_run(imp.mod, x), _ort(path, {"x": x}))

@@ -85,3 +85,37 @@ def test_tile_and_a_reversed_exclusive_cumsum_are_their_own_ops(tmp_path):
         ("odd/cumsum_rev", "flip")]  # fmt: skip
     x = np.random.default_rng(3).standard_normal((2, 3, 2)).astype(np.float32)
     _close(_vm_run(imp.mod, x), _ort(path, {"x": x}))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_folded_batch_norm_keeps_the_names_the_model_reads(tmp_path, bias):
+    """A batch_norm folded into the conv before it: the conv's last op makes what the model's readers
+    read as the batch_norm's output, so it goes by that name (it went by the conv's own output, a
+    value that no longer exists); the scaled weight and shift go by the constants they came from."""
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(4)
+    stats = [numpy_helper.from_array(v.astype(np.float32), n) for n, v in
+             (("bn.gamma", rng.uniform(0.5, 1.5, 4)), ("bn.beta", rng.uniform(-1, 1, 4)),
+              ("bn.mean", rng.uniform(-1, 1, 4)), ("bn.var", rng.uniform(0.5, 1.5, 4)))]  # fmt: skip
+    conv_in = ["x", "conv.w", "conv.b"] if bias else ["x", "conv.w"]
+    nodes = [h.make_node("Conv", conv_in, ["conv.out"], name="stem/conv", pads=[1, 1, 1, 1]),
+             h.make_node("BatchNormalization", ["conv.out", "bn.gamma", "bn.beta", "bn.mean", "bn.var"], ["bn.out"],
+                         name="stem/bn"),
+             h.make_node("Relu", ["bn.out"], ["y"], name="stem/relu")]  # fmt: skip
+    inits = [initializer("conv.w", [4, 3, 3, 3]), *([initializer("conv.b", [4], seed=5)] if bias else []), *stats]
+    path = save_onnx(onnx_model(nodes, [tensor_info("x", [1, 3, 6, 6])], [tensor_info("y", [1, 4, 6, 6])], inits),
+                     tmp_path / "convbn.onnx")  # fmt: skip
+    imp = npukit.import_model(path)
+    g = imp.graph
+    conv, add, relu = g.ops
+    assert [(op.name, op.kind) for op in g.ops] == [("stem/conv", "conv2d"), ("stem/conv/add", "add"),
+                                                    ("stem/relu", "relu")]  # fmt: skip
+    assert g.tensors[add.outputs[0]].name == "bn.out" == g.tensors[relu.inputs[0]].name
+    assert g.tensors[conv.inputs[1]].name == "conv.w"
+    assert g.tensors[add.inputs[1]].name == ("conv.b" if bias else "bn.beta")
+    assert g.elided["stem/bn"] == ("batch normalization folded into the weights and bias of 'stem/conv' at import "
+                                   "(inference form)")  # fmt: skip
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    _close(_vm_run(imp.mod, x), _ort(path, {"x": x}))

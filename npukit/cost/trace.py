@@ -85,8 +85,12 @@ def compute_text(c: Compute, t: Tables, i: int, p, bits: str) -> tuple[str, str]
 
 
 def num(x: float) -> str:
-    """A figure as a trace shows it: enough digits to compute with (1,024.0; 5.0025; 0.003125)."""
-    return f"{x:,.1f}" if abs(x) >= 100 else f"{x:.6g}"
+    """A figure as a trace shows it: enough digits to compute with (1,024.0; 344.125; 5.0025; 0.003125),
+    so the terms of a sum add up to its total as the tables hold them."""
+    if abs(x) < 100:
+        return f"{x:.6g}"
+    s = f"{x:,.3f}".rstrip("0")
+    return s + "0" if s.endswith(".") else s
 
 
 def memory_terms(m: Memory, op: Op, label=str) -> list[str]:
@@ -139,11 +143,11 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
         tr.append(Trace("util_mac", a_util, ("mac_array", "reduction") if p.reduction else ("mac_array",), ("shapes",)))
     tr.append(Trace("work", w.formula + (f" [{w.model}]" if w.model else ""), (), attr_names(aop)))
     ca = k.compute[k.ids.index(a)]
-    terms = [f"{aop.kind}: {a_form} = {ca.mac_cycles + ca.vec_cycles:,.1f}" if a_form else f"{aop.kind}: 0 (no work)"]
+    terms = [f"{aop.kind}: {a_form} = {num(ca.mac_cycles + ca.vec_cycles)}" if a_form else f"{aop.kind}: 0 (no work)"]
     fields = [f"macs_per_cycle.{ab}", f"vector_ops_per_cycle.{ab}", "vector_lanes", "efficiency"]
     if k.stage_cycles:
         terms = [f"max({terms[0]}, output stage: out_elems / output_elems_per_cycle = {t.out_elems[a]:,} / {stage:g} "
-                 f"= {k.stage_cycles:,.1f}) = {k.main_cycles:,.1f}"]  # fmt: skip
+                 f"= {num(k.stage_cycles)}) = {num(k.main_cycles)}"]  # fmt: skip
         fields.append("output_elems_per_cycle")
     for op, r, c, b in zip(ops, k.roles, k.compute, k.bits):
         i = op.op_id
@@ -152,14 +156,14 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
                 terms.append(f"{op.kind}: 0 (epilogue in the output stage)")
             else:
                 form = compute_text(c, t, i, p, b)[0]
-                terms.append(f"{op.kind} (epilogue): {form or '0'} = {c.mac_cycles + c.vec_cycles:,.1f}")
+                terms.append(f"{op.kind} (epilogue): {form or '0'} = {num(c.mac_cycles + c.vec_cycles)}")
         elif r == "serial":
-            terms.append(f"{op.kind} (serial): {texts[i][0] or '0'} = {c.mac_cycles + c.vec_cycles:,.1f}")
+            terms.append(f"{op.kind} (serial): {texts[i][0] or '0'} = {num(c.mac_cycles + c.vec_cycles)}")
         elif r in ("input", "view"):
             terms.append(f"{op.kind}: 0 ({r})")
     if stage > 0 and "output_elems_per_cycle" not in fields:
         fields.append("output_elems_per_cycle")
-    total = f" = {k.compute_cycles:,.1f}"
+    total = f" = {num(k.compute_cycles)}"
     ctext = terms[0] if len(terms) == 1 and terms[0].endswith(total) else " + ".join(terms) + total  # (one term: its own sum)
     tr.append(Trace("compute_cycles", ctext, tuple(fields), ("shapes",)))
     bterms = [x for op, m in zip(ops, k.memory) for x in memory_terms(m, op, t.g.tensor_label)]
@@ -167,12 +171,12 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
                     f"weights {k.weights:,.0f}, on chip {k.onchip:,.0f}) at {ab}", ("onchip_bytes",), ("shapes", "dtypes")))  # fmt: skip
     wbpc = p.weight_bytes_per_cycle or p.dram_bytes_per_cycle
     act_f = (f"dram_bytes / dram_bytes_per_cycle + onchip / onchip_bytes_per_cycle = {k.act_dram:,.0f} / "
-             f"{p.dram_bytes_per_cycle:g} + {k.onchip:,.0f} / {p.onchip_bytes_per_cycle:g} = {k.act_cycles:,.1f}")  # fmt: skip
-    w_f = f"weight_bytes / weight_bytes_per_cycle = {k.weights:,.0f} / {wbpc:g} = {k.weight_cycles:,.1f}"
+             f"{p.dram_bytes_per_cycle:g} + {k.onchip:,.0f} / {p.onchip_bytes_per_cycle:g} = {num(k.act_cycles)}")  # fmt: skip
+    w_f = f"weight_bytes / weight_bytes_per_cycle = {k.weights:,.0f} / {wbpc:g} = {num(k.weight_cycles)}"
     if p.weight_port == "separate":
-        mform = f"max(act: {act_f}, weights (separate port): {w_f}) = {k.memory_cycles:,.1f}"
+        mform = f"max(act: {act_f}, weights (separate port): {w_f}) = {num(k.memory_cycles)}"
     else:
-        mform = f"act: {act_f} + weights: {w_f} = {k.memory_cycles:,.1f}"
+        mform = f"act: {act_f} + weights: {w_f} = {num(k.memory_cycles)}"
     tr.append(Trace("memory_cycles", mform, ("dram_bytes_per_cycle", "onchip_bytes_per_cycle", "weight_bytes_per_cycle",
                                              "weight_port"), ()))  # fmt: skip
     ov = []
@@ -182,10 +186,10 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
         ov.append(f"call_overhead {k.call_overhead:,} (first op of the partition)")
     tr.append(Trace("overhead_cycles", (" + ".join(ov) if ov else "none") + f" = {k.overhead_cycles:,}",
                     ("op_overhead_cycles", "call_overhead_cycles"), ()))  # fmt: skip
-    tr.append(Trace("cycles", f"max(compute, memory) + overhead = max({k.compute_cycles:,.1f}, {k.memory_cycles:,.1f})"
-                    + (" + " + " + ".join(ov) if ov else "") + f" = {k.cycles:,.1f}",
+    tr.append(Trace("cycles", f"max(compute, memory) + overhead = max({num(k.compute_cycles)}, {num(k.memory_cycles)})"
+                    + (" + " + " + ".join(ov) if ov else "") + f" = {num(k.cycles)}",
                     ("op_overhead_cycles", "call_overhead_cycles"), ()))  # fmt: skip
-    tr.append(Trace("latency_us", f"cycles / clock_mhz = {k.cycles:,.1f} / {p.clock_mhz:g} = {k.latency_us:,.3f} us", ("clock_mhz",), ()))
+    tr.append(Trace("latency_us", f"cycles / clock_mhz = {num(k.cycles)} / {p.clock_mhz:g} = {k.latency_us:,.3f} us", ("clock_mhz",), ()))
     tr.append(Trace("energy_uj",
                     f"(MACs*pJ_per_mac + vector_ops*pJ_per_op + (DRAM + weight) B*{p.energy_pj_per_byte:g}"
                     f" + on-chip B*{p.energy_pj_per_onchip_byte:g}) pJ / 1e6 + static_mw*latency/1e3 = "

@@ -61,6 +61,8 @@ class Pass:
     new_owners: dict = field(default_factory=dict)
     new_origin: dict = field(default_factory=dict)
     copies: dict = field(default_factory=dict)  # (old dequantize var, old reader var) -> its own copy
+    derived: dict = field(default_factory=dict)  # new constant -> the model's constant it was computed from
+    took: dict = field(default_factory=dict)  # source index -> the folded node whose outputs it makes
 
     # --- reading the old function -------------------------------------------------------------
     def call(self, x, *names: str):
@@ -133,6 +135,21 @@ class Pass:
             return relax.Tuple([self.m(y, reader) for y in x.fields])
         return x
 
+    def derive(self, const, source):
+        """``const``, computed from the model's constant ``source`` (a folded weight): it goes by that
+        constant's name."""
+        if isinstance(source, self.tvm.ir.GenericConst):
+            self.derived[const] = source
+        return const
+
+    def outputs_of(self, like, gone) -> None:
+        """The node of old binding ``like`` now makes what the model's readers read as the output of
+        the node of ``gone`` (which a rule folded into it): its last op's tensors take that node's
+        output names."""
+        a, b = self.owners.get(like), self.owners.get(gone)
+        if a is not None and b is not None and a != b:
+            self.took[a] = b
+
     def emit(self, call, like):
         """Bind a new call; it belongs to the node of the old binding ``like``."""
         var = self.bb.emit(call)
@@ -154,18 +171,20 @@ def canonicalize(folded: Folded, owners: dict, marks) -> tuple[Folded, dict]:
     from tvm import relax  # noqa: PLC0415
 
     func, origin = folded.func, dict(folded.origin)
+    derived: dict = {}  # a constant a rule computed -> the model's constant it came from
     names = {i: s.name for i, s in enumerate(marks.sources)}
     fired = wasted = 0
     for phase, rules in enumerate((RULES, {**RULES, **LATE_RULES})):
         if phase and not _has_late_work(relax, tvm, func, LATE_RULES):
             break
         for _ in range(MAX_PASSES):
-            func, owners, origin, fired, wasted = _one_pass(relax, tvm, func, owners, origin, marks, names, rules)
+            func, owners, origin, fired, wasted, made = _one_pass(relax, tvm, func, owners, origin, marks, names, rules)
+            derived.update(made)
             if not fired:
                 break
     if fired or wasted:  # the last pass's rewrites (or rewrites given up) left calls unused
-        func, owners, origin, _, _ = _one_pass(relax, tvm, func, owners, origin, marks, names, {})
-    return Folded(func, origin, folded.counts), owners
+        func, owners, origin, _, _, _ = _one_pass(relax, tvm, func, owners, origin, marks, names, {})
+    return Folded(func, origin, folded.counts, derived), owners
 
 
 def _has_late_work(relax, tvm, func, late: dict) -> bool:
@@ -274,7 +293,8 @@ def _one_pass(relax, tvm, func, owners, origin, marks, names, rules):
     if func.attrs is not None:
         for key, value in func.attrs.items():
             new_func = new_func.with_attr(key, value)
-    return new_func, p.new_owners, p.new_origin, fired, wasted
+    marks.outputs_of.update(p.took)
+    return new_func, p.new_owners, p.new_origin, fired, wasted, p.derived
 
 
 def _shared_dequantize(p: Pass, bindings, live) -> dict:

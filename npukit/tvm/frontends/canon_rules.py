@@ -96,8 +96,10 @@ def fold_batch_norm(p: Pass, var, v):
         shift = shift + bias.astype(np.float64).reshape(-1) * s
     wdt, bdt = str(weight.dtype), p.dtype(var)
     new_w = (weight.astype(np.float64) * s.reshape(w_shape)).astype(wdt)
-    conv = p.new_call(prod, [p.m(x), _const(p, new_w, wdt)], like=y)
-    out = p.emit(p.relax.op.add(conv, _const(p, shift.reshape(b_shape), bdt)), like=y)
+    conv = p.new_call(prod, [p.m(x), p.derive(_const(p, new_w, wdt), w)], like=y)
+    shifted = p.derive(_const(p, shift.reshape(b_shape), bdt), c if bias is not None else bn.args[2])
+    out = p.emit(p.relax.op.add(conv, shifted), like=y)
+    p.outputs_of(y, var)  # what the model's readers read is the batch_norm's output
     consumed = (v.tuple_value, data) + ((bias_var,) if bias_var is not None else ())
     return Match(out, consumed, f"batch normalization folded into the weights and bias of {p.src_name(y)!r} at "
                                 "import (inference form)")  # fmt: skip

@@ -52,6 +52,9 @@ class _Marks:
     results: list[tuple[int, Any]] = field(default_factory=list)  # (source index, var) as converted
     current: str = ""  # the node being converted (for error messages)
     pre_elided: dict[str, str] = field(default_factory=dict)  # nodes a pre-pass removed -> why
+    # source index -> the elided node whose outputs its last op now makes (a conv that took in the
+    # batch_norm after it makes what the model's readers read as the batch_norm's output)
+    outputs_of: dict[int, int] = field(default_factory=dict)
     progress: Any = None  # called with each new source index (a progress bar)
     _by_name: dict[str, int] = field(default_factory=dict)  # source name -> index (merged sources)
 

@@ -104,15 +104,17 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     nbind = sum(len(blk.bindings) for blk in main.body.blocks)
     with Progress(nbind, "npukit: folding constants") as bar:
         folded = _run_quietly(lambda: fold(main, bar), lambda err: ModelError(f"{path}: constant folding failed: {err}"))
-    const_names = dict(const_names)  # a constant computed from one named constant (a transposed weight) keeps its name
-    for new, old in (folded.derived or {}).items():
-        if old in const_names and new not in const_names:
-            const_names[new] = const_names[old]
     owners = dict(zip([b.var for blk in folded.func.body.blocks for b in blk.bindings],
                       _owners_after_fold([b for blk in folded.func.body.blocks for b in blk.bindings], folded.origin,
                                          marks), strict=True))  # fmt: skip
     # one form whatever the exporter wrote (folded BatchNorm, one gelu, roll as slices ...)
+    derived = folded.derived
     folded, owners = canonicalize(folded, owners, marks)
+    const_names = dict(const_names)  # a constant computed from one named constant (a transposed weight) keeps its name
+    for made in (derived, folded.derived):  # folding's, then the canonical rules' (a weight BatchNorm scaled)
+        for new, old in (made or {}).items():
+            if old in const_names and new not in const_names:
+                const_names[new] = const_names[old]
     f = folded.func
 
     tensors: dict[str, Tensor] = {}
@@ -209,9 +211,10 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         if o["src"] is not None:
             by_src.setdefault(o["src"], []).append(o["op_id"])
     for s, ids in by_src.items():
-        src, last = marks.sources[s], ops[ids[-1]]
-        if len(src.outputs) == len(last["outputs"]):
-            for tid, nm in zip(last["outputs"], src.outputs, strict=True):
+        src, last = marks.sources[marks.outputs_of.get(s, s)], ops[ids[-1]]
+        names_out = src.outputs[:len(last["outputs"])] if s in marks.outputs_of else src.outputs  # (a BN's statistics)
+        if len(names_out) == len(last["outputs"]):
+            for tid, nm in zip(last["outputs"], names_out, strict=True):
                 tensors[tid] = _with_name(tensors[tid], nm)
     # each output keeps the model's own name, also where two outputs are one tensor (an Identity of
     # another output), or an output is an input or a constant: the names are the graph's, per output.

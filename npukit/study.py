@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -105,9 +106,14 @@ class Study:
         proc = self._proc(processor)
         kind = canonical(op, "op")
         if self.soc.processor(proc).host:
-            raise ConfigError(f"{proc} is the host: it runs every op no accelerator takes; toggle an accelerator "
-                              f"({', '.join(self.soc.accelerators)})")  # fmt: skip
+            raise ConfigError(pl.host_toggle(self.soc, proc))
         has = kind in self.soc.processor(proc).ops
+        if not enabled:  # a pin there needs the support: said as this edit's conflict, not as a failed pin
+            held = [i for i, p in sorted(pl.pins_of(self.graph, self._config).items())
+                    if p == proc and self.graph.ops[i].kind == kind]  # fmt: skip
+            if held:
+                raise ConfigError(f"cannot disable {kind} on {proc}: {pl.pinned_as(self.graph, self._config, held[0])} "
+                                  f"is pinned to {proc}; unpin it first")  # fmt: skip
         cfg = self._config.without_support_edit(proc, kind) if enabled == has else \
             self._config.with_support(proc, kind, bool(enabled))  # fmt: skip
         self._apply(cfg)
@@ -128,14 +134,20 @@ class Study:
         key = self._node_key(node)
         pins = self._without_covered(self._config.pins, key)
         if len(pins) == len(self._config.pins):
-            mine = set(pl.resolve(self.graph, key))
-            held = [n for n, _ in self._config.pins if mine & set(self.graph.resolve(n))]
-            if held:  # pinned only as part of a larger pin
-                raise ConfigError(f"{node!r} is not pinned itself; it is held by the pin of "
-                                  f"{', '.join(map(repr, held))}: unpin that")  # fmt: skip
-            raise ConfigError(f"{node!r} is not pinned; pinned: {', '.join(n for n, _ in self._config.pins) or 'none'}")
+            raise self._not_set(node, key, self._config.pins, ("pinned", "pin", "unpin that"))
         self._apply(dataclasses.replace(self._config, pins=tuple(sorted(pins.items()))))
         return self
+
+    def _not_set(self, node, key: str, entries, words: tuple[str, str, str]) -> ConfigError:
+        """The error of removing a per-node edit ``node`` does not have: held by a larger one, or none."""
+        done, edit, fix = words
+        mine = set(pl.resolve(self.graph, key))
+        held = [pl.shown(self.graph, n) for n, _ in entries if mine & set(self.graph.resolve(n))]
+        if held:  # set only as part of a larger edit
+            return ConfigError(f"{node!r} is not {done} itself; it is held by the {edit} of "
+                               f"{', '.join(map(repr, held))}: {fix.format(held[0])}")  # fmt: skip
+        listed = ", ".join(repr(pl.shown(self.graph, n)) for n, _ in entries) or "none"
+        return ConfigError(f"{node!r} is not {done}; {done}: {listed}")
 
     def set_bits(self, bits: str | None, processor: str | None = None, layer=None) -> Study:
         """Bit-width for a processor's ops, or for one layer (a layer override beats its processor's).
@@ -154,6 +166,9 @@ class Study:
             lb = self._without_covered(cfg.layer_bits, key)
             if bits is not None:
                 lb[key] = bits
+            elif len(lb) == len(cfg.layer_bits):
+                raise self._not_set(layer, key, cfg.layer_bits, ("given a bit-width", "bit-width",
+                                                                 "remove that one (set_bits(None, layer={!r}))"))  # fmt: skip
             cfg = dataclasses.replace(cfg, layer_bits=tuple(sorted(lb.items())))
         else:
             targets = [self._proc(processor)] if processor is not None else list(self.soc.names)
@@ -407,8 +422,14 @@ class Study:
             self._listeners.remove(fn)
 
     def _notify(self) -> None:
+        """Every listener hears of the edit, whatever another one does: a listener's failure is not the
+        edit's (it stands), so it is said as a warning and the next listener is called."""
         for fn in list(self._listeners):
-            fn(self)
+            try:
+                fn(self)
+            except Exception as e:  # noqa: BLE001 - a view's failure must not hide the edit from the others
+                warnings.warn(f"npukit: a listener of this study failed after the edit, which stands "
+                              f"({getattr(fn, '__qualname__', fn)!s}: {type(e).__name__}: {e})", RuntimeWarning, stacklevel=3)  # fmt: skip
 
     def show(self):
         """The notebook widget."""

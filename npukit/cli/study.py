@@ -80,6 +80,12 @@ def _build_study(args):
         if cfg is None:  # this model or profile: a config saved from another one
             raise
         raise ConfigError(f"{args.config}: {e}") from None
+    from ..opset import canonical  # noqa: PLC0415
+
+    both = {(p, canonical(o, "op")) for p, o in args.disable} & {(p, canonical(o, "op")) for p, o in args.enable}
+    if both:
+        p, o = sorted(both)[0]
+        raise ConfigError(f"--disable {p}:{o} and --enable {p}:{o} contradict each other; give one")
     for proc, op in args.disable:
         s.set_support(proc, op, False)
     for proc, op in args.enable:

@@ -235,9 +235,20 @@ def check(model: Model, soc: SocProfile, cfg: Config) -> None:
     def proc(name):
         soc.processor(name)  # raises the closest-names error
 
-    for p, op in (*cfg.disabled, *cfg.enabled):
-        proc(p)
-        canonical(op, "op")
+    said: dict[tuple[str, str], tuple[str, str]] = {}
+    for which, entries in (("disabled", cfg.disabled), ("enabled", cfg.enabled)):
+        for p, op in sorted(entries):
+            proc(p)
+            kind = canonical(op, "op")
+            if soc.processor(p).host:
+                raise ConfigError(f"{which}: {p}:{op}: {host_toggle(soc, p)}")
+            other = said.get((p, kind))
+            if other is not None and other[0] != which:
+                raise ConfigError(f"support of {kind} on {p} is both disabled and enabled ({other[0]}: {other[1]}; "
+                                  f"{which}: {p}:{op}); keep one")  # fmt: skip
+            said[(p, kind)] = (which, f"{p}:{op}")
+    _one_each(g, cfg.pins, "pins")
+    _one_each(g, cfg.layer_bits, "layer_bits")
     for p, b in cfg.bits:
         proc(p)
         check_bits(soc, p, b)
@@ -253,6 +264,36 @@ def check(model: Model, soc: SocProfile, cfg: Config) -> None:
         v = vs[(i, p)]
         if not v.ok:
             raise ConfigError(f"cannot pin {pinned_as(g, cfg, i)} to {p}: {p}: {v.text}")
+
+
+def host_toggle(soc: SocProfile, proc: str) -> str:
+    return (f"{proc} is the host: it runs every op no accelerator takes; toggle an accelerator "
+            f"({', '.join(soc.accelerators)})")  # fmt: skip
+
+
+def _one_each(g: OpGraph, entries, what: str) -> None:
+    """Two per-node edits of one table that name the same ops (``"12"`` and ``"#12"``, an op id and
+    its op's name) with different values contradict each other: refused, naming both."""
+    seen: dict[frozenset, tuple[str, str]] = {}
+    for node, value in entries:
+        ids = frozenset(resolve(g, node))
+        prev = seen.get(ids)
+        if prev is not None and prev[1] != value:
+            ops = ", ".join(f"{g.ops[i].name!r}" for i in sorted(ids)[:3]) + (" ..." if len(ids) > 3 else "")
+            raise ConfigError(f"{what}: {prev[0]!r} = {prev[1]!r} and {node!r} = {value!r} name the same op(s) "
+                              f"({ops}); keep one")  # fmt: skip
+        seen[ids] = (str(node), value)
+
+
+def shown(g: OpGraph, node) -> str:
+    """A node reference as stored in a config, as the user knows it: ``"#12"`` (one op of a model node
+    that became several) goes by its op's name."""
+    k = str(node)
+    if k.startswith("#") and k[1:].isdigit():
+        ids = g.resolve(k)
+        if len(ids) == 1 and g.ops[ids[0]].name != k:
+            return g.ops[ids[0]].name
+    return k
 
 
 def check_bits(soc: SocProfile, proc: str, b: str) -> None:

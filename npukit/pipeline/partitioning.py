@@ -24,6 +24,7 @@ from .model import (
     pinned_as,
     pins_of,
     resolve,
+    shown,
     tables,
     verdicts,
 )
@@ -272,6 +273,7 @@ def layer_width_error(node, p, b: str, g: OpGraph, i: int, soc: SocProfile, vs) 
     """A layer whose bit-width ``b`` its processor ``p`` cannot run, with what the user can do: ``i``
     is the op that landed on ``p`` (named when the layer is several ops), ``vs`` the verdicts (the
     processors that run ``b`` and take that op are named)."""
+    node = shown(g, node)  # (as the user named it: "#12" is an op's own name)
     what, mine = "it", f"layer {node!r}"
     if len(g.resolve(node)) > 1 and g.ops[i].name != str(node):
         what = f"its op {g.ops[i].name!r}"

@@ -315,3 +315,21 @@ def test_an_fp32_erf_on_the_host_builds_for_aarch64_within_an_ulp(tmp_path):
     assert run["bit_exact_with_host"] is False  # (x86-64 and aarch64 glibc round erff apart on these values)
     d = run["host_difference"]
     assert d["explained"] is True and 1 <= d["max_ulp"] <= 8 and d["libm"] == ["erff", "expf", "tanhf"]
+
+
+def test_selected_rows_are_compared_whatever_their_count():
+    """NMS's selected indices: the program writes its static row count, the rows past the selected
+    ones -1; the simulation returns the selected rows alone.  A row selected beyond the reference's,
+    or one missing, is an error (only the rows both had were compared, so an extra box passed)."""
+    from npukit.codegen.build import compare
+
+    ref = np.array([[0, 0, 3], [0, 0, 1], [0, 0, 5], [0, 0, 2]])
+    pad = np.full((4, 3), -1)
+    same, extra, fewer = (np.vstack([ref, pad]), np.vstack([ref, [[0, 0, 7]], pad[:3]]),
+                          np.vstack([ref[:3], pad, pad[:1]]))  # fmt: skip
+    (r,) = compare([same], [ref], ["selected"])
+    assert (r["max_abs"], r["err_sq"], r["ref_sq"]) == (0.0, 0.0, 39.0)
+    (r,) = compare([extra], [ref], ["selected"])
+    assert (r["max_abs"], r["err_sq"]) == (8.0, 1 + 1 + 64.0)  # the fifth row: (0, 0, 7) where none was selected
+    (r,) = compare([fewer], [ref], ["selected"])
+    assert (r["max_abs"], r["err_sq"]) == (3.0, 1 + 1 + 9.0)  # the fourth row: none where (0, 0, 2) was

@@ -82,13 +82,30 @@ REL_RMS_FLOOR = 0.02  # the least tolerance of an output's relative RMS differen
 NOISE_FACTOR = 2.0  # ... or this many times the simulation's own relative RMS distance from the float model
 
 
+def _selected(x: np.ndarray) -> int:
+    """The rows of an output whose rows depend on the data (NMS's selected indices) that hold data:
+    the program writes its static row count, the rows past the selected ones -1."""
+    pad = np.all(x.reshape(x.shape[0], -1) == -1, axis=1) if x.ndim and x.shape[0] else np.zeros(0, bool)
+    n = int(np.argmax(pad)) if pad.any() else x.shape[0] if x.ndim else 0
+    return n if pad[n:].all() else x.shape[0]
+
+
+def _rows(x: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` rows of ``x``, rows of -1 (none selected) after its own."""
+    if x.shape[0] >= n:
+        return x[:n]
+    return np.concatenate([x, np.full((n - x.shape[0], *x.shape[1:]), -1, x.dtype)])
+
+
 def _aligned(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``a`` and ``b`` as arrays of one shape (an output whose rows depend on the data, NMS's, on
-    the rows both have), or None."""
+    """``a`` (the program's) and ``b`` (the reference's) as arrays of one shape, or None.  An output
+    whose rows depend on the data (NMS's) is compared on the rows either selected, a row the other
+    did not select being -1 there: a row selected beyond the reference's, or one missing, counts as
+    an error (it was cut off: only the rows both had were compared)."""
     a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape and a.ndim == b.ndim and a.shape[1:] == b.shape[1:]:
-        n = min(a.shape[0], b.shape[0])
-        a, b = a[:n], b[:n]
+    if a.shape != b.shape and a.ndim == b.ndim and a.ndim and a.shape[1:] == b.shape[1:]:
+        n = max(_selected(a), _selected(b))
+        a, b = _rows(a, n), _rows(b, n)
     elif a.size == b.size:
         b = b.reshape(a.shape)
     return (a, b) if a.shape == b.shape else None

@@ -186,7 +186,8 @@ def test_a_chain_an_accelerator_takes_in_part_is_one_group():
 
 @pytest.mark.parametrize("name,soc,edits,want", [
     ("tiny_detector.onnx", "hexagon-like",
-     [("pin", "backbone/conv4", "hmx"), ("bits", "int8", "cpu"), ("layer", "fp32", "backbone/conv2/relu")], 140.1),
+     [("pin", "backbone/conv4", "hmx"), ("bits", "int8", "cpu"), ("layer", "fp32", "backbone/conv2/relu")],
+     141.8),  # (140.1 before the relu paid the conversion of its int8 input: 2 * 16,384 / 8 cycles at 2.4 GHz)
     ("families/resnet.onnx", "tda4vm-like", [("pin", "/stem/stem.2/Relu", "c66x"), ("bits", "int16", "a72")], 135.5)])  # fmt: skip
 def test_no_reason_shows_a_single_move_faster_than_the_plan(name, soc, edits, want):
     """The all-host baseline beat the search's local optimum (DP + moves) and was kept as it was,

@@ -12,6 +12,8 @@ from ..plan import Plan
 from ..soc import SocProfile
 from .tables import Tables, input_bits
 
+FLOATS = frozenset({"float16", "float32", "float64", "bfloat16"})  # what a width change converts (a model's integers keep theirs)
+
 
 class OpContext(NamedTuple):
     """What an op's cost depends on beyond (op, processor, bits): where its tensors live."""
@@ -22,6 +24,9 @@ class OpContext(NamedTuple):
     onchip_out: bool  # output stays on chip (read only inside the partition and fits)
     overhead: bool  # first op of its kernel, or standalone (its kernel pays op_overhead_cycles)
     call: bool  # pays call_overhead_cycles (first op of an offloaded partition)
+    # per input: the width its producer in the same partition wrote it at, where that is not this op's
+    # (a layer bit-width): the op converts it as it loads it; empty when no input is converted
+    convert_in: tuple[str, ...] = ()
 
 
 def kernels(plan: Plan, g: OpGraph, t: Tables) -> list[tuple[int, ...]]:
@@ -91,6 +96,7 @@ def _contexts(g: OpGraph, t: Tables, bits_of: Callable[[int], str], kernel_list:
             for i in ids:
                 comp_of[i] = c
     nb = t.nbytes
+    tensors = g.tensors
     specs = t.input_specs()
     consumers, graph_out = t.consumers, t.graph_out
     comp_get = comp_of.get
@@ -133,7 +139,18 @@ def _contexts(g: OpGraph, t: Tables, bits_of: Callable[[int], str], kernel_list:
                 b = bits_of(i)
                 onchip_out = sum(nb(o, b) for o in op.outputs) <= half
         overhead = c is None or kernel_list[c][0] == i
-        append(OpContext(fused_in, onchip_in, fused_out, onchip_out, overhead, i in first_of_part))
+        cv, bi = None, None
+        for k, (tid, p) in enumerate(spec):
+            if p >= 0 and partition[p] == part_i and tensors[tid].dtype in FLOATS:
+                bp = bits_of(p)
+                if bi is None:
+                    bi = bits_of(i)
+                if bp != bi:
+                    if cv is None:
+                        cv = [""] * len(spec)
+                    cv[k] = bp
+        append(OpContext(fused_in, onchip_in, fused_out, onchip_out, overhead, i in first_of_part,
+                         tuple(cv) if cv else ()))  # fmt: skip
     return out
 
 

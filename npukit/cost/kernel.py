@@ -87,10 +87,15 @@ class KernelCost(NamedTuple):
     e_mem: float
     e_static: float  # uJ
     energy_uj: float
+    convert_cycles: float = 0.0  # the conversions of inputs at another width (in compute_cycles)
+    conversions: tuple = ()  # (op, tensor, from width, to width, elements, vector_ops_per_cycle) of each
 
     @property
     def bytes(self) -> float:
         return self.act_dram + self.weights + self.onchip
+
+
+CONVERT_OPS = 2  # vector ops per element of a width conversion (scale and round/clamp, as a boundary's)
 
 
 def role(kind: str, i: int, anchor: int, bits: str) -> str:
@@ -180,10 +185,11 @@ def memory_of(i: int, t: Tables, p: Processor, bits: str, ctx: OpContext) -> Mem
     act_dram = onchip = w_bytes = in_act = table = 0.0
     ins = []
     lookup = op.kind in LOOKUPS
+    conv = ctx.convert_in
     for k, (tid, fused, on) in enumerate(zip(op.inputs, ctx.fused_in, ctx.onchip_in)):
         if fused:
             continue
-        b = nb(tid, bits)
+        b = nb(tid, conv[k] or bits if conv else bits)  # (an input converted as it loads: stored at its producer's width)
         if tensors[tid].kind == "const":
             if lookup and k == 0:  # a lookup reads the rows it gathers, not the whole table
                 table = b
@@ -246,6 +252,15 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
         act_dram += m.act_dram
         onchip += m.onchip
         weights += m.weights
+    conv_cycles, convs = 0.0, []
+    for i in ids:  # inputs at another width than the op's (a layer bit-width), converted as they load
+        cv = ctxs[i].convert_in
+        for tid, frm in zip(ops[i].inputs, cv) if cv else ():
+            if frm:
+                n = t.g.tensors[tid].size
+                rate = p.vector_ops_per_cycle[bits[i]]
+                conv_cycles += CONVERT_OPS * n / rate
+                convs.append((i, tid, frm, bits[i], n, rate))
     ca = comps[ids.index(a)]
     wa = t.work[a]
     stage_cycles = 0.0
@@ -256,7 +271,7 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
         main = ca.mac_cycles + ca.vec_cycles
     else:
         main = ca.mac_cycles + ca.vec_cycles + epi
-    compute = main + ser
+    compute = main + ser + conv_cycles
     wbpc = p.weight_bytes_per_cycle or p.dram_bytes_per_cycle
     act_cyc = act_dram / p.dram_bytes_per_cycle + onchip / p.onchip_bytes_per_cycle
     w_cyc = weights / wbpc
@@ -279,10 +294,14 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
             e_op += w.vector_ops * pj_op[bits[i]]
     stage_ops = t.out_elems[a] if stage_cycles else 0
     e_op += stage_ops * pj_op[ab]
+    conv_ops = 0
+    for _i, _tid, _frm, to, n, _rate in convs:
+        conv_ops += CONVERT_OPS * n
+        e_op += CONVERT_OPS * n * pj_op[to]
     e_mem = (act_dram + weights) * p.energy_pj_per_byte + onchip * p.energy_pj_per_onchip_byte
     e_static = p.static_mw * lat / 1e3
     energy = (e_mac + e_op + e_mem) / 1e6 + e_static
     return KernelCost(ids, a, p, tuple(bits[i] for i in ids), tuple(roles), tuple(comps), tuple(mems), stage_cycles,
                       main, ser, compute, act_dram, onchip, weights, act_cyc, w_cyc, memory, op_over, call_over,
-                      overhead, cycles, lat, macs, vec_ops + stage_ops, stage_ops, e_mac, e_op, e_mem, e_static,
-                      energy)  # fmt: skip
+                      overhead, cycles, lat, macs, vec_ops + stage_ops + conv_ops, stage_ops, e_mac, e_op, e_mem, e_static,
+                      energy, conv_cycles, tuple(convs))  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..graph import Op
-from .kernel import NO_COMPUTE, Compute, KernelCost, Memory
+from .kernel import CONVERT_OPS, NO_COMPUTE, Compute, KernelCost, Memory
 from .tables import Tables, Util
 
 
@@ -163,6 +163,11 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
             terms.append(f"{op.kind}: 0 ({r})")
     if stage > 0 and "output_elems_per_cycle" not in fields:
         fields.append("output_elems_per_cycle")
+    for i, tid, frm, to, n, rate in k.conversions:  # (a layer bit-width: the producer wrote another width)
+        terms.append(f"{g.ops[i].kind} converts its input {t.g.tensor_label(tid)} {frm} -> {to} as it loads it: "
+                     f"{CONVERT_OPS} * {n:,} / vector_ops_per_cycle[{to}] {rate:g} = {num(CONVERT_OPS * n / rate)}")  # fmt: skip
+        if f"vector_ops_per_cycle.{to}" not in fields:
+            fields.append(f"vector_ops_per_cycle.{to}")
     total = f" = {num(k.compute_cycles)}"
     ctext = terms[0] if len(terms) == 1 and terms[0].endswith(total) else " + ".join(terms) + total  # (one term: its own sum)
     tr.append(Trace("compute_cycles", ctext, tuple(fields), ("shapes",)))

@@ -97,6 +97,7 @@ class Placing:
         self.cfg, self.seq, self.text, self.before = cfg, seq, text, before
         self.t0 = time.perf_counter() if t0 is None else t0  # when the edit was asked for
         self.error: BaseException | None = None
+        self.late = ""  # the error of an edit refused while this placement ran (said when it lands)
         self.computed = threading.Event()  # set when the placement is computed, before it is delivered
         self._model, self._soc, self._done = study._model, study.soc, done  # noqa: SLF001
         try:

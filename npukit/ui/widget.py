@@ -196,6 +196,8 @@ class StudyWidget(anywidget.AnyWidget):
                     elif self.pending is not None:  # a bad edit while a placement runs: say so, keep
                         # the view and the "working"; the placement's answer will answer this request too
                         self.pending.seq = seq
+                        if level == "error":  # (said again when the placement lands: it answers this request)
+                            self.pending.late = text
                         self._refresh(None, level, text, t0, shown=self._shown)
                     else:
                         self._refresh(seq, level, text, t0, before)
@@ -261,6 +263,9 @@ class StudyWidget(anywidget.AnyWidget):
             self.pending = None
             level, text = self._switch(job)
             self._refresh(job.seq, level, text, job.t0, job.before)
+            if job.late:  # an edit refused while this one was placed: its error is the answer's news
+                self.status = {**self.status, "level": "error",
+                               "text": f"{job.late} (the edit before it stands: {self.status['text']})"}
 
     def _switch(self, job: Placing) -> tuple[str, str]:
         was, self._editing = self._editing, True
@@ -310,6 +315,8 @@ class StudyWidget(anywidget.AnyWidget):
             return ("ok", "error measured") if st == "ok" else ("info", self.errors.get("text", ""))
         if kind == "auto_error":
             self._error_auto = bool(m.get("on"))
+            if self._error_auto:  # (measured now, then after every edit: it needs no press of "measure error")
+                self._error_wanted = True
             return "info", f"measure error after every edit: {'on' if self._error_auto else 'off'}"
         if kind == "export":
             return rq.export(s, str(m.get("what")), str(m.get("path") or "").strip())

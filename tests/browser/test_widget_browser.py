@@ -137,6 +137,35 @@ def test_bad_pin_shows_its_message_and_the_widget_keeps_working(page, expected, 
     assert page.page_errors == []
 
 
+def test_the_pin_target_chosen_stays_chosen_and_layer_bits_set_the_whole_layer(page, expected):
+    """The "pin to" menu went back to the op's own processor on every update, so a pin made after
+    any other edit pinned the op where it was ("ok: pinned to arm"); "bits for this layer" set one
+    op of the layer (its config key "#0"), where study.set_bits(layer=...) sets all of them."""
+    import npukit
+
+    colors = expected["colors"]
+    page.click(f'{ROOT} [data-testid="graph-fit"]')
+    page.click(f'{ROOT} [data-testid="graph-node"][data-name="/softmax/Softmax"]')
+    page.select_option(f'{ROOT} [data-testid="pin-processor"]', "dsp")
+    edit(page, lambda: page.select_option(f'{ROOT} [data-testid="bits-dla"]', "fp16"))  # an update meanwhile
+    assert page.locator(f'{ROOT} [data-testid="pin-processor"]').input_value() == "dsp"
+    edit(page, lambda: page.click(f'{ROOT} [data-testid="pin-button"]'))
+    level, msg = status(page)
+    assert level == "ok" and "to dsp" in msg, msg
+    assert fills(page)["/softmax/Softmax"] == colors["dsp"]
+    edit(page, lambda: page.click(f'{ROOT} [data-testid="unpin-button"]'))
+    edit(page, lambda: page.select_option(f'{ROOT} [data-testid="bits-dla"]', ""))
+
+    s = npukit.Study(REPO / "sample_models" / "digits_cnn.onnx", "arm-dsp-dla").set_bits("fp16", layer="/conv1/Conv")
+    page.click(f'{ROOT} [data-testid="graph-node"][data-name="/conv1/Conv"]')
+    edit(page, lambda: page.select_option(f'{ROOT} [data-testid="layer-bits"]', "fp16"))
+    level, msg = status(page)
+    assert level == "ok" and msg.startswith("'/conv1/Conv': fp16"), msg
+    assert page.locator(f'{ROOT} [data-testid="total-latency"]').inner_text() == f"latency {fmt_us(s.totals['latency_us'])}"
+    edit(page, lambda: page.select_option(f'{ROOT} [data-testid="layer-bits"]', ""))
+    assert page.page_errors == []
+
+
 def test_bits_tooltip_and_sorted_cost_table(page, expected, artifacts):
     # processor bit-width: under the cost policy the placement and its reasons are recomputed
     edit(page, lambda: page.select_option(f'{ROOT} [data-testid="bits-dla"]', "fp16"))

@@ -181,7 +181,8 @@ def test_new_data_from_python_keeps_the_pending_edit(held):
 
 def test_a_bad_edit_while_placing_keeps_the_view_working(held):
     """An edit that fails while a placement runs says why but answers nothing yet: the view stays
-    on the pending edit and the placement's answer answers both requests."""
+    on the pending edit and the placement's answer answers both requests, the refusal first (it was
+    replaced by the placement's "ok": nothing on screen said the edit had failed)."""
     with widget("digits_cnn.onnx") as (s, w):
         w._on_msg(w, {"seq": 5, "type": "support", "processor": "dsp", "op": "softmax", "enabled": False}, [])
         job, controls = w.pending, w.controls
@@ -190,7 +191,8 @@ def test_a_bad_edit_while_placing_keeps_the_view_working(held):
         assert w.status["seq"] is None and w.pending is job and w.controls == controls
         held.set()
         job.wait(120)
-        assert s.config.disabled and w.status["seq"] == 6 and w.status["level"] == "ok"
+        assert s.config.disabled and w.status["seq"] == 6 and w.status["level"] == "error"
+        assert "is not pinned" in w.status["text"] and "(the edit before it stands: dsp: softmax off" in w.status["text"]
 
 
 def test_switching_to_first_fit_while_placing_does_not_wait_for_the_placement(held):
@@ -243,3 +245,20 @@ def test_idle_widths_are_costed_before_the_first_width_edit(monkeypatch):
         if v.pending is not None:
             v.pending.wait(600)
         v.close()
+
+
+def test_an_edit_refused_while_a_placement_runs_keeps_its_error_when_it_lands(held):
+    """The refusal was shown, then the placement's "ok" replaced it a fraction of a second later:
+    nothing on screen said the pin had failed."""
+    with widget("digits_cnn.onnx") as (s, w):
+        w._on_msg(w, {"seq": 1, "type": "support", "processor": "dla", "op": "relu", "enabled": False}, [])
+        job = w.pending
+        assert job is not None
+        w._on_msg(w, {"seq": 2, "type": "pin", "node": "/softmax/Softmax", "processor": "dla"}, [])
+        assert w.status["level"] == "error" and "cannot pin '/softmax/Softmax'" in w.status["text"]
+        held.set()
+        job.wait(120)
+        assert w.pending is None and w.status["seq"] == 2 and w.status["level"] == "error"
+        assert w.status["text"].startswith("cannot pin '/softmax/Softmax' (softmax) to dla: ")
+        assert "(the edit before it stands: dla: relu off \u2192 latency " in w.status["text"]
+        assert ("dla", "relu") in s.config.disabled

@@ -171,3 +171,14 @@ def test_exports(widget, study, tmp_path):
     assert widget.status["level"] in ("ok", "info"), widget.status["text"]
     request(widget, type="export", what="model_explorer", path="")
     assert widget.status["level"] == "error"
+
+
+def test_measuring_after_every_edit_needs_no_press_of_measure(widget, study):
+    """Checking the box alone said "on" and then never measured: it waited for a press of "measure error"."""
+    if widget.errors["state"] == "missing":
+        pytest.skip("this npukit has no Study.error")
+    request(widget, type="auto_error", on=True)
+    assert widget.errors["state"] == "ok" and not widget.errors.get("stale")
+    request(widget, type="bits", processor="dla", bits="fp16")
+    assert widget.errors["state"] == "ok" and not widget.errors.get("stale")
+    assert widget.errors["accuracy"] == pytest.approx(study.error_dict()["accuracy"])

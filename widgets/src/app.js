@@ -9,7 +9,7 @@ import { Timeline } from "./timeline.js";
 import { CodeView } from "./code.js";
 import { Controls } from "./controls.js";
 import { ErrorPanel } from "./errorpanel.js";
-import { h, esc, us, uj, num, bytes, shorten } from "./format.js";
+import { h, esc, us, uj, num, bytes, shorten, nOps } from "./format.js";
 
 const TABS = [
   ["costs", "Costs"],
@@ -248,6 +248,7 @@ export class App {
   // selection
 
   select(sel, center = false) {
+    if (!sel || sel.type !== "op" || !this.pinChoice || this.pinChoice.op !== sel.op) this.pinChoice = null;
     this.selected = sel;
     this.graph.select(sel, center);
     this._renderSelection();
@@ -288,7 +289,7 @@ export class App {
       }
       el.append(
         h("div", { class: "nk-selname" }, `partition P${sel.pid}`),
-        h("div", {}, `${G.processors[part.proc].name} · ${ops.length} ops · ${us(lat)} · ${uj(en)}`),
+        h("div", {}, `${G.processors[part.proc].name} · ${nOps(ops.length)} · ${us(lat)} · ${uj(en)}`),
         h("div", { class: "nk-muted" }, `${shorten(G.name[ops[0]], 28)} … ${shorten(G.name[ops[ops.length - 1]], 28)}`),
         h(
           "button",
@@ -304,17 +305,20 @@ export class App {
     const proc = G.processors[P.proc[op]];
     const pin = this._pinOf(op);
     const lb = this._layerBitsOf(op);
+    // the processor the user chose stays chosen while the op stays selected (every update re-renders this panel)
+    const chosen = this.pinChoice && this.pinChoice.op === op ? this.pinChoice.processor : pin ? pin.processor : proc.name;
     const pinSel = h(
       "select",
-      { testid: "pin-processor" },
-      G.processors.map((p) => h("option", { value: p.name, selected: p.name === (pin ? pin.processor : proc.name) }, p.name)),
+      { testid: "pin-processor", onchange: (ev) => (this.pinChoice = { op, processor: ev.target.value }) },
+      G.processors.map((p) => h("option", { value: p.name, selected: p.name === chosen }, p.name)),
     );
     const procBits = this.C.bits[proc.name] || proc.default_bits;
     const bitsSel = h(
       "select",
       {
         testid: "layer-bits",
-        onchange: (ev) => this.send({ type: "layer_bits", node: lb ? lb.node : op, bits: ev.target.value || null }),
+        // a layer is the model node the op came from (all of its ops), as study.set_bits(layer=...) takes it
+        onchange: (ev) => this.send({ type: "layer_bits", node: lb ? lb.node : G.source[op], bits: ev.target.value || null }),
       },
       h("option", { value: "" }, `processor default (${procBits})`),
       proc.bits.map((b) => h("option", { value: b, selected: lb && lb.bits === b }, b)),
@@ -366,7 +370,7 @@ export class App {
       .map((p) => {
         const busy = t.busy_us ? t.busy_us[p.name] : 0;
         const n = t.ops ? t.ops[p.name] : 0;
-        return `<span class="nk-leg" data-testid="legend-${esc(p.name)}" title="${esc(p.kind)}${p.host ? " (host)" : ""}"><span class="nk-chip" style="background:${p.color}"></span>${esc(p.name)} <small>${n} ops · ${esc(us(busy))}</small></span>`;
+        return `<span class="nk-leg" data-testid="legend-${esc(p.name)}" title="${esc(p.kind)}${p.host ? " (host)" : ""}"><span class="nk-chip" style="background:${p.color}"></span>${esc(p.name)} <small>${nOps(n)} · ${esc(us(busy))}</small></span>`;
       })
       .join("");
   }
@@ -458,7 +462,7 @@ export class App {
       const top = [...kinds].sort((a, b) => b[1] - a[1]).slice(0, 6).map(([k, n]) => `${k} ${n}`).join(", ");
       return (
         `<div class="nk-tt-title">partition P${pid} on <b style="color:${G.colors[part.proc]}">${esc(names[part.proc])}</b></div>` +
-        `<div>${ops.length} ops: ${esc(top)}</div>` +
+        `<div>${nOps(ops.length)}: ${esc(top)}</div>` +
         `<div>${esc(shorten(G.name[ops[0]], 34))} … ${esc(shorten(G.name[ops[ops.length - 1]], 34))}</div>` +
         `<table><tr><td>latency</td><td>${esc(us(lat))}</td></tr><tr><td>energy</td><td>${esc(uj(en))}</td></tr>` +
         `<tr><td>MACs</td><td>${esc(num(macs))}</td></tr><tr><td>boundaries in</td><td>${esc(us(bin))}</td></tr>` +

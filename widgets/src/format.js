@@ -99,3 +99,8 @@ export function columnFormat(values, { maxDecimals = 6, cap = null } = {}) {
   const f = new Intl.NumberFormat("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
   return make("fixed:" + d, (v) => f.format(v));
 }
+
+// "1 op", "1,161 ops": a count of ops as every panel says it
+export function nOps(n) {
+  return `${Number(n).toLocaleString("en-US")} op${n === 1 ? "" : "s"}`;
+}

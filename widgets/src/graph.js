@@ -6,7 +6,7 @@
 //   structure changed -> new layout (from cache where possible), items rebuilt, elements re-created
 
 import { Columns, COL_ITEMS, planLayout, sizeCluster, layoutStats, NODE_W, NODE_H, CLUSTER_HEAD } from "./layout.js";
-import { esc, shorten, us, tint } from "./format.js";
+import { esc, shorten, us, tint, nOps } from "./format.js";
 import { fitView, neededHeight, clampOffset, thumb, PAD } from "./viewport.js";
 
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -384,7 +384,7 @@ export class GraphView {
         const part = P.partitions[pid];
         fill = colors[part.proc];
         t1 = `P${pid} · ${names[part.proc]}`;
-        t2 = `${part.n} op${part.n === 1 ? "" : "s"} · ${us(partLat[pid])}`;
+        t2 = `${nOps(part.n)} · ${us(partLat[pid])}`;
         cls += " nk-partnode";
         if (pid === selPid) cls += sel.type === "part" ? " nk-sel" : " nk-sel-in";
         if (st.p !== part.proc) el.g.setAttribute("data-processor", (st.p = part.proc, names[part.proc]));
@@ -398,7 +398,7 @@ export class GraphView {
           el.head.setAttribute("fill", tint(c, 0.3));
           st.c = c;
         }
-        const t = `P${pid} ${names[part.proc]} · ${part.n} op${part.n === 1 ? "" : "s"} · ${us(partLat[pid])}`;
+        const t = `P${pid} ${names[part.proc]} · ${nOps(part.n)} · ${us(partLat[pid])}`;
         if (st.t1 !== t) el.t1.textContent = st.t1 = t;
         continue;
       } else {

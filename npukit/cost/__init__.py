@@ -49,7 +49,11 @@ Per kernel (``npukit.cost.kernel.kernel_cost``, the one place these are evaluate
   running in that stage at no extra cost; with an output stage and a vector anchor, the anchor's
   cycles (the epilogue runs in the same pass); without one, the anchor's cycles + the epilogue
   members' vec_cycles, at the anchor's efficiency (its class's: they run inside its loop nest).
-  Plus the serial members' cycles.
+  Plus the serial members' cycles.  Plus, for every input an op reads from the same partition at
+  another width than its own (a layer bit-width: the producer wrote it at its width), its
+  conversion as it loads: 2 * elements / vector_ops_per_cycle[b] (b the reader's width); those
+  ops count in vector_ops and energy, and the input's bytes are read at the producer's width.
+  Between processors the boundary converts (below).
 * bytes: every tensor at its op's bit-width (int4 / int2 packed; int32 bias when b is an integer
   width; index tensors keep their dtype).  A tensor produced and consumed inside one kernel moves
   nothing.  An activation that stays in one partition and fits in half the processor's on-chip

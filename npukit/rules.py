@@ -28,6 +28,11 @@ class Failure:
     text: str
 
 
+
+def _listed(xs) -> str:
+    """Allowed values as a user reads them: "1, 2", "float32, int8" (not a Python list)."""
+    return ", ".join("x".join(map(str, x)) if isinstance(x, (tuple, list)) else str(x) for x in xs)
+
 def fail(rule: str, text: str, **values) -> Failure:
     return Failure(rule, tuple(sorted(values.items())), text)
 
@@ -87,7 +92,7 @@ def rule_strides(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """Every stride must be one of the allowed strides."""
     s = spatial_attr(op, "strides")
     if s and r.strides is not None and any(x not in r.strides for x in s):
-        return fail("strides", f"stride {'x'.join(map(str, s))} not in allowed {list(r.strides)}", strides=s, allowed=r.strides)
+        return fail("strides", f"stride {'x'.join(map(str, s))} not in allowed {_listed(r.strides)}", strides=s, allowed=r.strides)
     return None
 
 
@@ -95,7 +100,7 @@ def rule_dilations(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """Every dilation must be one of the allowed dilations."""
     d = spatial_attr(op, "dilation")
     if d and r.dilations is not None and any(x not in r.dilations for x in d):
-        return fail("dilations", f"dilation {'x'.join(map(str, d))} not in allowed {list(r.dilations)}", dilation=d,
+        return fail("dilations", f"dilation {'x'.join(map(str, d))} not in allowed {_listed(r.dilations)}", dilation=d,
                     allowed=r.dilations)
     return None
 
@@ -141,7 +146,7 @@ def rule_ranks(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
         return None
     rank = len(g.tensors[op.inputs[0]].shape)
     if rank not in r.ranks:
-        return fail("ranks", f"rank-{rank} tensor, supports ranks {list(r.ranks)}", rank=rank, allowed=r.ranks)
+        return fail("ranks", f"rank-{rank} tensor, supports ranks {_listed(r.ranks)}", rank=rank, allowed=r.ranks)
     return None
 
 
@@ -190,7 +195,7 @@ def rule_dtypes(op: Op, g: OpGraph, allowed: tuple[str, ...] | None) -> Failure 
     for t in (*op.inputs, *op.outputs):
         dt = g.tensors[t].dtype
         if dt not in allowed:
-            return fail("dtypes", f"dtype {dt} not in {list(allowed)}", dtype=dt, allowed=tuple(allowed))
+            return fail("dtypes", f"dtype {dt} not in {_listed(allowed)}", dtype=dt, allowed=tuple(allowed))
     return None
 
 

@@ -120,7 +120,7 @@ def test_reasons_say_why_with_numbers():
     rd = dict(zip(d.placement["name"], d.placement["reason"]))
     # an op no accelerator runs names the rule that blocked each one, not "no accelerator accepts"
     assert rd["post/gather_boxes/add"] == ("arm: fallback; dsp: does not support relax.add; dla: rank-1 tensor, supports "
-                                           "ranks [2, 4]; dtype int64 not in ['float32', 'float16', 'int8', 'uint8', 'int32']")
+                                           "ranks 2, 4; dtype int64 not in float32, float16, int8, uint8, int32")
     assert "explain" and "cost" in d.explain("post/nms")
 
 

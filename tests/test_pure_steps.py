@@ -98,7 +98,7 @@ def test_verdicts_are_data_with_the_values_compared():
     caps = capabilities(g, soc)
     fc = caps[(4, "dla")]
     assert not fc.ok and fc.rule == "ranks" and dict(fc.failures[0].values) == {"rank": 2, "allowed": (4,)}
-    assert fc.text == "rank-2 tensor, supports ranks [4]"
+    assert fc.text == "rank-2 tensor, supports ranks 4"
     assert caps[(5, "dla")].rule == "unsupported" and caps[(0, "cpu")].host
     vs = verdicts(g, soc, frozenset({("dla", "relu")}), frozenset(), {0: "cpu"}, caps)
     assert vs[(2, "dla")].failed("user_disabled") and vs[(2, "dla")].text == "user disabled relu on dla"

@@ -429,7 +429,8 @@ export class App {
       html += `<tr><td>energy</td><td>${esc(uj(V.energy[op]))}</td></tr>`;
       html += `<tr><td>MACs</td><td>${esc(num(V.macs[op]))}</td></tr>`;
       html += `<tr><td>bytes</td><td>${esc(bytes(V.bytes[op]))}</td></tr>`;
-      html += `<tr><td>cycles</td><td>${esc(num(V.cycles[op], 1))} (compute ${esc(num(V.compute[op], 1))}, memory ${esc(num(V.memory[op], 1))})</td></tr>`;
+      const over = V.cycles[op] - Math.max(V.compute[op], V.memory[op]); // op and call overheads: the rest of the formula
+      html += `<tr><td>cycles</td><td>${esc(num(V.cycles[op], 1))} = max(compute ${esc(num(V.compute[op], 1))}, memory ${esc(num(V.memory[op], 1))})${over > 0.05 ? ` + overhead ${esc(num(over, 1))}` : ""}</td></tr>`;
       html += `<tr><td>bits</td><td>${esc(V.bitsNames[V.bits[op]])}</td></tr>`;
       html += `</table><div class="nk-tt-sub">verdicts</div><table>`;
       for (const p of names) {

@@ -28,9 +28,12 @@ costed by the cost model and the list schedule exactly as a real plan is.  Metho
   latency cannot pay and is not costed, though it counts against the budget); when no single
   move pays, moves of a whole run of groups on one processor to another that takes all of them
   (a detector's head of 16 ops, whose transfers no single op's move removes);
-* the profile's first-fit choice and the all-host choice are always considered too, and the best
-  virtual latency wins (ties: lower energy, then the first-fit choice); one whose lower bound is
-  above the best's latency cannot win and is not costed.
+* the profile's first-fit choice, the all-host choice and, per accelerator, every group it takes on
+  it (first-fit's choice for the rest: a plan that needs many moves at once to pay, a transformer
+  all on the vector DSP rather than split with the matrix unit) are always considered too, and the
+  best virtual latency wins (ties: lower energy, then the first-fit choice); one whose lower bound
+  is above the best's latency cannot win and is not costed.  When a baseline wins, the moves run
+  from it too.
 
 Every op's reason compares its processor with each other candidate: the whole model's latency with
 only its group moved, split into the kernel's own time and the rest.  Up to

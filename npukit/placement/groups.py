@@ -19,7 +19,7 @@ class Choice:
 
     processor: tuple[str, ...]  # per op id
     why: tuple[str, ...]  # per op id: the cost comparison in words
-    method: str  # "exhaustive" | "dp+local" | "first-fit" | "host", or one of the baselines improved by moves: "host+local" ...
+    method: str  # "exhaustive" | "dp+local" | "first-fit" | "host" | "all on <accelerator>", or a baseline improved by moves: "host+local" ...
     latency_us: float  # of the virtual plan
     lone: frozenset[int] = frozenset()  # ops that are a group alone (an accelerator taking them only fused cannot)
 

@@ -127,11 +127,19 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
         if len(g.ops) <= VIRTUAL_MOVES_MAX_OPS:
             best = _moves_virtual(score, cands, best, add, exhaustive=len(g.ops) <= EXACT_REASONS_MAX_OPS, slower=slower)
     options = [(score(best), 0, method, tuple(best))]
-    for a, order, name in ((ff, -1, "first-fit"), (all_host, 1, "host")):
+    baselines = [(ff, -1, "first-fit"), (all_host, 1, "host")]
+    # and per accelerator, every group it takes on it (first-fit's choice for the others): the search
+    # moves one group (or one run) at a time, so a plan that needs many moves at once to pay -- a
+    # transformer all on the vector DSP rather than split with the matrix unit -- was out of its reach
+    for n, acc in enumerate(soc.accelerators):
+        on = [acc if acc in c else f for c, f in zip(cands, ff)]
+        if on != ff and tuple(on) != tuple(best):
+            baselines.append((on, 2 + n, f"all on {acc}"))
+    for a, order, name in baselines:
         if not slower(a, options[0][0][0]):  # (a baseline certainly slower than the search's best cannot win)
             options.append((score(a), order, name, tuple(a)))
     (lat, _e), _, method, chosen = min(options, key=lambda o: (o[0][0], o[0][1], o[1]))
-    if method in ("first-fit", "host") and add is not None:
+    if (method in ("first-fit", "host") or method.startswith("all on ")) and add is not None:
         # a baseline beat the search's local optimum: it lies in another basin, so the same moves
         # run from it too (else its reasons could show a single move that is faster)
         b, _d = moves(add, cands, list(chosen))

@@ -22,7 +22,7 @@ def fmt_us(x: float) -> str:
     """widgets/src/format.js `us()`."""
     a = abs(x)
     if a >= 1000:
-        return f"{x:,.1f} us".replace(".0 us", " us")
+        return f"{x:,.1f} us"
     if a >= 10:
         return f"{x:.2f} us"
     if a >= 0.01 or a == 0:

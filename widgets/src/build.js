@@ -87,7 +87,9 @@ export function renderBuild(el, build, stale) {
     );
   }
   const extra = b.extra && Object.keys(b.extra).length ? b.extra : null;
-  if (extra) el.append(h("pre", { class: "nk-build-extra", testid: "build-extra" }, JSON.stringify(extra, null, 1)));
+  // one "name: value" line each, as the CLI prints them (not JSON)
+  const line = ([k, v]) => `${k}: ${v !== null && typeof v === "object" ? JSON.stringify(v) : v}`;
+  if (extra) el.append(h("pre", { class: "nk-build-extra", testid: "build-extra" }, Object.entries(extra).map(line).join("\n")));
 }
 
 function fmt(v, d) {

@@ -7,16 +7,17 @@ export function esc(s) {
 export function us(x) {
   if (x == null || !isFinite(x)) return "–";
   const a = Math.abs(x);
-  if (a >= 1000) return nf(1).format(x) + " us";
+  if (a >= 1000) return nf(1, 1).format(x) + " us"; // (1,142.0 beside 1,132.9: one decimal always)
   if (a >= 10) return x.toFixed(2) + " us";
   if (a >= 0.01 || a === 0) return x.toFixed(3) + " us";
   return x.toExponential(2) + " us";
 }
 
 const NF = new Map();
-function nf(digits) {
-  let f = NF.get(digits);
-  if (!f) NF.set(digits, (f = new Intl.NumberFormat("en-US", { maximumFractionDigits: digits })));
+function nf(digits, min = 0) {
+  const key = digits + "/" + min;
+  let f = NF.get(key);
+  if (!f) NF.set(key, (f = new Intl.NumberFormat("en-US", { maximumFractionDigits: digits, minimumFractionDigits: min })));
   return f;
 }
 

@@ -1,7 +1,7 @@
 // node --test test/   (npm test): one number format per table column.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { columnFormat } from "../src/format.js";
+import { columnFormat, nOps, us } from "../src/format.js";
 
 const decimals = (s) => (s.includes(".") ? s.split(".")[1].length : 0);
 
@@ -43,4 +43,9 @@ test("a cap keeps a count column in fixed form however small its fractions", () 
   const f = columnFormat([0.25, 1520.5, 3], { cap: 1 });
   assert.equal(f.spec, "fixed:1");
   assert.deepEqual([0.25, 1520.5, 3].map(f), ["0.3", "1,520.5", "3.0"]);
+});
+
+test("latencies of a thousand us and more keep one decimal; op counts read as words", () => {
+  assert.deepEqual([1142, 1132.94, 999.5].map(us), ["1,142.0 us", "1,132.9 us", "999.50 us"]);
+  assert.deepEqual([1, 2, 1161].map(nOps), ["1 op", "2 ops", "1,161 ops"]);
 });

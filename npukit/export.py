@@ -110,11 +110,21 @@ def model_explorer_node_data(study, include_error: bool = False) -> dict[str, di
 
 def to_model_explorer(study, out_dir, include_error: bool = False) -> Path:
     """Write graph.json + node-data overlays into ``out_dir``: everything is computed first, each
-    file is written under a temporary name and renamed into place; other files there are kept."""
+    file is written under a temporary name and renamed into place; other files there are kept, but
+    an overlay of npukit's that this export does not write (``error_snr_db.json`` of an earlier
+    export with the error) is removed: it described another graph."""
     files = {"graph.json": json.dumps(model_explorer_graph(study), indent=1, ensure_ascii=False).encode("utf-8")}
     for name, data in model_explorer_node_data(study, include_error).items():
         files[f"{name}.json"] = json.dumps(data, indent=1, allow_nan=False).encode("utf-8")
-    return atomic_write_files(out_dir, files)
+    out = atomic_write_files(out_dir, files)
+    for name in OVERLAYS:
+        stale = Path(out) / f"{name}.json"
+        if f"{name}.json" not in files and stale.is_file():
+            stale.unlink()
+    return out
+
+
+OVERLAYS = ("processor", "latency_us", "energy_uj", "error_snr_db")  # the node-data files npukit writes
 
 
 def annotated_onnx(study, path) -> Path:

@@ -13,6 +13,7 @@ import statistics
 import numpy as np
 import onnx
 import pytest
+from conftest import SAMPLES
 from onnx import TensorProto, helper, numpy_helper
 
 import npukit
@@ -286,3 +287,17 @@ def test_calibration_beats_the_uncalibrated_profile_on_this_cpu(cnn, mlp, tmp_pa
     # over both models' kernels and totals (one small model alone may happen to suit the raw profile)
     assert statistics.median(err["fitted"]) < statistics.median(err["raw"])
     assert total["fitted"] < total["raw"]
+
+
+@pytest.mark.parametrize("name", ["host.json", "BUNDLED"])
+def test_calibrate_refuses_an_output_it_must_not_write_before_measuring(tmp_path, name):
+    """--out x.json got TOML and was left behind when reading it back failed; --out over a bundled
+    profile replaced it for every later --soc of that name."""
+    from npukit.calibrate import calibrate
+
+    out = bundled()["arm-dsp-dla"] if name == "BUNDLED" else tmp_path / name
+    before = out.read_bytes() if out.exists() else None
+    want = "calibrate writes the profile as TOML" if name.endswith(".json") else "that is npukit's own profile directory"
+    with pytest.raises(npukit.NpukitError, match=want):
+        calibrate([SAMPLES / "digits_cnn.onnx"], "arm-dsp-dla", out=out)
+    assert (out.read_bytes() if out.exists() else None) == before

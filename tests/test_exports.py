@@ -137,3 +137,15 @@ def test_netron_serves_the_annotated_model(study, tmp_path):
         import netron
 
         netron.stop((host, port))
+
+
+def test_a_model_explorer_export_leaves_no_overlay_of_an_earlier_graph(study, tmp_path):
+    """Exporting another study, without the error, into the same directory kept the first export's
+    error_snr_db.json: an overlay of npukit's that described another graph."""
+    target = tmp_path / "me"
+    study.to_model_explorer(target, include_error=True)
+    (target / "notes.txt").write_text("mine")
+    other = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    other.to_model_explorer(target)
+    assert sorted(p.name for p in target.iterdir()) == ["energy_uj.json", "graph.json", "latency_us.json", "notes.txt",
+                                                        "processor.json"]  # fmt: skip

@@ -596,3 +596,33 @@ def test_results_go_to_a_parquet_file_by_name(tmp_path):
     msg = assert_cli_error(r, limit_s=30)
     assert msg == "r.csv: a sweep's results are written as Parquet; give the file the suffix .parquet"
     assert sorted(p.name for p in tmp_path.iterdir()) == [grid.name]
+
+
+def test_the_report_is_checked_before_the_sweep_and_never_written_over_its_inputs(tmp_path):
+    """--report wrote its page at the end over any file it was given: the results' Parquet, the model,
+    the grid."""
+    grid = write(tmp_path, SMALL)
+    out = tmp_path / "r.parquet"
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--report", out)
+    assert_cli_error(r, f"{out}: --report writes one HTML page; give the file the suffix .html")
+    assert not out.exists()
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--report", grid)
+    assert_cli_error(r, "--report writes one HTML page")
+    assert grid.read_text() == SMALL
+
+
+def test_bad_dask_addresses_and_arguments_are_named(tmp_path):
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", ROOT / "sample_models" / "dla_sizing.toml",
+                "--out", tmp_path / "r.parquet", "--dask", "nonsense")  # fmt: skip
+    assert_cli_error(r, "cannot reach the Dask scheduler at nonsense", limit_s=60)
+    with pytest.raises(SweepError, match=r"^chunk_size must be a positive number of configurations, got 0$"):
+        npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", {"bits.dla": ["int8"]}, workers=0, chunk_size=0)
+    with pytest.raises(SweepError, match=r"^client must be a distributed.Client or a scheduler address"):
+        npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", {"bits.dla": ["int8"]}, client=42)
+
+
+def test_opening_a_failed_row_read_back_from_parquet_says_it_failed():
+    """A failed row's config reads back from a DataFrame as NaN, not None: it raised a TypeError."""
+    row = {"index": 3, "config": float("nan"), "failure": "ConfigError: dla cannot run int4"}
+    with pytest.raises(SweepError, match=r"^configuration 3 failed \(ConfigError: dla cannot run int4\)"):
+        npukit.sweep_study(row, DIGITS_ONNX, "arm-dsp-dla")

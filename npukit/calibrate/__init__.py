@@ -80,6 +80,19 @@ __all__ = ["MeasuredModel", "calibrate", "machine_bandwidth_gbps", "machine_cloc
            "measure_models"]  # fmt: skip
 
 
+def _check_out(out: Path) -> None:
+    """The calibrated profile is written as TOML to a file of its own: not over a bundled profile
+    (``--soc arm-dsp-dla`` would load the calibrated one from then on) and not into a .json file."""
+    from ..soc import bundled  # noqa: PLC0415
+
+    if out.suffix.lower() != ".toml":
+        raise NpukitError(f"{out}: calibrate writes the profile as TOML; give the file the suffix .toml")
+    mine = {p.resolve() for p in bundled().values()}
+    if out.resolve() in mine or out.resolve().parent in {p.parent for p in mine}:
+        raise NpukitError(f"{out}: that is npukit's own profile directory; write the calibrated profile elsewhere "
+                          "(--soc takes its path)")  # fmt: skip
+
+
 def calibrate(models: Sequence, soc: str | SocProfile = "arm-dsp-dla", repeat: int = 20, out: str | os.PathLike | None = None,
               holdout: Sequence = (), bandwidth_gbps: float | None = None) -> dict:  # fmt: skip
     """Fit the host processor of ``soc`` to this CPU on ``models``; report on them and on ``holdout``
@@ -95,6 +108,8 @@ def calibrate(models: Sequence, soc: str | SocProfile = "arm-dsp-dla", repeat: i
         raise NpukitError("calibrate: give at least one model to fit on")
     if repeat < 1:
         raise NpukitError(f"calibrate: --repeat must be >= 1, got {repeat}")
+    if out is not None:  # (checked before the minutes of measuring, as every other argument is)
+        _check_out(Path(out))
     base = load_soc(soc)
     host = base.processor(base.host)
     clock = machine_clock_mhz() or host.clock_mhz

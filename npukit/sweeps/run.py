@@ -48,6 +48,11 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
         raise SweepError(f"{out}: a sweep's results are written as Parquet; give the file the suffix .parquet")
     if client is None and workers is not None and int(workers) < 0:
         raise SweepError(f"workers must be 0 (this process) or a positive number, got {workers}")
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        raise SweepError(f"chunk_size must be a positive number of configurations, got {chunk_size!r}")
+    if client is not None and not isinstance(client, (str, os.PathLike)) and not hasattr(client, "scheduler_info"):
+        raise SweepError(f"client must be a distributed.Client or a scheduler address ('tcp://host:8786'), "
+                         f"got {type(client).__name__} {client!r}")  # fmt: skip
     soc = load_soc(soc)
     m = pl.load(model)
     g = load_grid(grid)
@@ -193,7 +198,7 @@ def _client(client):
             raise SweepError("--dask needs dask.distributed: pip install 'dask[distributed]'") from None
         try:
             return Client(str(client), timeout=20), True
-        except OSError as e:
+        except (OSError, ValueError, TypeError) as e:  # (unreachable, or not an address: 'missing port number')
             raise SweepError(f"cannot reach the Dask scheduler at {client}: {e}") from None
     return client, False
 
@@ -245,7 +250,8 @@ def open_study(row, model, soc):
     from ..study import Study  # noqa: PLC0415
 
     r = dict(row)
-    if r.get("config") is None:
+    cfg = r.get("config")
+    if cfg is None or (isinstance(cfg, float) and cfg != cfg):  # (a failed row's config: None, or NaN from a DataFrame)
         raise SweepError(f"configuration {r.get('index')} failed ({r.get('failure')}); there is no study to open")
     soc = load_soc(soc)
     changes = {}

@@ -69,7 +69,9 @@ def _name_ops(ops: list[dict], marks: _Marks) -> tuple[dict[int, str], dict[int,
     primary = {}
     for s, ids in by_src.items():
         macs_ids = [i for i in ids if short_op(ops[i]["op"]) in MAC_KINDS]
-        primary[s] = macs_ids[0] if macs_ids else ids[-1]
+        # else the op that computes: not the (de)quantize around a quantized node's float op
+        work = [i for i in ids if short_op(ops[i]["op"]) not in ("quantize", "dequantize")]
+        primary[s] = macs_ids[0] if macs_ids else work[-1] if work else ids[-1]
     # the model's own names are reserved, so a made-up "a~2" never takes a real node's name
     unique = tilde_unique(set(), {marks.sources[s].name for s in primary})
 

@@ -10,6 +10,7 @@ from ...progress import Progress
 from .. import load as _load_tvm
 from .common import _NAMES, Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
 from .onnx_convert import convert
+from .onnx_qop import piece_of
 from .onnx_qop import rewrite as rewrite_qop
 from .onnx_shapes import fold_shapes
 from .sizes import check_onnx_sizes as check_sizes
@@ -128,8 +129,11 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
                 if c is not None:
                     const_names[c] = original.get(t.name, t.name)
 
+        seen = 0  # nodes converted so far (the pieces of a quantized node share one source)
+
         def _convert_operator(self, op_name, inputs, attrs, opset):
-            k = len(marks.sources)
+            k = self.seen
+            self.seen += 1
             n = nodes[k] if k < len(nodes) else None
             name = node_name(n) if n is not None else attrs.get("tvm_custom", {}).get("name", op_name)
             ins = ", ".join(repr(original.get(t, t)) for t in (n.input if n is not None else ()) if t)
@@ -138,6 +142,9 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
             if sym is None:
                 sym = super()._convert_operator(op_name, inputs, attrs, opset)
             outs = tuple(n.output) if n is not None else ()
+            whole = piece_of(n) if n is not None else None  # a piece of a quantized node: that node's
+            if whole is not None:
+                return marks.record(self.bb, relax, sym, _Source(*whole), merge=True)
             return marks.record(self.bb, relax, sym, _Source(name, op_name, outs))
 
     opset = None

@@ -11,6 +11,8 @@ DequantizeLinear (scale 1) -> Conv -> Cast to int32.  Nothing here imports tvm.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from ...errors import ModelError
@@ -24,6 +26,19 @@ _UNARY = {
 }  # fmt: skip
 _BINARY = {"QLinearAdd": "Add", "QLinearMul": "Mul"}
 KNOWN = {"QLinearConv", "QLinearMatMul", "QGemm", "QLinearConcat", "ConvInteger", *_UNARY, *_BINARY}
+
+
+PIECE = "npukit: a piece of "  # the doc string of every node a quantized node became, then its (name, op type, outputs)
+
+
+def piece_of(n) -> tuple[str, str, tuple[str, ...]] | None:
+    """(name, op type, outputs) of the quantized model node that node ``n`` is a piece of, or None:
+    its dequantize, float op and quantize all belong to that one node."""
+    doc = n.doc_string
+    if not doc.startswith(PIECE):
+        return None
+    name, op_type, outs = json.loads(doc[len(PIECE):])
+    return name, op_type, tuple(outs)
 
 
 def is_qop(n) -> bool:
@@ -82,10 +97,8 @@ def rewrite(model, path: str, node_name):
         zp_name = init(f"{node_name(n)}/bias_zero_point", np.zeros(scale.shape if scale.size > 1 else (), np.int32))
         return dq(n, 2, b, scale_name, zp_name, axis=0 if scale.size > 1 else None)
 
-    for n in graph.node:
-        if not is_qop(n):
-            nodes.append(n)
-            continue
+    def rewrite_one(n) -> None:
+        """The quantized node ``n`` as dequantize -> float op -> quantize nodes."""
         i = list(n.input) + [""] * 10
         attrs = list(n.attribute)
         if any(a.name == "channels_last" and a.i for a in attrs):
@@ -128,6 +141,15 @@ def rewrite(model, path: str, node_name):
             y = float_op(n, "Conv", [x, w], attrs)
             nodes.append(h.make_node("Cast", [y], [n.output[0]], name=fresh(f"{node_name(n)}/to_int32"),
                                      to=onnx.TensorProto.INT32))  # fmt: skip
+
+    for n in graph.node:
+        if not is_qop(n):
+            nodes.append(n)
+            continue
+        first = len(nodes)
+        rewrite_one(n)
+        for piece in nodes[first:]:  # every piece is the quantized node's: its name, op type and outputs
+            piece.doc_string = PIECE + json.dumps([node_name(n), n.op_type, list(n.output)])
     out = onnx.ModelProto()
     out.CopyFrom(model)
     del out.graph.node[:]

@@ -109,3 +109,54 @@ def test_an_int8_average_pool_is_a_quantized_pool_as_from_onnx(tmp_path):
     windows = x.astype(np.int64).reshape(1, 2, 2, 2, 2, 2).transpose(0, 1, 3, 5, 2, 4).reshape(1, 2, 2, 2, 4)
     np.testing.assert_array_equal(got, np.round(windows.mean(-1)).astype(np.int8))  # nearest, halves to even
     assert got[0, 0, 0, 0] == 2 and got[0, 0, 1, 0] == 2 and got[0, 1, 0, 0] == 2
+
+
+def _int8_conv_pool_fc(path):
+    """QUANTIZE -> CONV_2D (RELU6 fused) -> AVERAGE_POOL_2D -> RESHAPE -> FULLY_CONNECTED -> DEQUANTIZE."""
+    from tflite_builder import Graph, Op, T, build
+
+    rng = np.random.default_rng(3)
+    w1, b1 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, rng.standard_normal(8).astype(np.float32) * 0.1
+    wf, bf = rng.standard_normal((5, 32)).astype(np.float32) * 0.2, rng.standard_normal(5).astype(np.float32) * 0.1
+    s_in, s_c = 1 / 255, 6 / 255
+    sw1, swf = np.abs(w1).reshape(8, -1).max(1) / 127, np.abs(wf).max(1) / 127
+    q1, qf = np.round(w1 / sw1[:, None, None, None]).astype(np.int8), np.round(wf / swf[:, None]).astype(np.int8)
+    ts = [T("input", (1, 8, 8, 3)), T("input_int8", (1, 8, 8, 3), "int8", scale=[s_in], zero_point=[-128]),
+          T("conv/w", (8, 3, 3, 3), "int8", data=q1, scale=list(sw1), zero_point=[0] * 8),
+          T("conv/b", (8,), "int32", data=np.round(b1 / (s_in * sw1)).astype(np.int32), scale=list(s_in * sw1),
+            zero_point=[0] * 8),
+          T("conv/Relu6", (1, 4, 4, 8), "int8", scale=[s_c], zero_point=[-128]),
+          T("pool", (1, 2, 2, 8), "int8", scale=[s_c], zero_point=[-128]),
+          T("flat/shape", (2,), "int32", data=np.array([1, 32], np.int32)),
+          T("flat", (1, 32), "int8", scale=[s_c], zero_point=[-128]),
+          T("fc/w", (5, 32), "int8", data=qf, scale=list(swf), zero_point=[0] * 5),
+          T("fc/b", (5,), "int32", data=np.round(bf / (s_c * swf)).astype(np.int32), scale=list(s_c * swf),
+            zero_point=[0] * 5),
+          T("fc", (1, 5), "int8", scale=[0.05], zero_point=[0]), T("out", (1, 5))]  # fmt: skip
+    ops = [Op("QUANTIZE", ["input"], ["input_int8"]),
+           Op("CONV_2D", ["input_int8", "conv/w", "conv/b"], ["conv/Relu6"], "Conv2DOptions",
+              {"Padding": 0, "StrideW": 2, "StrideH": 2, "FusedActivationFunction": 3, "DilationWFactor": 1,
+               "DilationHFactor": 1}),
+           Op("AVERAGE_POOL_2D", ["conv/Relu6"], ["pool"], "Pool2DOptions",
+              {"Padding": 1, "StrideW": 2, "StrideH": 2, "FilterWidth": 2, "FilterHeight": 2}),
+           Op("RESHAPE", ["pool", "flat/shape"], ["flat"]),
+           Op("FULLY_CONNECTED", ["flat", "fc/w", "fc/b"], ["fc"], "FullyConnectedOptions"),
+           Op("DEQUANTIZE", ["fc"], ["out"])]  # fmt: skip
+    path.write_bytes(build(Graph(ts, ops, ["input"], ["out"])))
+    return path
+
+
+def test_an_int8_average_pool_after_a_relu6_conv_keeps_the_conv_output_grid(tmp_path):
+    """TVM reads the pool as dequantize(scale 1, zero 0) -> avg_pool2d -> quantize(1, 0) (the integers
+    averaged as they are): the code generator took that scale 1 as the conv output's grid, so the
+    CMSIS-NN conv wrote its RELU6 output with offset 0 and clamp 0..6, and the program's outputs
+    were off by more than their own size (relative RMS 1.7 against the simulation)."""
+    from npukit.codegen.storage import model_quant
+
+    s = npukit.Study(_int8_conv_pool_fc(tmp_path / "convpool.tflite"), "cortex-m7-cmsis-nn")
+    g = s.graph
+    relu6 = next(t for t, v in g.tensors.items() if v.name == "conv/Relu6")
+    pooled = next(t for t, v in g.tensors.items() if v.name == "pool")
+    assert model_quant(g, relu6) == pytest.approx((6 / 255, -128)) and model_quant(g, pooled) == pytest.approx((6 / 255, -128))
+    r = s.build(tmp_path / "export", samples=4)
+    assert r["outputs_agree"], r["mismatches"]

@@ -99,35 +99,42 @@ _KEEPS_QUANT = frozenset({"clip", "max_pool2d", "reshape", "squeeze", "expand_di
 
 
 def model_quant(g: OpGraph, tid: str) -> tuple[float, int] | None:
-    """(scale, zero point) of an integer model tensor: from the quantize that produces it or a
+    """(scale, zero point) of an integer model tensor: from the quantize that produces it, else a
     dequantize that reads it (per-tensor quantization only), looking through the ops that keep a
-    tensor's quantization (clip, max pooling, reshapes, slices ...)."""
+    tensor's quantization (clip, max pooling, reshapes, slices ...).  The quantize that made the
+    values comes first: a reader's dequantize need not be the tensor's own grid (TVM reads an int8
+    average pool as dequantize(scale 1, zero 0) -> avg_pool2d -> quantize(1, 0), the integers
+    averaged as they are: a (de)quantize of scale 1 and zero 0 is taken only when nothing else says)."""
     seen, todo = set(), [tid]
+    made, read = [], []  # candidates: producing quantizes, reading dequantizes (in the order met)
     while todo:
         t = todo.pop(0)
         if t in seen:
             continue
         seen.add(t)
         tt = g.tensors[t]
-        cands = []
         if tt.producer is not None:
             p = g.ops[tt.producer]
             if p.kind == "quantize":
-                cands.append(p)
+                made.append(p)
             elif p.kind in _KEEPS_QUANT and p.inputs and "int" in g.tensors[p.inputs[0]].dtype:
                 todo.append(p.inputs[0])
         for c in g.consumers(t):
             op = g.ops[c]
             if op.kind == "dequantize" and op.inputs[0] == t:
-                cands.append(op)
+                read.append(op)
             elif op.kind in _KEEPS_QUANT and op.inputs[0] == t:
                 todo += [o for o in op.outputs if "int" in g.tensors[o].dtype]
-        for op in cands:
-            if len(op.inputs) >= 3:
-                s, z = g.consts.get(op.inputs[1]), g.consts.get(op.inputs[2])
-                if s is not None and z is not None and np.size(s) == 1 and np.size(z) == 1:
-                    return float(np.ravel(s)[0]), int(np.ravel(z)[0])
-    return None
+    unit = None
+    for op in made + read:
+        if len(op.inputs) >= 3:
+            s, z = g.consts.get(op.inputs[1]), g.consts.get(op.inputs[2])
+            if s is not None and z is not None and np.size(s) == 1 and np.size(z) == 1:
+                sz = float(np.ravel(s)[0]), int(np.ravel(z)[0])
+                if sz != (1.0, 0):
+                    return sz
+                unit = unit or sz  # (1, 0): TVM's mark of integers passed through as they are, not a grid
+    return unit
 
 
 def grid(lo: float, hi: float, bits: str) -> tuple[float, int]:

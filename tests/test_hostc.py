@@ -392,3 +392,22 @@ def test_float16_tensors_are_reported_not_raised():
     assert sorted(hc.unsupported) == [0, 1]
     assert hc.unsupported[0].startswith("tensor in0 is float16, which host C does not pass")
     assert hc.kernels[2] is not None and hc.kernels[2].signature == "int32_t npk_host_2(const float* in0, float* out0)"
+
+
+def test_host_code_with_tvms_unroll_pragma_builds_under_werror(tmp_path):
+    """torch.bucketize's search loop comes out of TVM with '#pragma unroll 1', which -Wall -Werror
+    refused as an unknown pragma: the exported project did not compile."""
+    torch = pytest.importorskip("torch")
+
+    class Bucket(torch.nn.Module):
+        def forward(self, x):
+            return torch.bucketize(x, torch.tensor([-1.0, 0.0, 1.0])).float() * x
+
+    path = tmp_path / "bucketize.pt2"
+    torch.export.save(torch.export.export(Bucket(), (torch.randn(1, 8),)), str(path))
+    import npukit
+
+    s = npukit.Study(path, "hexagon-like")
+    assert "#pragma unroll" in "".join(s.code.values())
+    r = s.build(tmp_path / "export", samples=2)
+    assert r["outputs_agree"], r["mismatches"]

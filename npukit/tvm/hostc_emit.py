@@ -6,8 +6,9 @@ Why the generated source carries ``#pragma GCC diagnostic`` lines: TVM's packed 
 still read each argument's shape / strides pointers into variables nothing uses; under ``-Wall
 -Wextra -Werror`` both are errors.  The pragmas silence exactly those warnings (unused parameter /
 variable / set-but-unused variable) plus ``-Wmaybe-uninitialized``, whose verdicts on TVM's
-reduction accumulators change between gcc versions, for TVM's text only; the wrappers and the
-runtime compile clean without them.
+reduction accumulators change between gcc versions, and ``-Wunknown-pragmas`` (TVM writes
+``#pragma unroll`` in some loops: a search's, ``torch.bucketize``'s), for TVM's text only; the
+wrappers and the runtime compile clean without them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ _DTYPES = {
     "uint64": ("uint64_t", 1, 64), "bool": ("bool", 6, 8),
 }  # fmt: skip
 C_DTYPES = tuple(_DTYPES)
-_PRAGMAS = ("-Wunused-parameter", "-Wunused-variable", "-Wunused-but-set-variable", "-Wmaybe-uninitialized")
+_PRAGMAS = ("-Wunused-parameter", "-Wunused-variable", "-Wunused-but-set-variable", "-Wmaybe-uninitialized",
+            "-Wunknown-pragmas")
 
 
 def c_type(dtype: str) -> str:

@@ -35,6 +35,15 @@ def _empty(tmp: Path) -> Path:
     return p
 
 
+def _cut_tail(src: Path, n: int, name: str):
+    def make(tmp: Path) -> Path:
+        p = tmp / name
+        p.write_bytes(src.read_bytes()[:-n])
+        return p
+
+    return make
+
+
 def _truncated(src: Path, keep: float, name: str):
     def make(tmp: Path) -> Path:
         p = tmp / name
@@ -159,6 +168,8 @@ MODEL_CASES = [
     # cut inside the last buffer: fails deep inside TVM's TFLite frontend, which must stay silent
     ("truncated-tflite-tail", _truncated(DIGITS_TFLITE, 0.99998, "tail.tflite"), npukit.ModelError, ["tail.tflite"]),
     ("truncated-pt2", _truncated(DIGITS_PT2, 0.5, "half.pt2"), npukit.ModelError, ["half.pt2", "truncated"]),
+    # (its last bytes cut: the zip directory found was a nested archive's, said to be a torch.save() file)
+    ("truncated-pt2-tail", _cut_tail(DIGITS_PT2, 100, "tail.pt2"), npukit.ModelError, ["tail.pt2", "may be truncated"]),
     ("text-as-onnx", _text_as_onnx, npukit.ModelError, ["notes.onnx"]),
     ("text-as-tflite", _text_as_tflite, npukit.ModelError, ["notes.tflite", "TFLite"]),
     ("unknown-extension", _unknown_ext, npukit.ModelError, ["model.caffemodel", "'.caffemodel'", ".onnx", ".tflite", ".pt2"]),

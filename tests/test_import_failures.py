@@ -204,3 +204,13 @@ def test_a_relax_tuple_input_is_named_as_a_tuple():
     with pytest.raises(npukit.ModelError) as e:
         npukit.import_model(bb.get())
     assert str(e.value) == "<IRModule>: input 'pair' is a tuple; npukit takes tensor inputs: give main one parameter per tensor"
+
+
+def test_a_torchscript_file_named_pt2_says_what_it_is(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "scripted.pt2"
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), str(path))
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.import_model(path)
+    assert str(e.value) == (f"{path}: a TorchScript file (torch.jit.save), not a torch.export program; save one with "
+                            "torch.export.save(torch.export.export(model, example_inputs), path)")  # fmt: skip

@@ -19,7 +19,15 @@ def _import_pt2(path: Path, input_shapes) -> Imported:
                          "or of another format")  # fmt: skip
     with zipfile.ZipFile(path) as z:
         names = z.namelist()
+    with open(path, "rb") as f:  # a zip ends with its directory's end record: PyTorch's writer adds no comment
+        f.seek(max(Path(path).stat().st_size - 22, 0))
+        whole = f.read(4) == b"PK\x05\x06"
     program = any("/models/" in n and n.endswith(".json") for n in names)
+    if not program and not whole:  # (the directory found is a nested archive's: the end is cut off)
+        raise ModelError(f"{path}: not a readable torch.export archive: its end is missing, the file may be truncated")
+    if not program and any(n.endswith("/constants.pkl") or "/code/" in n for n in names):
+        raise ModelError(f"{path}: a TorchScript file (torch.jit.save), not a torch.export program; save one with "
+                         "torch.export.save(torch.export.export(model, example_inputs), path)")  # fmt: skip
     if not program and any(n.endswith("/data.pkl") for n in names):
         raise ModelError(f"{path}: a torch.save() file (a pickled module or state dict), not a torch.export program; "
                          "save one with torch.export.save(torch.export.export(model, example_inputs), path)")  # fmt: skip

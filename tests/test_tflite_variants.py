@@ -160,3 +160,16 @@ def test_an_int8_average_pool_after_a_relu6_conv_keeps_the_conv_output_grid(tmp_
     assert model_quant(g, relu6) == pytest.approx((6 / 255, -128)) and model_quant(g, pooled) == pytest.approx((6 / 255, -128))
     r = s.build(tmp_path / "export", samples=4)
     assert r["outputs_agree"], r["mismatches"]
+
+
+def test_an_op_npukit_has_no_entry_for_is_refused_at_import_naming_its_node(tmp_path):
+    """The cost model refused it later with no file and no node: "npukit has no entry for op 'view'"."""
+    from tflite_builder import Graph, Op, T, build
+
+    ts = [T("x", (1, 4)), T("bits", (1, 4), "int32")]
+    path = tmp_path / "bitcast.tflite"
+    path.write_bytes(build(Graph(ts, [Op("BITCAST", ["x"], ["bits"])], ["x"], ["bits"])))
+    with pytest.raises(npukit.UnsupportedOpError) as ei:
+        npukit.import_model(path)
+    assert str(ei.value).startswith(f"{path}: 1 op(s) npukit has no entry for (no work formula, no rules): "
+                                    "'bits' (BITCAST, as relax.memory.view); for 'view': closest valid names: ")  # fmt: skip

@@ -89,6 +89,22 @@ def _shape_of(ty, what: str, path: str) -> tuple[tuple[int, ...], str]:
     return tuple(dims), dtype
 
 
+def _known_kinds(path: str, ops: list[dict], names: dict, sources: dict) -> None:
+    """Every op is one npukit has an entry for (a work formula, rules): else refused here, each named
+    in the model's words (its node, the node's op type), not later by the cost model with no node."""
+    from ...errors import closest  # noqa: PLC0415
+    from ...graph import short_op  # noqa: PLC0415
+    from ...opset import KINDS  # noqa: PLC0415
+
+    bad = [o for o in ops if short_op(o["op"]) not in KINDS]
+    if not bad:
+        return
+    listed = "; ".join(f"{names[o['op_id']]!r} ({sources[o['op_id']][1]}, as {o['op']})" for o in bad[:10])
+    raise UnsupportedOpError(f"{path}: {len(bad)} op(s) npukit has no entry for (no work formula, no rules): {listed}"
+                             f"{' ...' if len(bad) > 10 else ''}; for {short_op(bad[0]['op'])!r}: "
+                             f"{closest(short_op(bad[0]['op']), KINDS)}")  # fmt: skip
+
+
 def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names) -> Imported:
     tvm = _load_tvm()
     from tvm import relax  # noqa: PLC0415
@@ -205,6 +221,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         raise ModelError(_computes_nothing(path, out_tids, output_names, tensors))
 
     names, sources = _name_ops(ops, marks)
+    _known_kinds(path, ops, names, sources)
     # a node's declared outputs name the tensors of its last op
     by_src: dict[int, list[int]] = {}
     for o in ops:

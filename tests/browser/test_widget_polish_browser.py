@@ -151,7 +151,7 @@ def test_rule_blocked_checkboxes_look_different(tall_page, artifacts):
     cls = label.get_attribute("class")
     assert "nk-ruled" in cls and "nk-blocked" in cls
     assert label.get_attribute("data-accepted") == "0/320"
-    text = "matmul: 0 of 320 ops accepted: rank-3 tensor, supports ranks [2] (and 1 other reason)"
+    text = "matmul: 0 of 320 ops accepted: rank-3 tensor, supports ranks 2 (and 1 other reason)"
     assert text in label.get_attribute("title")
     assert page.locator(f'{ROOT} [data-testid="support-note-dla-matmul"]').inner_text() == text
     # partly blocked: marked, not struck through

@@ -58,10 +58,15 @@ def test_a_uint8_qdq_model_exports_builds_and_matches(tmp_path, placement):
         assert "NVDLA_U8" in calls and "nvdla_conv2d(" in calls
     make(d)
     sim = npukit.pipeline.simulate(s.result, s.data, range(len(x)))
+    # onnxruntime's graph optimizations fuse the QDQ conv into a uint8 QLinearConv that, in 1.32,
+    # differs by up to 0.48 from the model's own arithmetic (which numpy and an unoptimized session
+    # agree on): the reference is the model as written
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     (d / ".w").mkdir()
     for k in range(len(x)):
         got = run_program(d, ["./model"], [x[k]], [(1, 3, 6, 6)], d / ".w")[0]
-        want = ort.InferenceSession(str(path)).run(None, {"x": x[k]})[0]
+        want = ort.InferenceSession(str(path), plain).run(None, {"x": x[k]})[0]
         assert got.shape == want.shape == (1, 4, 4, 4)
         assert np.array_equal(got.ravel(), np.asarray(sim[k][0]).ravel())
         # the host runs TVM's float QDQ as onnxruntime does; the DLA computes in integers (its

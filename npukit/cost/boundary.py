@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ..plan import Boundary
 from ..soc import BIT_WIDTH, Link, Processor, SocProfile
-from .tables import NUMERIC, Tables, elem_bits
+from .tables import NUMERIC, Tables, elem_bits, held_as, integer
 from .trace import Trace, num
 
 
@@ -114,17 +114,6 @@ def _copy_width(p: Processor, own: str, data_bits: float) -> tuple[str, float]:
     return best, (1 if best == own else data_bits / BIT_WIDTH[best])
 
 
-def _integer(tensor) -> bool:
-    """The model's own integer tensor (an int8 reshape's input): it keeps its dtype at any op width."""
-    return tensor.dtype.startswith(("int", "uint"))
-
-
-def _held_as(tensor, bits: str) -> tuple[float, bool]:
-    """How a tensor is held at an op's bit-width: (bits per element, floating point).  Nothing
-    converts a model's integer tensor between two processors whose widths differ."""
-    return elem_bits(tensor, bits), bits.startswith("fp") and not _integer(tensor)
-
-
 def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bits: str,
                   procs: Mapping[str, Processor], link: Link) -> BoundaryCost:  # fmt: skip
     """Figures of one boundary tensor (``procs``: the profile's processors by name; ``link``: the
@@ -156,7 +145,7 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
         cb = src_bits if cp is ps else dst_bits if cp is pd else cp.default_bits
         layout = conv("layout", ps.layout, pd.layout, cp, cb, 1)
     sent = src_bits  # the width the tensor travels at: converted before it leaves when the sender converts
-    if numeric and _held_as(tensor, src_bits) != _held_as(tensor, dst_bits):
+    if numeric and held_as(tensor, src_bits) != held_as(tensor, dst_bits):
         cp = converter(soc.quantize_on)
         cb = dst_bits if cp is pd else src_bits
         quant = conv(qkind(src_bits, dst_bits), src_bits, dst_bits, cp, cb, 2)
@@ -176,7 +165,7 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
     ln = c.link
     sent = c.sent_bits or c.src_bits
     done = {"quantize": "quantized", "dequantize": "dequantized", "requantize": "requantized"}.get(c.quantize_kind, "converted")
-    held = tensor.dtype if _integer(tensor) else sent
+    held = tensor.dtype if integer(tensor) else sent
     how = f"{held} on {c.src}" if sent == c.src_bits else f"{sent}: {done} on {c.src} before it is sent"
     tr = [Trace("bytes", f"elements * bits/8 = {tensor.size:,} * {elem_bits(tensor, sent):g}/8 = {c.bytes:,.0f} B "
                          f"({how})", ("conversion.quantize_on",) if sent != c.src_bits else (), ("shape",)),

@@ -10,9 +10,7 @@ from ..graph import OpGraph
 from ..opset import KINDS
 from ..plan import Plan
 from ..soc import SocProfile
-from .tables import Tables, input_bits
-
-FLOATS = frozenset({"float16", "float32", "float64", "bfloat16"})  # what a width change converts (a model's integers keep theirs)
+from .tables import NUMERIC, Tables, held_as, input_bits
 
 
 class OpContext(NamedTuple):
@@ -141,11 +139,11 @@ def _contexts(g: OpGraph, t: Tables, bits_of: Callable[[int], str], kernel_list:
         overhead = c is None or kernel_list[c][0] == i
         cv, bi = None, None
         for k, (tid, p) in enumerate(spec):
-            if p >= 0 and partition[p] == part_i and tensors[tid].dtype in FLOATS:
+            if p >= 0 and partition[p] == part_i and tensors[tid].dtype in NUMERIC:
                 bp = bits_of(p)
                 if bi is None:
                     bi = bits_of(i)
-                if bp != bi:
+                if bp != bi and held_as(tensors[tid], bp) != held_as(tensors[tid], bi):  # (the boundary's rule)
                     if cv is None:
                         cv = [""] * len(spec)
                     cv[k] = bp

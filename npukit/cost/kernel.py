@@ -87,7 +87,6 @@ class KernelCost(NamedTuple):
     e_mem: float
     e_static: float  # uJ
     energy_uj: float
-    convert_cycles: float = 0.0  # the conversions of inputs at another width (in compute_cycles)
     conversions: tuple = ()  # (op, tensor, from width, to width, elements, vector_ops_per_cycle) of each
 
     @property
@@ -252,7 +251,7 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
         act_dram += m.act_dram
         onchip += m.onchip
         weights += m.weights
-    conv_cycles, convs = 0.0, []
+    conv_cycles, conv_ops, convs = 0.0, 0, []
     for i in ids:  # inputs at another width than the op's (a layer bit-width), converted as they load
         cv = ctxs[i].convert_in
         for tid, frm in zip(ops[i].inputs, cv) if cv else ():
@@ -260,6 +259,7 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
                 n = t.g.tensors[tid].size
                 rate = p.vector_ops_per_cycle[bits[i]]
                 conv_cycles += CONVERT_OPS * n / rate
+                conv_ops += CONVERT_OPS * n
                 convs.append((i, tid, frm, bits[i], n, rate))
     ca = comps[ids.index(a)]
     wa = t.work[a]
@@ -294,9 +294,7 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
             e_op += w.vector_ops * pj_op[bits[i]]
     stage_ops = t.out_elems[a] if stage_cycles else 0
     e_op += stage_ops * pj_op[ab]
-    conv_ops = 0
     for _i, _tid, _frm, to, n, _rate in convs:
-        conv_ops += CONVERT_OPS * n
         e_op += CONVERT_OPS * n * pj_op[to]
     e_mem = (act_dram + weights) * p.energy_pj_per_byte + onchip * p.energy_pj_per_onchip_byte
     e_static = p.static_mw * lat / 1e3
@@ -304,4 +302,4 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
     return KernelCost(ids, a, p, tuple(bits[i] for i in ids), tuple(roles), tuple(comps), tuple(mems), stage_cycles,
                       main, ser, compute, act_dram, onchip, weights, act_cyc, w_cyc, memory, op_over, call_over,
                       overhead, cycles, lat, macs, vec_ops + stage_ops + conv_ops, stage_ops, e_mac, e_op, e_mem, e_static,
-                      energy, conv_cycles, tuple(convs))  # fmt: skip
+                      energy, tuple(convs))  # fmt: skip

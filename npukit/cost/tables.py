@@ -39,6 +39,18 @@ def elem_bits(t: Tensor, bits: str) -> float:
     return b
 
 
+def integer(tensor) -> bool:
+    """The model's own integer tensor (an int8 reshape's input): it keeps its dtype at any op width."""
+    return tensor.dtype.startswith(("int", "uint"))
+
+
+def held_as(tensor, bits: str) -> tuple[float, bool]:
+    """How a tensor is held at an op's bit-width: (bits per element, floating point).  Two widths
+    that hold it alike need no conversion between them (a model's integer tensor is never converted),
+    whether they meet at a boundary or inside a partition."""
+    return elem_bits(tensor, bits), bits.startswith("fp") and not integer(tensor)
+
+
 def tensor_bytes(t: Tensor, bits: str) -> float:
     return t.size * elem_bits(t, bits) / 8
 

@@ -66,19 +66,27 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
         used = b"".join([cols[p] if p in a else bytes(8) for p in soc.names])
         return hashlib.blake2b(gkey + used + bytes([code[p] for p in a]), digest_size=16).digest()
 
+    plan_keys: dict[tuple[str, ...], bytes] = {}  # assignment -> _plan_key (worked out once per decision)
+
+    def pkey(a) -> bytes:
+        k = plan_keys.get(a)
+        if k is None:
+            k = plan_keys[a] = _plan_key(groups, a, host, code, cols, ev.ordered)
+        return k
+
     def recall(key: bytes, a, prefix: bytes = b""):
         """The memo's figure of ``a`` under ``key``, else under the key of its virtual plan alone
         (``_plan_key``: another grouping can give the same plan -- a pin splits a group, and the
         all-host baseline is the same plan whatever the groups); found there, kept under ``key``."""
         v = memo.get(prefix + key)
         if v is None:
-            v = memo.get(prefix + _plan_key(groups, a, host, code, cols, ev.ordered))
+            v = memo.get(prefix + pkey(a))
             if v is not None:
                 memo.put(prefix + key, v)
         return v
 
     def keep(key: bytes, a, v, prefix: bytes = b""):
-        memo.put(prefix + _plan_key(groups, a, host, code, cols, ev.ordered), v)
+        memo.put(prefix + pkey(a), v)
         return memo.put(prefix + key, v)
 
     def score(a) -> tuple[float, float]:

@@ -4,6 +4,8 @@ names it.  (No widget state: ``StudyWidget`` holds that.)"""
 
 from __future__ import annotations
 
+import math
+
 from ..errors import ConfigError, NpukitError
 
 TWO_PHASE = ("support", "pin", "unpin", "bits", "layer_bits", "reset")  # edits that may move ops
@@ -103,9 +105,41 @@ def export(s, what: str, path: str) -> tuple[str, str]:
 
 
 def change(before: dict | None, after: dict | None) -> str:
-    """'latency a -> b us, energy c -> d uJ, n partitions' from two totals dicts."""
+    """'latency a -> b us, energy c -> d uJ, n partitions' from two totals dicts, each figure
+    written as the widget's header writes it (``us`` and ``uj`` of widgets/src/format.js)."""
     if not before or not after:
         return ""
-    return (f"latency {before['latency_us']:,.2f} \u2192 {after['latency_us']:,.2f} us, "
-            f"energy {before['energy_uj']:,.3f} \u2192 {after['energy_uj']:,.3f} uJ, {after['partitions']} "
+    return (f"latency {us(before['latency_us'])} \u2192 {us(after['latency_us'])}, "
+            f"energy {uj(before['energy_uj'])} \u2192 {uj(after['energy_uj'])}, {after['partitions']} "
             f"partition{'s' * (after['partitions'] != 1)}")  # fmt: skip
+
+
+def _exp(x: float) -> str:
+    """JavaScript's ``x.toExponential(2)``: '1.23e+7'."""
+    m, e = f"{x:.2e}".split("e")
+    return f"{m}e{int(e):+d}"
+
+
+def us(x: float) -> str:
+    """A latency as the widget writes it: one decimal from 1,000 us, two from 10, three below."""
+    if x is None or not math.isfinite(x):
+        return "\u2013"
+    a = abs(x)
+    if a >= 1000:
+        return f"{x:,.1f} us"
+    if a >= 10:
+        return f"{x:.2f} us"
+    if a >= 0.01 or a == 0:
+        return f"{x:.3f} us"
+    return f"{_exp(x)} us"
+
+
+def uj(x: float) -> str:
+    """An energy as the widget writes it: up to four decimals, trailing zeros dropped."""
+    if x is None or not math.isfinite(x):
+        return "\u2013"
+    a = abs(x)
+    if a != 0 and (a >= 1e7 or a < 1e-3):
+        return f"{_exp(x)} uJ"
+    s = f"{x:,.4f}".rstrip("0").rstrip(".")
+    return f"{'0' if s in ('', '-', '-0') else s} uJ"

@@ -169,7 +169,11 @@ class StudyWidget(anywidget.AnyWidget):
     def _answer(self, content: dict) -> None:
         seq = content.get("seq")
         t0 = time.perf_counter()
-        before = self.values.get("totals")
+        # the figures the status line compares with: the last ones it reported as settled (while a
+        # placement runs, the screen holds its provisional estimates, and that edit's own report
+        # is replaced by this one's)
+        job = self.pending
+        before = job.before if job is not None and job.before is not None else self.values.get("totals")
         shown = None
         # a long request reports its steps as they run ("working: measuring error: 120/450
         # samples"): custom messages, since the traits are held until the request ends

@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from npukit.ui.requests import uj
+
 from .lab import REPO, edit, widget_page
 
 pytestmark = pytest.mark.browser
@@ -162,6 +164,12 @@ def test_the_pin_target_chosen_stays_chosen_and_layer_bits_set_the_whole_layer(p
     level, msg = status(page)
     assert level == "ok" and msg.startswith("'/conv1/Conv': fp16"), msg
     assert page.locator(f'{ROOT} [data-testid="total-latency"]').inner_text() == f"latency {fmt_us(s.totals['latency_us'])}"
+    # the status line's figures are written as the header's; the legend's figure is each lane's busy time
+    energy = uj(s.totals["energy_uj"])
+    assert page.locator(f'{ROOT} [data-testid="total-energy"]').inner_text() == f"energy {energy}"
+    assert f"\u2192 {fmt_us(s.totals['latency_us'])}, energy " in msg and f"\u2192 {energy}, " in msg, msg
+    legend = page.locator(f'{ROOT} [data-testid="legend-dla"]').inner_text()
+    assert legend.endswith(f" \u00b7 busy {fmt_us(s.totals['busy_us']['dla'])}"), legend
     edit(page, lambda: page.select_option(f'{ROOT} [data-testid="layer-bits"]', ""))
     assert page.page_errors == []
 

@@ -117,12 +117,14 @@ def pending_view(s, result):
 
 def test_edits_made_meanwhile_build_on_the_pending_one(held):
     from npukit.opset import canonical
+    from npukit.ui.requests import us
 
     with widget("mobilenet_v1_025_int8.tflite") as (s, w):
-        old = s.config
+        old, settled = s.config, s.totals["latency_us"]
         n0 = len(w.sent)
         w._on_msg(w, {"seq": 1, "type": "support", "processor": "dla", "op": "clip", "enabled": False}, [])
         first = w.pending
+        assert w.values["totals"]["latency_us"] != settled  # (on screen: the first edit's provisional figures)
         w._on_msg(w, {"seq": 2, "type": "bits", "processor": "dsp", "bits": "int16"}, [])
         second = w.pending
         assert second is not None and second is not first and w.status["seq"] is None
@@ -133,6 +135,8 @@ def test_edits_made_meanwhile_build_on_the_pending_one(held):
         assert s.config == want and w.status["seq"] == 2 and w.status["level"] == "ok"
         # three answers: two provisional ones and the last edit's; the first placement's was dropped
         assert [u["status"]["seq"] for u in updates(w, n0)] == [None, None, 2]
+        # its "before" is the last figure reported as settled, not the first edit's provisional one
+        assert w.status["text"].startswith(f"dsp: int16 \u2192 latency {us(settled)} \u2192 {us(s.totals['latency_us'])},")
 
 
 def test_another_request_settles_the_pending_edit_first(held):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from npukit.ui.requests import uj, us
+
 from .lab import REPO
 
 SAMPLES = REPO / "sample_models"
@@ -58,8 +60,8 @@ def test_placement_policy_request(digits):
     after = s.totals
     assert digits.status["level"] == "ok"
     assert digits.status["text"] == (
-        f"placement policy first-fit (was cost) \u2192 latency {before['latency_us']:,.2f} \u2192 "
-        f"{after['latency_us']:,.2f} us, energy {before['energy_uj']:,.3f} \u2192 {after['energy_uj']:,.3f} uJ, "
+        f"placement policy first-fit (was cost) \u2192 latency {us(before['latency_us'])} \u2192 "
+        f"{us(after['latency_us'])}, energy {uj(before['energy_uj'])} \u2192 {uj(after['energy_uj'])}, "
         f"{after['partitions']} partitions"
     )
     request(digits, type="placement", placement="best")
@@ -68,6 +70,15 @@ def test_placement_policy_request(digits):
     assert s.config.placement == "first-fit"
     request(digits, type="reset")
     assert s.config.placement == "cost" and digits.controls["placement"] == "cost"
+
+
+def test_the_status_line_writes_figures_as_the_header_does():
+    """The status line's "a -> b" figures are written as widgets/src/format.js writes the header's
+    (its ``us`` and ``uj``): the same energy showed 17.412 in one and 17.4123 in the other."""
+    assert [us(x) for x in (1142.04, 64.9213, 3.14159, 0.0012, 0.0)] == [
+        "1,142.0 us", "64.92 us", "3.142 us", "1.20e-3 us", "0.000 us"]  # fmt: skip
+    assert [uj(x) for x in (17.41234, 17.4, 2.0, 0.0005, 1234.56789, 12345678.0, float("nan"))] == [
+        "17.4123 uJ", "17.4 uJ", "2 uJ", "5.00e-4 uJ", "1,234.5679 uJ", "1.23e+7 uJ", "\u2013"]  # fmt: skip
 
 
 def test_support_rules_are_empty_when_the_rules_accept_every_op(digits):

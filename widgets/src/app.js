@@ -370,7 +370,7 @@ export class App {
       .map((p) => {
         const busy = t.busy_us ? t.busy_us[p.name] : 0;
         const n = t.ops ? t.ops[p.name] : 0;
-        return `<span class="nk-leg" data-testid="legend-${esc(p.name)}" title="${esc(p.kind)}${p.host ? " (host)" : ""}"><span class="nk-chip" style="background:${p.color}"></span>${esc(p.name)} <small>${nOps(n)} · ${esc(us(busy))}</small></span>`;
+        return `<span class="nk-leg" data-testid="legend-${esc(p.name)}" title="${esc(p.kind)}${p.host ? " (host)" : ""}; busy: its ops' kernels and the boundary conversions (layout, quantize) it runs, so more than its partitions' kernels"><span class="nk-chip" style="background:${p.color}"></span>${esc(p.name)} <small>${nOps(n)} · busy ${esc(us(busy))}</small></span>`;
       })
       .join("");
   }

@@ -171,8 +171,8 @@ def _check_order(path: Path, model, sg, names: list[str], inputs: list[int]) -> 
         b = model.Buffers(t.Buffer())
         if t.IsVariable():
             variables.add(i)
-        elif b is not None and b.DataLength():
-            consts.add(i)
+        elif (b is not None and b.DataLength()) or (t.ShapeLength() and 0 in t.ShapeAsNumpy()):
+            consts.add(i)  # (a tensor of no elements holds no data to read)
     ready = set(inputs) | consts | variables
     written: dict[int, int] = {}  # tensor -> the operator that writes it
     for k in range(sg.OperatorsLength()):

@@ -573,7 +573,7 @@ def test_tflite_structure_errors_say_what_is_wrong_in_the_models_words(tmp_path)
     p = _fc_relu_tflite(tmp_path, "bad_index", relu_reads=99)
     with pytest.raises(npukit.ModelError) as e:
         npukit.import_model(p)
-    assert str(e.value) == f"{p}: op 'z' (RELU) reads tensor index 99, but the subgraph has 5 tensors (is the file corrupt?)"
+    assert str(e.value) == f"{p}: operator 1 'z' (RELU) reads tensor index 99, but the subgraph has 5 tensors (is the file corrupt?)"
     p = _fc_relu_tflite(tmp_path, "const_input", inputs=("W",))
     with pytest.raises(npukit.ModelError) as e:
         npukit.import_model(p)
@@ -591,5 +591,5 @@ def test_tflite_structure_errors_say_what_is_wrong_in_the_models_words(tmp_path)
     p.write_bytes(build(g))
     with pytest.raises(npukit.ModelError) as e:
         npukit.import_model(p)
-    assert str(e.value) == (f"{p}: TVM's TFLite importer failed at op 'y' (BATCH_MATMUL; inputs 'x', 'B'): it reads "
+    assert str(e.value) == (f"{p}: TVM's TFLite importer failed at operator 0 'y' (BATCH_MATMUL; inputs 'x', 'B'): it reads "
                             "'B' as a value computed at run time, but 'B' is a constant TVM's frontend cannot take there")  # fmt: skip

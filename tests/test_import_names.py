@@ -19,6 +19,7 @@ from conftest import (
     DIGITS_ONNX,
     DIGITS_PT2,
     DIGITS_TFLITE,
+    MOBILENET,
     initializer,
     onnx_model,
     run_cli,
@@ -240,6 +241,63 @@ def test_tflite_int8_names(graph_of):
     assert g.tensors[g.inputs[0]].dtype == "int8"
     # the node's name goes to the op that computes, not to the quantize after it
     assert [op.name for op in g.ops if op.kind == "softmax"] == ["StatefulPartitionedCall_1:0"]
+
+
+def _weights_by_kind(g) -> list[tuple[str, list[str]]]:
+    """(op kind, names of its constant inputs that are not scalars) of every op that reads one."""
+    out = []
+    for op in g.ops:
+        names = [g.tensors[t].name for t in op.inputs if g.tensors[t].kind == "const" and g.tensors[t].shape != ()]
+        if names:
+            out.append((op.kind, names))
+    return out
+
+
+def test_tflite_int8_weights_go_by_their_tensors_names(graph_of):
+    """An int8 TFLite weight arrives as dequantize(int8 constant, per-channel scale, zero point),
+    folded at import: the weight went by its id ('c2', 'c8' ...) where the float file's goes by
+    its tensor's name. The weight is the int8 constant's tensor, as the float path names it."""
+    g = graph_of(DIGITS_INT8)
+    conv1, conv2 = "digits_cnn_1/conv1_1/", "digits_cnn_1/conv2_1/"
+    assert _weights_by_kind(g) == [
+        ("conv2d", [conv1 + "convolution"]),
+        ("add", [f"{conv1}Relu;{conv1}BiasAdd;{conv1}convolution;{conv1}Squeeze"]),
+        ("conv2d", [conv2 + "convolution"]),
+        ("add", [f"{conv2}Relu;{conv2}BiasAdd;{conv2}convolution;{conv2}Squeeze"]),
+        ("matmul", ["digits_cnn_1/fc1_1/MatMul"]),
+        ("add", ["digits_cnn_1/fc1_1/Relu;digits_cnn_1/fc1_1/BiasAdd"]),
+        ("matmul", ["digits_cnn_1/fc2_1/MatMul"]),
+        ("add", ["digits_cnn_1/fc2_1/BiasAdd"]),
+    ]
+    # the float file's weights go by the same names
+    assert [n for _, ns in _weights_by_kind(graph_of(DIGITS_TFLITE)) for n in ns] == [
+        n for _, ns in _weights_by_kind(g) for n in ns]
+
+
+def test_tflite_int8_mobilenet_weights_are_its_operators_weight_and_bias_tensors(graph_of):
+    """Each of MobileNet-v1-0.25's 28 convolutions (14 depthwise) and its classifier reads the weight
+    and bias tensors its TFLite operator reads, by their names."""
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(MOBILENET.read_bytes(), 0)
+    sg = model.Subgraphs(0)
+    want = []
+    for k in range(sg.OperatorsLength()):
+        op = sg.Operators(k)
+        ins = [int(i) for i in op.InputsAsNumpy()]
+        if len(ins) == 3:  # CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: input, weight, bias
+            want.append(tuple(sg.Tensors(i).Name().decode() for i in ins[1:]))
+    assert len(want) == 28
+    g = graph_of(MOBILENET)
+    got = _weights_by_kind(g)
+    assert [k for k, _ in got] == ["conv2d", "add"] * 28
+    assert [(w[0], b[0]) for (_, w), (_, b) in zip(got[::2], got[1::2], strict=True)] == want
+    assert want[0] == ("mobilenet_v1_025_96_1/conv1_1/convolution",
+                       "mobilenet_v1_025_96_1/conv1_relu_1/Relu6;mobilenet_v1_025_96_1/conv1_bn_1/batchnorm/add_1;"
+                       "mobilenet_v1_025_96_1/conv1_1/convolution;mobilenet_v1_025_96_1/conv1_bn_1/batchnorm/sub")
+    s = npukit.Study(MOBILENET, "arm-dsp-dla")
+    first_conv = next(op.name for op in g.ops if op.kind == "conv2d")
+    assert "mobilenet_v1_025_96_1/conv1_1/convolution [3, 3, 3, 8] float32" in s.explain(first_conv)
 
 
 # ---------------------------------------------------------------------------------------------

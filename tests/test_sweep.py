@@ -123,6 +123,75 @@ def test_grid_errors_name_the_line(tmp_path, body, message):
     assert grid_error(tmp_path, body) == message
 
 
+HOST_FIELDS = ("clock_mhz, macs_per_cycle, vector_ops_per_cycle, default_bits, mac_array, vector_lanes, efficiency, "
+               "reduction, onchip_bytes, dram_bytes_per_cycle, onchip_bytes_per_cycle, weight_bytes_per_cycle, "
+               "weight_port, output_elems_per_cycle, layout, op_overhead_cycles, energy_pj_per_mac, energy_pj_per_op, "
+               "energy_pj_per_byte, energy_pj_per_onchip_byte, static_mw")  # fmt: skip
+ACCEL_FIELDS = ("clock_mhz, macs_per_cycle, vector_ops_per_cycle, default_bits, mac_array, vector_lanes, efficiency, "
+                "reduction, onchip_bytes, dram_bytes_per_cycle, onchip_bytes_per_cycle, weight_bytes_per_cycle, "
+                "weight_port, output_elems_per_cycle, layout, op_overhead_cycles, call_overhead_cycles, "
+                "energy_pj_per_mac, energy_pj_per_op, energy_pj_per_byte, energy_pj_per_onchip_byte, static_mw, "
+                "max_tensor_bytes, dtypes, kernel_library, kernel_api, ops")  # fmt: skip
+
+
+@pytest.mark.parametrize("body, message", [
+    # the host never pays a partition call: every row came out alike, silently
+    ('"soc.processors.arm.call_overhead_cycles" = [0, 1000]\n',
+     "grid.toml:2: soc.processors.arm.call_overhead_cycles: not a figure to sweep on the host arm: call_overhead_cycles "
+     f"is paid once per call of an offloaded partition, and the host's ops are never called as one; fields to sweep "
+     f"on arm: {HOST_FIELDS}"),
+    ('"soc.processors.arm.max_tensor_bytes" = [4096]\n',
+     "grid.toml:2: soc.processors.arm.max_tensor_bytes: not a figure to sweep on the host arm: max_tensor_bytes limits "
+     f"the ops an accelerator takes; the host takes every op, so it is never checked; fields to sweep on arm: {HOST_FIELDS}"),
+    ('"soc.processors.arm.kernel_library" = ["a", "b"]\n',
+     "grid.toml:2: soc.processors.arm.kernel_library: not a figure to sweep on the host arm: kernel_library names the C "
+     f"library an accelerator's generated calls use; the host's ops are TVM's generated C; fields to sweep on arm: {HOST_FIELDS}"),
+    ('"soc.processors.dla.kind" = ["dla", "dsp"]\n',
+     "grid.toml:2: soc.processors.dla.kind: not a figure to sweep on dla: kind is what the processor is (cpu, dsp, dla, "
+     f"gpu), not a figure: no estimate reads it; fields to sweep on dla: {ACCEL_FIELDS}"),
+    ('"soc.processors.arm.kind" = ["cpu"]\n',
+     "grid.toml:2: soc.processors.arm.kind: not a figure to sweep on arm: kind is what the processor is (cpu, dsp, dla, "
+     f"gpu), not a figure: no estimate reads it; fields to sweep on arm: {HOST_FIELDS}"),
+    ('"soc.processors.dsp.host" = [false, true]\n',
+     "grid.toml:2: soc.processors.dsp.host: not a figure to sweep on dsp: host says which processor is the host, the "
+     f"shape of the profile, not a figure; fields to sweep on dsp: {ACCEL_FIELDS}"),
+    # a layer width no processor runs failed every row that set it, one at a time
+    ('"layer_bits./conv1/Conv" = ["int8", "int2"]\n',
+     "grid.toml:2: layer_bits./conv1/Conv: no processor runs int2, so layer '/conv1/Conv' cannot run at it: arm runs "
+     "int8, int16, fp16, fp32; dsp runs int8, int16, fp16, fp32; dla runs int8, fp16 (processors.<name>.macs_per_cycle)"),
+])  # fmt: skip
+def test_grid_fields_a_processor_never_reads_are_refused(tmp_path, body, message):
+    assert grid_error(tmp_path, body) == message
+
+
+def test_fields_every_processor_reads_stay_sweepable(tmp_path):
+    """The accelerator-only fields on an accelerator, the figures on the host, and a layer width some
+    processor runs (int16: the host and the DSP, not the DLA) pass the check."""
+    from npukit import pipeline as pl
+    from npukit.sweeps import check_grid
+
+    body = ('"soc.processors.dla.call_overhead_cycles" = [0, 1000]\n"soc.processors.dsp.max_tensor_bytes" = [65536]\n'
+            '"soc.processors.arm.op_overhead_cycles" = [0, 100]\n"soc.processors.arm.clock_mhz" = [800, 1600]\n'
+            '"layer_bits./conv1/Conv" = ["int8", "int16"]\n"soc.processors.dla.kernel_library" = ["nvdla", "dla2"]\n')
+    check_grid(load_grid(write(tmp_path, "[grid]\n" + body)), pl.load(DIGITS_ONNX), npukit.load_soc("arm-dsp-dla"))
+
+
+def test_the_host_reads_none_of_the_accelerator_only_fields():
+    """What the grid refuses on the host changes no figure and no generated line of a study."""
+    from npukit.soc.schema import ACCELERATOR_ONLY
+
+    soc = npukit.load_soc("arm-dsp-dla")
+    base = npukit.Study(DIGITS_ONNX, soc)
+    changes = {"call_overhead_cycles": 123456, "max_tensor_bytes": 16, "dtypes": ["int8"], "kernel_library": "zz",
+               "kernel_api": "cmsis-nn"}  # fmt: skip
+    assert set(changes) == set(ACCELERATOR_ONLY) - {"ops"}  # (an ops table on the host is refused by the loader)
+    changed = npukit.Study(DIGITS_ONNX, soc.with_changes({f"processors.arm.{k}": v for k, v in changes.items()}))
+    assert changed.totals == base.totals
+    assert changed.placement.equals(base.placement)
+    profile = {"profile.toml", "manifest.json"}  # (the project carries the profile it was made from)
+    assert {k: v for k, v in changed.code.items() if k not in profile} == {k: v for k, v in base.code.items() if k not in profile}
+
+
 def test_grid_placement_key(tmp_path):
     if has_placement():
         assert grid_error(tmp_path, '"placement" = ["cost", "fastest"]\n').startswith(

@@ -173,3 +173,157 @@ def test_an_op_npukit_has_no_entry_for_is_refused_at_import_naming_its_node(tmp_
         npukit.import_model(path)
     assert str(ei.value).startswith(f"{path}: 1 op(s) npukit has no entry for (no work formula, no rules): "
                                     "'bits' (BITCAST, as relax.memory.view); for 'view': closest valid names: ")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Malformed files: every fault names the file, the operator (its index, its output tensor and its
+# code) or the tensor, and what is wrong -- not a bare AssertionError, IndexError or flatbuffer numbers
+
+
+def _fc_relu_graph(*, fc_options="FullyConnectedOptions", w=None, b=None, opcode_index=None, fc_reads="x",
+                   relu_reads="y", outputs=("z",), subgraph=True):  # fmt: skip
+    from tflite_builder import Graph, Op, T
+
+    w = w or {}
+    b = b or {}
+    wdata = None if "external" in w or "buffer" in w else np.ones((4, 4), np.float32)
+    ts = [T("x", (1, 4)), T("W", (4, 4), data=wdata, **w), T("b", (4,), data=np.zeros(4, np.float32), **b),
+          T("y", (1, 4)), T("z", (1, 4)), T("u", (1, 4))]  # fmt: skip
+    ops = [Op("FULLY_CONNECTED", [fc_reads, "W", "b"], ["y"], fc_options, opcode_index=opcode_index),
+           Op("RELU", [relu_reads], ["z"])]  # fmt: skip
+    return Graph(ts, ops, ["x"], list(outputs), subgraph=subgraph)
+
+
+_MALFORMED = {
+    "no_options": (dict(fc_options=None),
+                   "operator 0 'y' (FULLY_CONNECTED) has no builtin options: its FullyConnectedOptions table (the "
+                   "operator's attributes) is absent, and TVM's FULLY_CONNECTED converter needs it (is the file corrupt?)"),
+    "wrong_options": (dict(fc_options="Pool2DOptions"),
+                      "operator 0 'y' (FULLY_CONNECTED) carries Pool2DOptions where its FullyConnectedOptions belong "
+                      "(is the file corrupt?)"),
+    "buffer_index": (dict(w={"buffer": 9}),
+                     "tensor 'W' refers to buffer 9, but the model has 2 buffers (is the file corrupt?)"),
+    "empty_weight": (dict(w={"buffer": 0}),
+                     "operator 0 'y' (FULLY_CONNECTED) reads tensor 'W', which no operator writes, is not a model "
+                     "input and holds no data (is the file corrupt?)"),
+    "external_past_end": (dict(w={"external": (10_000, 64)}),
+                          "tensor 'W' keeps its data at bytes 10000..10064 of the file, but the file has {size} bytes "
+                          "(is the file truncated?)"),
+    "opcode_index": (dict(opcode_index=7),
+                     "operator 0 'y' uses operator code index 7, but the model has 2 operator codes (is the file "
+                     "corrupt?)"),
+    "output_index": (dict(outputs=(17,)),
+                     "the model's output 17 is not a tensor of the subgraph (6 tensors; is the file corrupt?)"),
+    "read_before_written": (dict(fc_reads="z"),
+                            "operator 0 'y' (FULLY_CONNECTED) reads tensor 'z', which only the later operator 1 'z' "
+                            "(RELU) writes (TFLite lists operators in the order they run) (is the file corrupt?)"),
+    "reads_its_own_output": (dict(relu_reads="z"),
+                             "operator 1 'z' (RELU) reads tensor 'z', which it writes itself (is the file corrupt?)"),
+    "output_unwritten": (dict(outputs=("z", "u")),
+                         "the model's output 'u' is written by no operator and is neither a model input nor a "
+                         "constant (is the file corrupt?)"),
+    "scales_without_zero_points": (dict(b={"scale": [0.1], "zero_point": []}),
+                                   "tensor 'b' has 1 quantization scale(s) and 0 zero point(s); TFLite gives one "
+                                   "zero point per scale (is the file corrupt?)"),
+    "no_subgraph": (dict(subgraph=False), "the TFLite model has no subgraph"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(_MALFORMED))
+def test_a_malformed_tflite_file_names_the_operator_or_tensor_and_the_fault(tmp_path, case):
+    from tflite_builder import build
+
+    kw, words = _MALFORMED[case]
+    path = tmp_path / f"{case}.tflite"
+    data = build(_fc_relu_graph(**kw))
+    path.write_bytes(data)
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.import_model(path)
+    assert str(ei.value) == f"{path}: {words.format(size=len(data))}"
+
+
+def test_a_quantized_tensor_s_zero_point_and_channels_are_checked(tmp_path):
+    from tflite_builder import Graph, Op, T, build
+
+    def fc(w_quant):
+        ts = [T("x", (1, 4), "int8", scale=[0.1], zero_point=[0]),
+              T("W", (3, 4), "int8", np.ones((3, 4), np.int8), **w_quant),
+              T("y", (1, 3), "int8", scale=[0.1], zero_point=[0])]  # fmt: skip
+        path = tmp_path / "q.tflite"
+        path.write_bytes(build(Graph(ts, [Op("FULLY_CONNECTED", ["x", "W"], ["y"], "FullyConnectedOptions")], ["x"], ["y"])))
+        with pytest.raises(npukit.ModelError) as ei:
+            npukit.import_model(path)
+        return str(ei.value).removeprefix(f"{path}: ")
+
+    assert fc({"scale": [0.1], "zero_point": [300]}) == (
+        "tensor 'W' has the zero point 300, outside int8's range -128..127 (is the file corrupt?)")
+    assert fc({"scale": [0.1, 0.2, 0.3], "zero_point": [0, 1, 0]}) == (
+        "tensor 'W' is quantized per channel with non-zero zero points (0, 1, 0); TFLite's per-channel quantization "
+        "has them all 0 (is the file corrupt?)")
+    assert fc({"scale": [0.1, 0.2], "zero_point": [0, 0]}) == (
+        "tensor 'W' has 2 per-channel quantization scales along dimension 0 of its shape [3, 4], which has 3 (is the "
+        "file corrupt?)")
+
+
+def test_an_operator_without_the_options_of_its_kind_is_named_by_index_and_output(tmp_path):
+    """A CONV_2D and a RESHAPE (no shape input) without options failed in TVM's bare assert: the
+    user read "AssertionError"."""
+    from tflite_builder import Graph, Op, T, build
+
+    w = np.ones((3, 1, 1, 2), np.float32)
+    ts = [T("x", (1, 4, 4, 2)), T("k", (3, 1, 1, 2), data=w), T("c", (1, 4, 4, 3)), T("flat", (1, 48))]
+    ops = [Op("CONV_2D", ["x", "k"], ["c"], "Conv2DOptions", {"StrideW": 1, "StrideH": 1}), Op("RESHAPE", ["c"], ["flat"])]
+    path = tmp_path / "reshape.tflite"
+    path.write_bytes(build(Graph(ts, ops, ["x"], ["flat"])))
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.import_model(path)
+    assert str(ei.value) == (f"{path}: operator 1 'flat' (RESHAPE) has no builtin options: its ReshapeOptions table "
+                             "(the operator's attributes) is absent, and TVM's RESHAPE converter needs it (is the file "
+                             "corrupt?)")  # fmt: skip
+    ops[0] = Op("CONV_2D", ["x", "k"], ["c"])
+    ops[1] = Op("RESHAPE", ["c"], ["flat"], "ReshapeOptions")
+    path.write_bytes(build(Graph(ts, ops, ["x"], ["flat"])))
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.import_model(path)
+    assert str(ei.value) == (f"{path}: operator 0 'c' (CONV_2D) has no builtin options: its Conv2DOptions table (the "
+                             "operator's attributes) is absent, and TVM's CONV_2D converter needs it (is the file "
+                             "corrupt?)")  # fmt: skip
+
+
+def test_another_bare_assert_of_tvm_s_converter_says_which_check_failed(tmp_path):
+    """ARG_MAX along two axes at once: TVM's converter asserts a single axis with no message."""
+    from tflite_builder import Graph, Op, T, build
+
+    ts = [T("x", (2, 3)), T("axes", (2,), "int32", data=np.array([0, 1], np.int32)), T("i", (1,), "int32")]
+    path = tmp_path / "argmax.tflite"
+    path.write_bytes(build(Graph(ts, [Op("ARG_MAX", ["x", "axes"], ["i"], "ArgMaxOptions", {"OutputType": 2})],
+                                 ["x"], ["i"])))  # fmt: skip
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.import_model(path)
+    assert str(ei.value) == (f"{path}: operator 0 'i' (ARG_MAX): TVM's ARG_MAX converter refused it: its check "
+                             "`axis_value.size == 1` failed")  # fmt: skip
+
+
+def test_an_operator_writing_a_tensor_another_writes_is_named(tmp_path):
+    from tflite_builder import Graph, Op, T, build
+
+    ts = [T("x", (1, 4)), T("y", (1, 4))]
+    path = tmp_path / "twice.tflite"
+    path.write_bytes(build(Graph(ts, [Op("RELU", ["x"], ["y"]), Op("TANH", ["x"], ["y"])], ["x"], ["y"])))
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.import_model(path)
+    assert str(ei.value) == (f"{path}: operator 1 'y' (TANH) writes tensor 'y', but operator 0 'y' (RELU) writes it "
+                             "too (is the file corrupt?)")  # fmt: skip
+
+
+def test_weights_kept_outside_the_flatbuffer_are_refused_by_name(tmp_path):
+    """TFLite's layout for models over 2 GB keeps a buffer's bytes after the flatbuffer (offset,
+    size); TVM's importer reads only data inside it and failed in "a bytes-like object is required"."""
+    from tflite_builder import build
+
+    path = tmp_path / "external.tflite"
+    path.write_bytes(build(_fc_relu_graph(w={"external": (16, 64)})))
+    with pytest.raises(npukit.UnsupportedOpError) as ei:
+        npukit.import_model(path)
+    assert str(ei.value) == (f"{path}: tensor 'W' keeps its data outside the flatbuffer (buffer 1, 64 bytes at offset "
+                             "16: TFLite's layout for models over 2 GB), which TVM's TFLite importer does not read")  # fmt: skip

@@ -18,6 +18,8 @@ class T:
     sparse_csr: tuple[np.ndarray, np.ndarray] | None = None  # (row segments, column indices) of a 2-D CSR
     scale: list[float] | None = None  # quantization parameters (one per tensor, or per channel)
     zero_point: list[int] | None = None
+    buffer: int | None = None  # the buffer index written (a malformed file: one the model lacks)
+    external: tuple[int, int] | None = None  # (offset, size): data kept after the flatbuffer (over 2 GB)
 
 
 @dataclass
@@ -27,6 +29,7 @@ class Op:
     outputs: list[str | int]
     options: str | None = None  # "FullyConnectedOptions" | "AddOptions" | "TransposeConvOptions" | None
     fields: dict = field(default_factory=dict)  # the options' scalar fields: {"StrideW": 2, "Padding": 0}
+    opcode_index: int | None = None  # the operator code index written (a malformed file: one the model lacks)
 
 
 @dataclass
@@ -36,6 +39,7 @@ class Graph:
     inputs: list[str | int]
     outputs: list[str | int]
     extra: dict = field(default_factory=dict)
+    subgraph: bool = True  # False: the model has no subgraph (a malformed file)
 
 
 _TYPES = {"float32": 0, "float16": 1, "int32": 2, "uint8": 3, "int64": 4, "int16": 7, "int8": 9}
@@ -75,6 +79,13 @@ def build(g: Graph) -> bytes:
     buf_offsets.append(Buffer.End(b))
     buf_of = {}
     for k, t in enumerate(g.tensors):
+        if t.external is not None:
+            Buffer.Start(b)
+            Buffer.AddOffset(b, t.external[0])
+            Buffer.AddSize(b, t.external[1])
+            buf_of[k] = len(buf_offsets)
+            buf_offsets.append(Buffer.End(b))
+            continue
         if t.data is None:
             continue
         raw = np.ascontiguousarray(t.data.astype(t.dtype)).tobytes()
@@ -123,7 +134,7 @@ def build(g: Graph) -> bytes:
         if t.scale is not None:
             QP = mod("QuantizationParameters")
             sc = ivec(QP.StartScaleVector, t.scale, prepend=b.PrependFloat32, conv=float)
-            zp = ivec(QP.StartZeroPointVector, t.zero_point or [0] * len(t.scale), prepend=b.PrependInt64)
+            zp = ivec(QP.StartZeroPointVector, t.zero_point if t.zero_point is not None else [0] * len(t.scale), prepend=b.PrependInt64)
             QP.Start(b)
             QP.AddScale(b, sc)
             QP.AddZeroPoint(b, zp)
@@ -133,7 +144,7 @@ def build(g: Graph) -> bytes:
         if quant is not None:
             Tensor.AddQuantization(b, quant)
         Tensor.AddType(b, _TYPES[t.dtype])
-        Tensor.AddBuffer(b, buf_of.get(k, 0))
+        Tensor.AddBuffer(b, t.buffer if t.buffer is not None else buf_of.get(k, 0))
         if name is not None:
             Tensor.AddName(b, name)
         if sparsity is not None:
@@ -168,7 +179,7 @@ def build(g: Graph) -> bytes:
                 getattr(table, f"Add{k}")(b, v)
             opts = table.End(b)
         Operator.Start(b)
-        Operator.AddOpcodeIndex(b, codes.index(op.code))
+        Operator.AddOpcodeIndex(b, op.opcode_index if op.opcode_index is not None else codes.index(op.code))
         Operator.AddInputs(b, ins)
         Operator.AddOutputs(b, outs)
         if opts is not None:
@@ -194,7 +205,7 @@ def build(g: Graph) -> bytes:
     SubGraph.AddOperators(b, ops_v)
     SubGraph.AddName(b, sg_name)
     sg = SubGraph.End(b)
-    sgs = offvec(Model.StartSubgraphsVector, [sg])
+    sgs = offvec(Model.StartSubgraphsVector, [sg] if g.subgraph else [])
     codes_v = offvec(Model.StartOperatorCodesVector, code_offsets)
     bufs_v = offvec(Model.StartBuffersVector, buf_offsets)
     desc = b.CreateString("npukit test model")

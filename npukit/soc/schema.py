@@ -157,6 +157,37 @@ OP_FIELD_KINDS = {
 }
 
 
+# processor fields that are not figures: no estimate reads them (why, in words)
+NOT_FIGURES = {
+    "kind": "is what the processor is (cpu, dsp, dla, gpu), not a figure: no estimate reads it",
+    "host": "says which processor is the host, the shape of the profile, not a figure",
+    "description": "is free text: no estimate reads it",
+}
+# processor fields only an accelerator reads: the host runs every op no accelerator takes, in the
+# program itself (why the host never reads each, in words)
+ACCELERATOR_ONLY = {
+    "call_overhead_cycles": "is paid once per call of an offloaded partition, and the host's ops are never called as one",
+    "ops": "lists the ops an accelerator takes; the host runs every op, so its ops table is never read",
+    "max_tensor_bytes": "limits the ops an accelerator takes; the host takes every op, so it is never checked",
+    "dtypes": "limits the ops an accelerator takes; the host takes every op, so it is never checked",
+    "kernel_library": "names the C library an accelerator's generated calls use; the host's ops are TVM's generated C",
+    "kernel_api": "names the API an accelerator's generated calls use; the host's ops are TVM's generated C",
+}  # fmt: skip
+
+
+def unread_field(field: str, host: bool) -> str | None:
+    """Why a processor (the host or an accelerator) reads nothing of profile field ``field``, in
+    words, or None when some figure reads it."""
+    if field in NOT_FIGURES:
+        return NOT_FIGURES[field]
+    return ACCELERATOR_ONLY.get(field) if host else None
+
+
+def figure_fields(host: bool) -> tuple[str, ...]:
+    """The processor fields some figure of the host (or of an accelerator) reads, in schema order."""
+    return tuple(f.key for f in PROCESSOR_FIELDS if unread_field(f.key, host) is None)
+
+
 LINK_FIELDS = (
     Field("between", "list[str]", "The two processors the link joins; `\"*\"` matches any. The most specific link wins.", required=True),
     Field("bandwidth_gbps", "number", "Bandwidth in GB/s (1 GB/s = 1000 bytes/us).", required=True, positive=True),

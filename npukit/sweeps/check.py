@@ -21,11 +21,7 @@ def check_grid(grid: Grid, model, soc) -> None:
         if p2.startswith(p1 + "."):
             raise grid.fail(k2, f"sets a field inside {k1!r}, which the grid also sets whole: one of the two "
                                 f"would be ignored; keep one")  # fmt: skip
-    added = {}  # bit-widths the grid itself adds to a processor's macs_per_cycle
-    for a in grid.axes:
-        parts = a.target[0].split(".") if a.kind == "soc" else []
-        if len(parts) == 4 and parts[0] == "processors" and parts[2] == "macs_per_cycle":
-            added.setdefault(parts[1], set()).add(parts[3])
+    added = _added_widths(grid)
     for a in grid.axes:
         k = a.kind
         if k in ("bits", "support") and a.target[0] not in names:
@@ -54,12 +50,35 @@ def check_grid(grid: Grid, model, soc) -> None:
                 for v in a.values:
                     if v != NO_PIN and v not in names:
                         raise grid.fail(a.key, f"unknown processor {v!r}; {closest(str(v), (*names, NO_PIN))}")
+            else:
+                _check_layer_widths(grid, a, soc, added)
         elif k == "soc":
             _check_soc_axis(grid, a, soc)
 
 
+def _added_widths(grid: Grid) -> dict[str, set[str]]:
+    """Bit-widths the grid itself adds to a processor's macs_per_cycle (``soc.processors.dla.macs_per_cycle.int4``)."""
+    added: dict[str, set[str]] = {}
+    for a in grid.axes:
+        parts = a.target[0].split(".") if a.kind == "soc" else []
+        if len(parts) == 4 and parts[0] == "processors" and parts[2] == "macs_per_cycle":
+            added.setdefault(parts[1], set()).add(parts[3])
+    return added
+
+
+def _check_layer_widths(grid: Grid, a: Axis, soc, added: dict[str, set[str]]) -> None:
+    """A layer width no processor runs in any configuration fails every row that sets it (at run
+    time, one row at a time): it is refused here."""
+    runs = {p.name: [b for b in BITS if b in set(p.bits) | added.get(p.name, set())] for p in soc.processors}
+    for v in a.values:
+        if not any(v in r for r in runs.values()):
+            widths = "; ".join(f"{n} runs {', '.join(r)}" for n, r in runs.items())
+            raise grid.fail(a.key, f"no processor runs {v}, so layer {a.target[0]!r} cannot run at it: {widths} "
+                                   "(processors.<name>.macs_per_cycle)")  # fmt: skip
+
+
 def _check_soc_axis(grid: Grid, a: Axis, soc) -> None:
-    from ..soc.schema import PROCESSOR_FIELDS  # noqa: PLC0415
+    from ..soc.schema import ACCELERATOR_ONLY, PROCESSOR_FIELDS, figure_fields, unread_field  # noqa: PLC0415
 
     path = a.target[0]
     parts = path.split(".")
@@ -73,6 +92,12 @@ def _check_soc_axis(grid: Grid, a: Axis, soc) -> None:
         fields = [f.key for f in PROCESSOR_FIELDS]
         if parts[2] not in fields:
             raise grid.fail(a.key, f"unknown processor field {parts[2]!r}; {closest(parts[2], fields)}")
+        p = soc.processor(parts[1])
+        why = unread_field(parts[2], p.host)
+        if why is not None:
+            who = f"on the host {p.name}" if p.host and parts[2] in ACCELERATOR_ONLY else f"on {p.name}"
+            raise grid.fail(a.key, f"not a figure to sweep {who}: {parts[2]} {why}; fields to sweep on {p.name}: "
+                                   f"{', '.join(figure_fields(p.host))}")  # fmt: skip
     for v in a.values:
         try:
             soc.with_changes({path: v})

@@ -97,10 +97,9 @@ def fold(raw, progress=None) -> Folded:
             if c is not None:
                 consts[b.var] = c
                 values.append(("expr", c))
-                srcs = [a for a in call.args if isinstance(a, tvm.ir.GenericConst) and isinstance(a.ty, relax.TensorType)
-                        and a.ty.ndim != 0]  # fmt: skip
-                if len(srcs) == 1 and isinstance(c, tvm.ir.GenericConst):
-                    derived[c] = derived.get(srcs[0], srcs[0])
+                src = _source_constant(relax, tvm, call)
+                if src is not None and isinstance(c, tvm.ir.GenericConst):
+                    derived[c] = derived.get(src, src)
                 continue
             values.append(("expr", call))
             continue
@@ -172,6 +171,24 @@ def fold(raw, progress=None) -> Folded:
         for key, value in raw.attrs.items():
             func = func.with_attr(key, value)
     return Folded(func, origin, counts, derived)
+
+
+_QUANT_OPS = frozenset({"relax.dequantize", "relax.quantize"})
+
+
+def _source_constant(relax, tvm, call):
+    """The model's constant a folded call was computed from, whose name the result keeps: of a
+    (de)quantize, the tensor it converts (its scale and zero point are parameters, one per channel
+    for a per-channel weight: an int8 TFLite conv's weight is its int8 constant); of any other call,
+    its one tensor constant that is not a scalar, if it has exactly one."""
+
+    def tensor_const(a) -> bool:
+        return isinstance(a, tvm.ir.GenericConst) and isinstance(a.ty, relax.TensorType)
+
+    if call.op.name in _QUANT_OPS:
+        return call.args[0] if call.args and tensor_const(call.args[0]) else None
+    srcs = [a for a in call.args if tensor_const(a) and a.ty.ndim != 0]
+    return srcs[0] if len(srcs) == 1 else None
 
 
 def _free(relax, e) -> list:

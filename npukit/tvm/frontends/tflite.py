@@ -15,6 +15,7 @@ from .common import Imported, _at, _check_input_shapes, _first_line, _Marks, _ru
 from .naming import tilde_unique
 from .sizes import check_tflite_tensor
 from .tagging import _finish
+from .tflite_checks import assertion_words, check_activations, check_structure, check_tensor, op_label
 
 _IMPORTING = threading.Lock()  # (one import at a time reads the names it set)
 
@@ -25,59 +26,6 @@ def unique_names(raw: list[bytes | None]) -> list[str]:
     names = [(r.decode("utf-8", "replace") if r else "") or f"tensor{i}" for i, r in enumerate(raw)]
     unique = tilde_unique(set(), set(names))
     return [unique(n) for n in names]
-
-
-def _code_name(model, op) -> str:
-    """The op's code as TFLite names it (CONV_2D, ...), or its custom code."""
-    from tflite.BuiltinOperator import BuiltinOperator  # noqa: PLC0415
-
-    oc = model.OperatorCodes(op.OpcodeIndex())
-    num = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
-    names = {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
-    if names.get(num) == "CUSTOM" and oc.CustomCode():
-        return f"custom {oc.CustomCode().decode('utf-8', 'replace')}"
-    return names.get(num, f"operator code {num}")
-
-
-def _check_structure(path: Path, model, sg, names: list[str]) -> None:
-    """Every op reads and writes tensors the subgraph has, and the model's inputs are not constants
-    (TVM's frontend fails on either deep inside, in words about flatbuffer numbers)."""
-    n = sg.TensorsLength()
-    for k in range(sg.OperatorsLength()):
-        op = sg.Operators(k)
-        for what, idxs, low in (("reads", op.InputsAsNumpy() if op.InputsLength() else [], -1),
-                                ("writes", op.OutputsAsNumpy() if op.OutputsLength() else [], 0)):  # fmt: skip
-            for idx in idxs:
-                if not low <= int(idx) < n:
-                    outs = [names[int(i)] for i in (op.OutputsAsNumpy() if op.OutputsLength() else []) if 0 <= int(i) < n]
-                    who = f"op {outs[0]!r}" if outs else f"op {k}"
-                    raise ModelError(f"{path}: {who} ({_code_name(model, op)}) {what} tensor index {int(idx)}, but the "
-                                     f"subgraph has {n} tensors (is the file corrupt?)")  # fmt: skip
-    for idx in sg.InputsAsNumpy() if sg.InputsLength() else []:
-        if not 0 <= int(idx) < n:
-            raise ModelError(f"{path}: the model's input {int(idx)} is not a tensor of the subgraph ({n} tensors; is the file corrupt?)")
-        b = model.Buffers(sg.Tensors(int(idx)).Buffer())
-        if b is not None and b.DataLength():
-            raise ModelError(f"{path}: the model input {names[int(idx)]!r} is a constant (its buffer holds data): "
-                             "a model input must be fed at run time")  # fmt: skip
-
-
-def _check_activations(path: Path, model, sg, names: list[str]) -> None:
-    """Quantized activations of a type TVM's TFLite frontend does not import (int16: the 16x8
-    quantization scheme) are named up front: it failed with "Unsupported input datatype ... float32"."""
-    from tflite.TensorType import TensorType  # noqa: PLC0415
-
-    bad = []
-    for i in range(sg.TensorsLength()):
-        t = sg.Tensors(i)
-        b = model.Buffers(t.Buffer())
-        q = t.Quantization()
-        if t.Type() == TensorType.INT16 and q is not None and q.ScaleLength() and not (b is not None and b.DataLength()):
-            bad.append(names[i])
-    if bad:
-        raise UnsupportedOpError(f"{path}: int16 activations (TFLite's 16x8 quantization) are not supported by TVM's "
-                                 f"TFLite importer: {', '.join(repr(x) for x in bad[:6])}"
-                                 f"{f' and {len(bad) - 6} more' if len(bad) > 6 else ''}")  # fmt: skip
 
 
 def _said(err: str, names: list[str]) -> str:
@@ -111,6 +59,7 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
         tensor_names = unique_names([sg.Tensors(i).Name() for i in range(sg.TensorsLength())])
         for i in range(sg.TensorsLength()):
             t = sg.Tensors(i)
+            check_tensor(path, model, t, tensor_names[i], len(buf))
             b = model.Buffers(t.Buffer())
             check_tflite_tensor(str(path), t, b, tensor_names[i])
             if b is not None and b.DataLength():
@@ -119,9 +68,9 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
                 _ = t.ShapeAsNumpy()
             if t.ShapeSignatureLength():
                 _ = t.ShapeSignatureAsNumpy()
-        _check_structure(path, model, sg, tensor_names)
+        check_structure(path, model, sg, tensor_names)
         declared = {}
-        for idx in sg.InputsAsNumpy():
+        for idx in sg.InputsAsNumpy() if sg.InputsLength() else []:
             t = sg.Tensors(int(idx))
             sig = t.ShapeSignatureAsNumpy() if t.ShapeSignatureLength() else t.ShapeAsNumpy()
             shape = t.ShapeAsNumpy() if t.ShapeLength() else None
@@ -132,13 +81,14 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
         raise
     except Exception as e:  # noqa: BLE001
         raise ModelError(f"{path}: corrupt or truncated TFLite file ({_first_line(e)})") from None
-    _check_activations(path, model, sg, tensor_names)
+    check_activations(path, model, sg, tensor_names)
     if nops == 0:
         raise ModelError(f"{path}: the model has no ops")
 
     shapes = _check_input_shapes(path, declared, input_shapes)
 
     marks = _Marks()
+    positions = {sg.Operators(k)._tab.Pos: k for k in range(nops)}  # an op read by the frontend -> its index
     const_names: dict = {}
     raw = [sg.Tensors(i).Name() for i in range(sg.TensorsLength())]
     count = Counter(raw)
@@ -168,8 +118,16 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
                 names = tuple(tensor_names[o.tensor_idx] for o in outs)
                 name = names[0] if names else code
                 ins = ", ".join(repr(tensor_names[t.tensor_idx]) for t in self.get_input_tensors(op))
-                marks.current = f"{name!r} ({code}{'; inputs ' + ins if ins else ''})"
-                ret = fn(*args, **kwargs)
+                k = positions.get(op._tab.Pos) if self.subgraph._tab.Pos == sg._tab.Pos else None
+                marks.current = f"{'' if k is None else f'{k} '}{name!r} ({code}{'; inputs ' + ins if ins else ''})"
+                fault = None
+                try:
+                    ret = fn(*args, **kwargs)
+                except AssertionError as e:  # TVM's converters assert what they need (their options table ...)
+                    who = op_label(model, sg, k, tensor_names) if k is not None else f"operator {name!r} ({code})"
+                    fault = f"{path}: {who}{assertion_words(op, code, e)}"
+                if fault is not None:  # (raised here: the assert's frames, holding TVM's builder, are let go)
+                    raise ModelError(fault)
                 if ret is None:  # prefetched constant: no op
                     marks.sources.append(_Source(name, code, names))
                     marks.elided[len(marks.sources) - 1] = "folded to a constant at import"
@@ -233,7 +191,7 @@ def _import_tflite(path: Path, input_shapes) -> Imported:
         try:
             raw = _run_quietly(
                 lambda: TF.from_tflite(model, shape_dict={k: tuple(v) for k, v in shapes.items()}, op_converter=Converter),
-                lambda err: ModelError(f"{path}: TVM's TFLite importer failed{_at('op', marks)}: {_said(err, tensor_names)}"),
+                lambda err: ModelError(f"{path}: TVM's TFLite importer failed{_at('operator', marks)}: {_said(err, tensor_names)}"),
             )
         finally:
             TF.get_tensor_name = named

@@ -308,3 +308,32 @@ def test_fp16_matches_the_simulation_within_one_fp16_step(tmp_path):
     assert np.mean(diff <= tol) >= 0.999 and np.all(diff <= 4 * tol), float(np.max(diff / tol))
     assert np.mean(diff == 0) >= 0.99
     assert np.mean(got.argmax(1) == ref.argmax(1)) == 1.0
+
+
+def test_two_host_convs_feeding_one_add_run_in_order(tmp_path):
+    """Two convs of one input feeding one add, all on the host: the host's kernels are (conv_a,
+    add) -- the add fused as conv_a's epilogue -- and (conv_b); by first op the first reads conv_b's
+    output before conv_b runs, and the export failed with a KeyError (conv_b's output on 'arm').  The
+    kernels now run in an order they can (conv_b first), and the program equals onnxruntime."""
+    import onnxruntime as ort
+    from onnx import helper as h
+
+    x = tensor_info("x", [1, 4, 6, 6])
+    nodes = [h.make_node("Conv", ["x", "wa", "ba"], ["ca"], name="conv_a", pads=[1, 1, 1, 1]),
+             h.make_node("Conv", ["x", "wb", "bb"], ["cb"], name="conv_b", pads=[1, 1, 1, 1]),
+             h.make_node("Add", ["ca", "cb"], ["y"], name="join")]  # fmt: skip
+    inits = [initializer("wa", [4, 4, 3, 3], 1), initializer("ba", [4], 2), initializer("wb", [4, 4, 3, 3], 3),
+             initializer("bb", [4], 4)]  # fmt: skip
+    path = save_onnx(onnx_model(nodes, [x], [tensor_info("y", [1, 4, 6, 6])], inits), tmp_path / "two_convs.onnx")
+    s = npukit.Study(path, "arm-dsp-dla", {"disabled": ["dla:conv2d", "dla:add", "dsp:conv2d", "dsp:add"]})
+    assert set(s.plan.processor) == {"arm"} and set(s.result.bits) == {"fp32"}
+    d = tmp_path / "export"
+    s.export(d)
+    make(d)
+    got = _run_all(d, ["./model"], s, range(4))
+    sess = ort.InferenceSession(str(path))
+    for i, out in enumerate(got):
+        want = sess.run(None, {"x": s.data.samples[i][0].reshape(1, 4, 6, 6)})[0]
+        assert np.allclose(out[0], want, rtol=1e-5, atol=1e-5), np.max(np.abs(out[0] - want))
+    model_c = s.code["src/model.c"]
+    assert model_c.index("conv_b") < model_c.index("conv_a")  # (the kernel of conv_a and the add runs second)

@@ -23,6 +23,7 @@ constant output (its values in the constant workspace), and an output that repea
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from dataclasses import dataclass, field
@@ -272,20 +273,52 @@ class Program:
         for tid in g.inputs:
             self._convert_all(tid)
         host_groups: list[tuple[int, ...]] = []
+        in_part: dict[int, list[tuple[int, ...]]] = {}  # host partition -> its kernels in an order they can run
         for part in plan.partitions:
             if part.processor == self.host:
                 ids = set(part.ops)
-                host_groups += [k for k in self.kernels if k[0] in ids]
+                in_part[part.pid] = self._runnable([k for k in self.kernels if k[0] in ids])
+                host_groups += in_part[part.pid]
         self.host_c = host_c([grp for grp in host_groups if not (set(self.g.ops[i].kind for i in grp) & HOST_FALLBACK)])
         hk = {k.ops: k for k in self.host_c.kernels if k is not None}
         for part in plan.partitions:
             if part.processor == self.host:
-                ids = set(part.ops)
-                for grp in [k for k in self.kernels if k[0] in ids]:
+                for grp in in_part[part.pid]:
                     self._host_group(grp, hk.get(grp))
             else:
                 self._partition(part)
         self.fills = self._output_fills()
+
+    def _runnable(self, kernels: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        """A host partition's kernels (each a MAC op and the epilogue chain it fuses; by first op)
+        in an order they can run: each after the kernels it reads from.  The order of first ops is
+        not one: two convs feeding one add make the kernel (conv A, add), which reads conv B's
+        output.  Of the kernels ready, the one with the first op comes first (the same order when
+        it can run, a deterministic one otherwise); a chain's inner outputs have no other reader,
+        so one always exists."""
+        g = self.g
+        where = {i: k for k, grp in enumerate(kernels) for i in grp}
+        needs = [0] * len(kernels)
+        feeds: list[list[int]] = [[] for _ in kernels]
+        for k, grp in enumerate(kernels):
+            deps = {where[t.producer] for i in grp for tid in g.ops[i].inputs
+                    if (t := g.tensors[tid]).kind == "act" and t.producer in where} - {k}  # fmt: skip
+            needs[k] = len(deps)
+            for d in deps:
+                feeds[d].append(k)
+        ready = [k for k in range(len(kernels)) if not needs[k]]
+        heapq.heapify(ready)
+        out = []
+        while ready:
+            k = heapq.heappop(ready)
+            out.append(kernels[k])
+            for n in feeds[k]:
+                needs[n] -= 1
+                if not needs[n]:
+                    heapq.heappush(ready, n)
+        if len(out) != len(kernels):
+            raise AssertionError("npukit: a host partition's kernels read each other in a cycle; please report this")
+        return out
 
     def _output_fills(self) -> list[Fill]:
         """The outputs no step writes, each with the copy that fills it (see the module docstring)."""

@@ -71,10 +71,11 @@ class Config:
 
     @property
     def partition_key(self) -> tuple:
-        """The part of the config the partition depends on.  With "first-fit" bit-widths never move
-        ops; with "cost" they can (a narrower width makes an accelerator cheaper), so they are part of it."""
+        """The part of the config the partition depends on.  With "first-fit" a processor's bit-width
+        never moves ops, a layer's can (a processor that cannot run it refuses the layer's ops); with
+        "cost" both can (a narrower width makes an accelerator cheaper), so they are part of it."""
         if self.placement == "first-fit":
-            return (self.disabled, self.enabled, self.pins, self.placement)
+            return (self.disabled, self.enabled, self.pins, self.placement, self.layer_bits)
         return (self.disabled, self.enabled, self.pins, self.placement, self.bits, self.layer_bits)
 
     # -- serialisation -------------------------------------------------------------------------

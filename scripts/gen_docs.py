@@ -32,7 +32,7 @@ def cost_model() -> str:
         "| op | role | work | flags |\n|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         "## Placement policy (`npukit/placement/`)\n\n"
         "`placement=\"cost\"` (the default) lets the cost model above choose among the processors whose rules "
-        "accept an op; `\"first-fit\"` takes the profile's preference order.\n\n```text\n"
+        "accept an op; `\"first-fit\"` takes the first in the profile's preference order that accepts it and runs its layer bit-width (a processor that cannot run a layer's width refuses its ops under both policies).\n\n```text\n"
         + (inspect.getdoc(placement) or "") + "\n```\n"
     )
 

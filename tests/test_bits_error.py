@@ -123,13 +123,15 @@ def test_unsupported_bits_are_clear_errors():
     s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
     with pytest.raises(npukit.ConfigError, match=r"dla cannot run int4: processors\.dla\.macs_per_cycle lists int8, fp16"):
         s.set_bits("int4", processor="dla")
+    # first-fit: the DLA, first in the profile's order, cannot run the layer's width, so it refuses
+    # the layer's ops and the next processor that takes them and runs int16 does (the DSP takes no conv)
     ff = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", placement="first-fit")
-    with pytest.raises(npukit.ConfigError) as e:  # first-fit keeps the layer on the DLA, which cannot run it
-        ff.set_bits("int16", layer="/conv1/Conv")
-    assert str(e.value) == ("layer '/conv1/Conv' would run on dla, which cannot run its bit-width int16 "
-                            "(processors.dla.macs_per_cycle lists int8, fp16); give the layer a width dla runs, or "
-                            "pin it to a processor that runs int16 and takes conv2d: arm")  # fmt: skip
-    assert ff.config.layer_bits == ()
+    assert ff.plan.processor[:2] == ("dla", "dla")  # conv1 and its bias add
+    ff.set_bits("int16", layer="/conv1/Conv")
+    assert ff.plan.processor[:2] == ("arm", "arm") and ff.result.bits[:2] == ("int16", "int16")
+    assert ff.placement["dla"][0] == ("cannot run the layer's bit-width int16 (processors.dla.macs_per_cycle lists "
+                                      "int8, fp16)")  # fmt: skip
+    assert ff.plan.processor[2:] == npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", placement="first-fit").plan.processor[2:]
     with pytest.raises(npukit.ConfigError, match=r"layer '/conv1/Conv' would run on arm, which cannot run its bit-width "
                        r"int2 .*; no processor that runs int2 takes conv2d here: give the layer a width arm runs$"):  # fmt: skip
         s.set_bits("int2", layer="/conv1/Conv")  # no processor that accepts conv1 runs int2
@@ -332,15 +334,25 @@ def test_top1_agreement_of_a_classifier_run_on_a_batch(tmp_path):
 
 def test_a_layer_width_refusal_names_the_op_that_cannot_run_it():
     """A model node that became several ops (a conv and its bias add) on different processors: the
-    refusal names the op whose processor cannot run the width, and the processors that could take it."""
-    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", placement="first-fit")
-    s.set_support("dla", "conv2d", False)  # the conv to arm; its bias add stays on the DLA
-    assert [s.plan.processor[i] for i in s.graph.resolve("/conv1/Conv")] == ["arm", "dla"]
+    refusal names the op whose processor cannot run the width.  Under first-fit an accelerator that
+    cannot run a layer's width refuses its ops (the next processor takes them), so what remains to
+    refuse is the host that cannot run it."""
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "riscv-accel", placement="first-fit")
+    s.set_support("accel", "add", False)  # the bias add to the host; the conv stays on the accelerator
+    assert [s.plan.processor[i] for i in s.graph.resolve("/conv1/Conv")] == ["accel", "riscv"]
     with pytest.raises(npukit.ConfigError) as e:
-        s.set_bits("int16", layer="/conv1/Conv")
-    assert str(e.value) == ("layer '/conv1/Conv' (its op '/conv1/Conv/add', add) would run on dla, which cannot run its "
-                            "bit-width int16 (processors.dla.macs_per_cycle lists int8, fp16); give the layer a width dla "
-                            "runs, or pin its op '/conv1/Conv/add' to a processor that runs int16 and takes add: arm")  # fmt: skip
-    s.pin("/conv1/Conv/add", "arm")  # the advice works
+        s.set_bits("int2", layer="/conv1/Conv")
+    assert str(e.value) == ("layer '/conv1/Conv' (its op '/conv1/Conv/add', add) would run on riscv, which cannot run "
+                            "its bit-width int2 (processors.riscv.macs_per_cycle lists int8, int16, fp32); no processor "
+                            "that runs int2 takes add here: give the layer a width riscv runs, or set the widths of its "
+                            "ops one by one (layer=<op id>)")  # fmt: skip
+    s.set_bits("int2", layer=0)  # the advice works: the conv alone (op id 0)
+    assert [s.costs.loc[i, "bits"] for i in s.graph.resolve("/conv1/Conv")] == ["int2", "int8"]
+
+    # on arm-dsp-dla the DLA cannot run int16: the layer's bias add leaves it for the host, as its conv did
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", placement="first-fit")
+    s.set_support("dla", "conv2d", False)
+    assert [s.plan.processor[i] for i in s.graph.resolve("/conv1/Conv")] == ["arm", "dla"]
     s.set_bits("int16", layer="/conv1/Conv")
+    assert [s.plan.processor[i] for i in s.graph.resolve("/conv1/Conv")] == ["arm", "arm"]
     assert [s.costs.loc[i, "bits"] for i in s.graph.resolve("/conv1/Conv")] == ["int16", "int16"]

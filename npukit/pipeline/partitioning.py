@@ -137,7 +137,10 @@ def partition(model: Model, soc: SocProfile, cfg: Config):
 
 
 def _partition(model: Model, soc: SocProfile, cfg: Config, key):
-    vs = verdicts(model, soc, cfg)
+    from ..placement.groups import refuse_widths  # noqa: PLC0415
+
+    # a processor that cannot run an op's layer bit-width refuses it: first-fit takes the next one
+    vs = refuse_widths(verdicts(model, soc, cfg), soc, layer_bits_of(model.graph, cfg))
     ff = _byoc(model, soc, vs)
     settle(model)
     if cfg.placement == "first-fit":

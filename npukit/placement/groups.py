@@ -105,14 +105,34 @@ def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Ch
                 b = layered.get(i)
                 pr = soc.processor(a)
                 if b is not None and b not in pr.macs_per_cycle:  # never a candidate: the width keeps it off
-                    out[(i, a)] = Verdict(a, False, (fail("bits", f"cannot run the layer's bit-width {b} "
-                                                           f"(processors.{a}.macs_per_cycle lists {', '.join(pr.bits)})",
-                                                           bits=b),))  # fmt: skip
+                    out[(i, a)] = width_refusal(pr, b)
                 elif v.fused_only and i in choice.lone:  # never a candidate: the rule, not the cost, keeps it off
                     out[(i, a)] = Verdict(a, False, (FUSED_ALONE,))
                 else:
                     out[(i, a)] = Verdict(a, False, (fail("cost", f"{choice.why[i]} (placed on {p})", chosen=p),))
     return out
+
+
+def width_refusal(pr, b: str) -> Verdict:
+    """Accelerator ``pr``'s verdict on an op whose layer bit-width ``b`` it cannot run."""
+    return Verdict(pr.name, False, (fail("bits", f"cannot run the layer's bit-width {b} (processors.{pr.name}."
+                                                 f"macs_per_cycle lists {', '.join(pr.bits)})", bits=b),))  # fmt: skip
+
+
+def refuse_widths(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile,
+                  layered: Mapping[int, str]) -> Mapping[tuple[int, str], Verdict]:  # fmt: skip
+    """The verdicts with every accelerator that cannot run an op's layer bit-width (``layered``: op ->
+    the user's width) refusing it, as first-fit obeys them: the op goes to the next processor that
+    takes it and runs its width, as under the cost policy."""
+    out = None
+    for i, b in layered.items():
+        for a in soc.accelerators:
+            pr = soc.processor(a)
+            if b not in pr.macs_per_cycle and vs[(i, a)].ok:
+                if out is None:
+                    out = dict(vs)
+                out[(i, a)] = width_refusal(pr, b)
+    return vs if out is None else out
 
 
 FUSED_ALONE = fail("fused_only", "accepted only fused into a kernel; not fused here")

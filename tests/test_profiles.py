@@ -155,6 +155,16 @@ def _arm_dsp_dla() -> dict:
     return tomllib.loads((ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml").read_text())
 
 
+def _rename_dla(d: dict, name: str) -> None:
+    """The DLA renamed, its kernel library left to default to its name."""
+    dla = d["processors"].pop("dla")
+    dla.pop("kernel_library", None)
+    d["processors"][name] = dla
+    d["placement"]["order"] = [name if x == "dla" else x for x in d["placement"]["order"]]
+    for ops in d["placement"].get("prefer", {}).values():
+        ops[:] = [name if x == "dla" else x for x in ops]
+
+
 @pytest.mark.parametrize("edit,field,text", [
     (lambda d: d["processors"]["dsp"]["ops"].update(gelu={"kernel_max": [3, 3]}), "processors.dsp.ops.gelu.kernel_max",
      "does not apply to gelu: it limits convolutions and pools (an op of another kind never reads it)"),
@@ -166,6 +176,17 @@ def _arm_dsp_dla() -> dict:
      "names 'dla' twice: a link joins two processors (no tensor crosses from a processor to itself)"),
     (lambda d: d["processors"]["arm"].update(ops={"relu": {}}), "processors.arm.ops",
      "the host runs every op, so its ops table is never read: remove it (limits belong to the accelerators)"),
+    # two links joining the same processors (either way round): the first was used, the second ignored
+    (lambda d: d["links"].append({**d["links"][0], "between": d["links"][0]["between"][::-1], "bandwidth_gbps": 0.5}),
+     "links[", "joins "),
+    (lambda d: d["links"].append({"between": ["*", "*"], "bandwidth_gbps": 9.0}) or d["links"].append(
+        {"between": ["*", "*"], "bandwidth_gbps": 1.0}), "links[", "joins '*' and '*', as links["),
+    (lambda d: d["processors"]["dla"].update(clock_mhz=float("inf")), "processors.dla.clock_mhz",
+     "must be a finite number, got inf"),
+    # an accelerator's name is its kernel calls' C prefix unless kernel_library says otherwise
+    (lambda d: _rename_dla(d, "npk"), "processors.npk",
+     "its name is the C prefix of its generated kernel calls (kernel_library defaults to it), and kernel library prefix "
+     "'npk' is reserved"),
 ])  # fmt: skip
 def test_a_profile_entry_that_could_never_take_effect_is_refused(edit, field, text):
     """Such entries loaded without a word and changed nothing (a user's limit silently not applied)."""
@@ -174,6 +195,12 @@ def test_a_profile_entry_that_could_never_take_effect_is_refused(edit, field, te
     with pytest.raises(npukit.ProfileError) as e:
         npukit.load_soc(doc)
     assert field in str(e.value) and text in str(e.value)
+
+
+def test_an_accelerator_named_as_its_kernel_library_loads():
+    doc = _arm_dsp_dla()
+    _rename_dla(doc, "npu")
+    assert npukit.load_soc(doc).processor("npu").kernel_library == "npu"
 
 
 def test_axis_last_holds_a_layer_norm_to_the_innermost_axis(tmp_path):

@@ -120,7 +120,8 @@ class _V:
         if t in ("int", "number"):
             ok = isinstance(v, int) if t == "int" else isinstance(v, (int, float))
             if isinstance(v, bool) or not ok or (isinstance(v, float) and not math.isfinite(v)):
-                self.fail(path, f"must be {'an integer' if t == 'int' else 'a number'}, got {v!r}")
+                finite = " finite" if isinstance(v, float) and not math.isfinite(v) else ""
+                self.fail(path, f"must be {'an integer' if t == 'int' else 'a' + finite + ' number'}, got {v!r}")
             self.bounds(f, v, path)
             return v
         if t == "choice":
@@ -270,6 +271,7 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
     conv = v.read(conv, CONVERSION_FIELDS, "conversion")
 
     links = []
+    joined: dict[tuple[str, str], int] = {}  # the processors a link joins -> its index
     ldoc = doc.get("links", [])
     if not isinstance(ldoc, list):
         v.fail("links", "must be an array of tables ([[links]])")
@@ -285,6 +287,12 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         if len(r["between"]) == 2 and r["between"][0] == r["between"][1] != "*":
             v.fail(f"{path}.between", f"names {r['between'][0]!r} twice: a link joins two processors (no tensor "
                                       "crosses from a processor to itself)")  # fmt: skip
+        pair = tuple(sorted(r["between"]))  # (a link joins its two processors both ways)
+        if pair in joined:
+            j = joined[pair]
+            v.fail(f"{path}.between", f"joins {pair[0]!r} and {pair[1]!r}, as links[{j}] does: the first would always "
+                                      f"be used and this one ignored; keep one")  # fmt: skip
+        joined[pair] = i
         links.append(Link(tuple(r["between"]), float(r["bandwidth_gbps"]), float(r["latency_us"]),
                           r["via_dram"], float(r["energy_pj_per_byte"])))  # fmt: skip
     prof = SocProfile(
@@ -425,13 +433,17 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
                 v.fail(f"{opath}.{fname}", f"does not apply to {key}: it limits {where[1]} (an op of another kind "
                                            "never reads it)")  # fmt: skip
         ops[key] = OpRule(op=key, **o)
-    if r["kernel_library"] is not None:  # the C prefix of its generated calls: checked now, not at export
+    if r["kernel_library"] is not None or not r["host"]:  # the C prefix of its generated calls (by default
+        # an accelerator's name): checked now, not at export
         from ..codegen.kernels.library import KernelLibraryError, check_prefix  # noqa: PLC0415
 
         try:
-            check_prefix(r["kernel_library"])
+            check_prefix(r["kernel_library"] or name)
         except KernelLibraryError as e:
-            v.fail(f"{path}.kernel_library", str(e))
+            if r["kernel_library"] is not None:
+                v.fail(f"{path}.kernel_library", str(e))
+            v.fail(path, f"its name is the C prefix of its generated kernel calls (kernel_library defaults to it), "
+                         f"and {e}: rename the processor or set {path}.kernel_library")  # fmt: skip
     dram = float(r["dram_bytes_per_cycle"])
     e_byte = float(r["energy_pj_per_byte"])
     return Processor(

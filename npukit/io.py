@@ -176,6 +176,11 @@ def check_export_target(directory: str | os.PathLike) -> None:
         raise NpukitError(f"{shown}: is the current directory or holds it; an export replaces its directory "
                           f"whole, so give a new directory (e.g. {shown / 'export'})")  # fmt: skip
     if not os.path.lexists(d):
+        for up in d.parents:  # the nearest one there must be a directory to create it in
+            if os.path.lexists(up):
+                if not up.is_dir():
+                    raise NpukitError(f"{shown}: cannot create a directory there: {up} is a file, not a directory")
+                break
         return
     if not d.is_dir():
         raise NpukitError(f"{shown}: is a file; give a directory to export into")

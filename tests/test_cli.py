@@ -74,6 +74,10 @@ def test_usage_errors_exit_2():
     assert "--soc" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--pin", "no-equals-sign")
     assert r.returncode == 2 and "NODE=PROC" in r.stderr and "Traceback" not in r.stderr
+    # an empty path (an unset shell variable) was taken as "not given": the export silently skipped
+    for opt in ("--export", "--report", "--save-config"):
+        r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", opt, "")
+        assert r.returncode == 2 and f"argument {opt}: an empty path; give a file or directory" in r.stderr, r.stderr
 
 
 def _imported_modules(code_or_args: list[str]) -> set[str]:

@@ -99,6 +99,31 @@ def test_aarch64_static_build_runs_under_qemu_with_the_same_outputs(digits_expor
         assert np.allclose(a[0], b[0], rtol=1e-6, atol=1e-7)
 
 
+def test_make_with_another_compiler_rebuilds_the_program(digits_export, tmp_path):
+    """The README's two builds, one after the other: `make CC=aarch64-linux-gnu-gcc LDFLAGS=-static`
+    after `make` said "Nothing to be done" and left the x86 program (and `npukit build` then failed
+    on an aarch64 one); the compiler and flags are now a dependency of the program."""
+    _need("aarch64-linux-gnu-gcc", "qemu-aarch64")
+    s, _ = digits_export
+    d = tmp_path / "export"
+    s.export(d)
+
+    def build(*args):
+        r = subprocess.run(["make", "-s", *args], cwd=d, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return (d / "model").read_bytes()[:20]
+
+    native = build()
+    assert native[18] == 0x3E  # ELF e_machine: x86-64
+    assert build("CC=aarch64-linux-gnu-gcc", "LDFLAGS=-static")[18] == 0xB7  # aarch64
+    cross = _run_all(d, ["qemu-aarch64", "./model"], s, range(2))
+    assert build()[18] == 0x3E  # and back
+    for a, b in zip(_run_all(d, ["./model"], s, range(2)), cross):
+        assert np.allclose(a[0], b[0], rtol=1e-6, atol=1e-7)
+    r = subprocess.run(["make", "-q"], cwd=d)  # nothing changed: up to date
+    assert r.returncode == 0
+
+
 def test_valgrind_is_clean(digits_export):
     _need("valgrind")
     s, d = digits_export

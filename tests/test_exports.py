@@ -90,6 +90,10 @@ def test_exports_name_the_bad_path(study, tmp_path):
         study.to_model_explorer(tmp_path / "file")
     with pytest.raises(npukit.NpukitError, match=r": is a directory; give a file path"):
         study.annotated_onnx(tmp_path)
+    with pytest.raises(npukit.NpukitError) as e:  # (was: "cannot create a directory there: File exists")
+        study.export(tmp_path / "file" / "sub")
+    assert str(e.value) == f"{tmp_path / 'file' / 'sub'}: cannot create a directory there: {tmp_path / 'file'} is a file, not a directory"
+    assert not (tmp_path / "sub").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
     with pytest.raises(npukit.NpukitError, match="is the study's own model"):
         study.annotated_onnx(SAMPLES / "tiny_detector.onnx")
 

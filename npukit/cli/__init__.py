@@ -19,6 +19,13 @@ def _die(msg: str) -> int:
     return 2
 
 
+def _path(s: str) -> str:
+    """A path argument: an empty one (an unset shell variable) is refused, not taken as "not given"."""
+    if not s.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a file or directory")
+    return s
+
+
 def _shape_arg(s: str) -> tuple[str, tuple[int, ...]]:
     if "=" not in s:
         raise argparse.ArgumentTypeError(f"--input-shape {s!r}: expected NAME=D1,D2,... e.g. x=1,3,224,224")
@@ -70,14 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", action="store_true", help="print the SoC profile field reference (markdown)")
 
     p = sub.add_parser("inspect", help="ops, shapes and MACs of a model (no SoC needed)")
-    p.add_argument("model")
+    p.add_argument("model", type=_path)
     p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("study", help="partition a model on an SoC and estimate its cost")
-    p.add_argument("model")
-    p.add_argument("--soc", required=True, help="bundled profile name or path to a .toml profile")
-    p.add_argument("--config", help="start from a saved config (.toml or .json)")
+    p.add_argument("model", type=_path)
+    p.add_argument("--soc", type=_path, required=True, help="bundled profile name or path to a .toml profile")
+    p.add_argument("--config", type=_path, help="start from a saved config (.toml or .json)")
     p.add_argument("--disable", action="append", type=_pair(":", "PROC:OP"), default=[], metavar="PROC:OP")
     p.add_argument("--enable", action="append", type=_pair(":", "PROC:OP"), default=[], metavar="PROC:OP")
     p.add_argument("--pin", action="append", type=_pair("=", "NODE=PROC"), default=[], metavar="NODE=PROC")
@@ -87,30 +94,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", choices=("cost", "first-fit"),
                    help="cost (default): the cost model chooses among the processors the rules allow; "
                         "first-fit: the profile's preference order")  # fmt: skip
-    p.add_argument("--data", help=".npz with x (inputs) and optionally y (labels) for the error figures")
+    p.add_argument("--data", type=_path, help=".npz with x (inputs) and optionally y (labels) for the error figures")
     p.add_argument("--error", action="store_true", help="measure the numeric error of the bit-widths (runs the model)")
-    p.add_argument("--report", help="write an HTML report here")
-    p.add_argument("--save-config", help="write the resulting config (.toml or .json)")
+    p.add_argument("--report", type=_path, help="write an HTML report here")
+    p.add_argument("--save-config", type=_path, help="write the resulting config (.toml or .json)")
     p.add_argument("--explain", action="append", default=[], metavar="NODE", help="print explain(NODE)")
-    p.add_argument("--export", metavar="DIR", help="write the generated C project here (make builds it)")
+    p.add_argument("--export", type=_path, metavar="DIR", help="write the generated C project here (make builds it)")
     p.add_argument("--json", action="store_true", help="print everything as JSON")
 
     p = sub.add_parser("sweep", help="evaluate a grid of configurations; Parquet results, Pareto set, HTML report")
-    p.add_argument("model")
-    p.add_argument("--soc", required=True, help="bundled profile name or path to a .toml profile")
-    p.add_argument("--grid", required=True, help="the grid (.toml with a [grid] table of dotted keys)")
-    p.add_argument("--out", required=True, help="results (.parquet); a re-run skips the configurations it holds")
+    p.add_argument("model", type=_path)
+    p.add_argument("--soc", type=_path, required=True, help="bundled profile name or path to a .toml profile")
+    p.add_argument("--grid", type=_path, required=True, help="the grid (.toml with a [grid] table of dotted keys)")
+    p.add_argument("--out", type=_path, required=True, help="results (.parquet); a re-run skips the configurations it holds")
     p.add_argument("--dask", metavar="ADDRESS", help="run on this Dask scheduler (tcp://HOST:PORT)")
     p.add_argument("--workers", type=int, help="local worker processes (default: the core count; 0: this process)")
     p.add_argument("--error", action="store_true", help="measure each configuration's numeric error (runs the model)")
     p.add_argument("--memory", action="store_true", help="generate each configuration's C program: arena and weight bytes")
-    p.add_argument("--data", help=".npz with x (inputs) and optionally y (labels) for the error figures")
-    p.add_argument("--report", help="write the sweep's HTML report here (Pareto views and the table)")
+    p.add_argument("--data", type=_path, help=".npz with x (inputs) and optionally y (labels) for the error figures")
+    p.add_argument("--report", type=_path, help="write the sweep's HTML report here (Pareto views and the table)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     p = sub.add_parser("build", help="build and run an exported project; its outputs against the simulation")
-    p.add_argument("dir", help="a directory written by `npukit study ... --export DIR` or study.export()")
+    p.add_argument("dir", type=_path, help="a directory written by `npukit study ... --export DIR` or study.export()")
     p.add_argument("--samples", type=_at_least_one, default=16, help="inputs of the study's data to run (default 16)")
     p.add_argument("--target", action="store_true", help="also build and run for the profile's target")
     p.add_argument("--json", action="store_true")
@@ -123,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "profile. See npukit/calibrate/ and docs/soc-profile.md.")  # fmt: skip
     p.add_argument("model", nargs="+", help="models to fit to (ONNX, TFLite, .pt2)")
     p.add_argument("--soc", default="arm-dsp-dla", help="profile whose host processor is fitted")
-    p.add_argument("--out", help="write the fitted profile (.toml)")
+    p.add_argument("--out", type=_path, help="write the fitted profile (.toml)")
     p.add_argument("--repeat", type=int, default=20, help="timed runs of each model (the fastest counts; default 20)")
     p.add_argument("--holdout", action="append", default=[], metavar="MODEL",
                    help="a model to report on without fitting to it (repeatable)")

@@ -136,7 +136,13 @@ def makefile(target_name: str | Target, sources: Sequence[str], *, program: str 
         "",
         "all: $(PROGRAM)",
         "",
-        "$(PROGRAM): $(SRCS) $(HEADERS) Makefile",
+        "# .build holds the compiler and flags of the last build: another CC or other flags rebuild the program",
+        f"BUILD = $(strip $(CC) $(NPK_CFLAGS) {dflag}$(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(LDLIBS))",
+        "ifneq ($(strip $(shell cat .build 2>/dev/null)),$(BUILD))",
+        "$(shell echo '$(BUILD)' > .build)",
+        "endif",
+        "",
+        "$(PROGRAM): $(SRCS) $(HEADERS) Makefile .build",
         f"\t$(CC) $(NPK_CFLAGS) {dflag}$(INCLUDES) $(CPPFLAGS) $(CFLAGS) -o $@ $(SRCS) $(LDFLAGS) $(LDLIBS)",
         "",
         "run: $(PROGRAM) check-io",
@@ -149,7 +155,7 @@ def makefile(target_name: str | Target, sources: Sequence[str], *, program: str 
         "{ echo 'usage: make run IN=\"in0.npy ...\" OUT=outdir (or make run-target ...)' >&2; exit 2; }",
         "",
         "clean:",
-        "\trm -f $(PROGRAM)" + ("" if not t.program_suffix else " $(TARGET_PROGRAM)"),
+        "\trm -f $(PROGRAM) .build" + ("" if not t.program_suffix else " $(TARGET_PROGRAM)"),
         "",
     ]
     return "\n".join(lines)

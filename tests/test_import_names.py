@@ -686,9 +686,21 @@ def test_pt2_pins_and_widths_by_module_path(tmp_path):
     assert list(pl.loc[["block.conv~2", "block.conv~2/add", "block~2/relu", "block~2/add", "stem.0", "stem.0/add"],
                        "processor"]) == ["arm"] * 6  # fmt: skip
     assert pl.loc["block.conv~2", "reason"].startswith("pinned to arm")
+    study.set_bits("fp16", layer="block")
+    assert study.config.layer_bits == (("block", "fp16"),)
+    bits = study.costs.set_index("name")["bits"]
+    assert list(bits[["block.conv", "block.conv/add", "block/relu", "block/add"]]) == ["fp16"] * 4
+    assert bits["block.conv~2"] != "fp16"  # (block's second call is block~2)
     with pytest.raises(npukit.ConfigError) as e:
         study.pin("blok", "arm")
     assert str(e.value).startswith("unknown node 'blok'; closest valid names: 'block'")
+
+
+@pytest.mark.slow
+def test_pt2_pin_by_module_path_on_the_command_line(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "named.pt2"
+    torch.export.save(_named_net(torch), path)
     r = run_cli("study", path, "--soc", "arm-dsp-dla", "--pin", "block.conv=arm", "--json")
     assert r.returncode == 0, r.stderr
     ops = {o["name"]: o for o in json.loads(r.stdout)["placement"]}

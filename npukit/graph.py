@@ -3,7 +3,8 @@
 One ``Op`` per Relax operator call of the normalised module, in topological (binding) order, so
 ``op_id`` is stable for the same model.  Every op keeps the model's own name: ``source`` is the
 name of the model node it came from (ONNX node name, else its first output; TFLite output tensor
-name; FX node name; Relax binding name) and ``name`` is unique within the graph: the node's name
+name; for a PyTorch program the path of the module that made the FX node, ``stem.conv``, see
+``npukit.tvm.frontends.torch_names``; Relax binding name) and ``name`` is unique within the graph: the node's name
 itself for the node's main op, ``<node>/<kind>`` for the helpers a frontend emitted beside it
 (a bias ``add`` next to a ``conv2d``).  Model nodes that produced no op at all (folded constants,
 identities) are listed in ``elided`` with a pointer to where their value went.
@@ -35,6 +36,9 @@ class Tensor:
     kind: str  # "input" | "const" | "act"
     producer: int | None = None  # op_id for kind "act"
     name: str = ""  # the model's own name where it has one
+    # a weight's shape as the model holds it, where the op reads it in another form (a .pt2 Linear's
+    # weight [out, in] is read transposed, [in, out]); None where the two agree
+    model_shape: tuple[int, ...] | None = None
 
     @property
     def size(self) -> int:
@@ -84,6 +88,10 @@ class OpGraph:
     # the model's own name of each output, in the order of ``outputs``: two outputs can be one tensor
     # (an Identity of another output), or an input or a constant, so a tensor's name is not enough
     output_names: tuple[str, ...] = ()
+    # other names of model nodes -> the nodes' own names: a .pt2's FX node names (``conv2d_1``) and the
+    # module paths that made several nodes (``encoder.layers.0.self_attn``); a node's or an op's own
+    # name beats an alias of the same spelling
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     # lookups (built once, cached on the instance)
     def __post_init__(self) -> None:
@@ -101,10 +109,17 @@ class OpGraph:
         object.__setattr__(
             self, "_consumers", MappingProxyType({k: tuple(v) for k, v in consumers.items()})
         )
+        by_alias = {}
+        for alias, nodes in self.aliases.items():
+            if alias not in by_source and alias not in by_name:
+                ids = tuple(sorted(i for n in nodes for i in by_source.get(n, ())))
+                if ids:
+                    by_alias[alias] = ids
+        object.__setattr__(self, "_by_alias", MappingProxyType(by_alias))
 
     def __reduce__(self):  # read-only mappings do not pickle: rebuild from plain dicts
         return (_graph, (self.ops, dict(self.tensors), self.inputs, self.outputs, dict(self.consts), dict(self.elided),
-                         self.source_format, self.path, self.output_names))  # fmt: skip
+                         self.source_format, self.path, self.output_names, dict(self.aliases)))  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -126,9 +141,10 @@ class OpGraph:
 
     def resolve(self, node: str | int) -> tuple[int, ...]:
         """op_ids for a user's node reference: a model node name (all of its ops), an op name
-        (``<node>/add`` for a helper op), or an op id (int, ``"#12"`` as stored in configs, or
-        ``"12"``).  The model's own names come first: a node named ``"#12"`` or ``"12"`` is that
-        node, and op 12 is then reached by its id as an int (configs store such an op by its name)."""
+        (``<node>/add`` for a helper op), an alias (``aliases``: all the ops of its nodes), or an op
+        id (int, ``"#12"`` as stored in configs, or ``"12"``).  The model's own names come first: a
+        node named ``"#12"`` or ``"12"`` is that node, and op 12 is then reached by its id as an int
+        (configs store such an op by its name)."""
         if isinstance(node, (int, np.integer)) and not isinstance(node, bool):
             if 0 <= int(node) < len(self.ops):
                 return (int(node),)
@@ -140,6 +156,9 @@ class OpGraph:
         op = self.op_by_name(s)
         if op is not None:
             return (op.op_id,)
+        ids = self._by_alias.get(s)  # type: ignore[attr-defined]
+        if ids:
+            return ids
         digits = s[1:] if s.startswith("#") else s
         if digits.isdigit() and int(digits) < len(self.ops):  # an op id as stored in configs
             return (int(digits),)
@@ -189,9 +208,9 @@ def _op(op_id, name, source, source_op, op, attrs, inputs, outputs, var) -> Op:
     return Op(op_id, name, source, source_op, op, freeze(attrs), inputs, outputs, var)
 
 
-def _graph(ops, tensors, inputs, outputs, consts, elided, source_format, path, output_names=()) -> OpGraph:
+def _graph(ops, tensors, inputs, outputs, consts, elided, source_format, path, output_names=(), aliases=None) -> OpGraph:
     return OpGraph(ops, MappingProxyType(tensors), inputs, outputs, MappingProxyType(consts), MappingProxyType(elided),
-                   source_format, path, output_names)  # fmt: skip
+                   source_format, path, output_names, MappingProxyType(aliases or {}))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

@@ -95,6 +95,13 @@ def error(r: Result, res):
                         columns=["op_id", "name", "processor", "bits", "snr_db", "max_abs_err", "samples"])  # fmt: skip
 
 
+def _as_held(t) -> str:
+    """A weight the op reads in another form than the model holds it (transposed, a part of it)."""
+    if t.model_shape is None:
+        return ""
+    return f" (the model holds {t.name} as {list(t.model_shape)})"
+
+
 def explain(r: Result, node) -> str:
     """The placement reason and every figure of a node's ops with formula, values and sources."""
     from .cost import boundary_trace  # noqa: PLC0415
@@ -111,7 +118,8 @@ def explain(r: Result, node) -> str:
         proc = plan.processor[i]
         c = r.ops[i]
         lines.append(f"{esc(op.name)}  (op_id {i}, {op.op}, from {g.source_format} node {op.source!r} {op.source_op})")
-        ins = ", ".join(f"{g.tensor_label(x)} {list(g.tensors[x].shape)} {g.tensors[x].dtype}" for x in op.inputs)
+        ins = ", ".join(f"{g.tensor_label(x)} {list(g.tensors[x].shape)} {g.tensors[x].dtype}{_as_held(g.tensors[x])}"
+                        for x in op.inputs)  # fmt: skip
         outs = ", ".join(f"{list(g.tensors[x].shape)} {g.tensors[x].dtype}" for x in op.outputs)
         lines.append(f"  inputs: {ins}")
         lines.append(f"  output: {outs}")

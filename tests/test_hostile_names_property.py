@@ -108,7 +108,8 @@ def test_torch_program_with_tvm_like_names():
     imp = npukit.import_model(ep)
     assert [gv.name_hint for gv in imp.mod.get_global_vars()] == ["main"]
     assert [imp.graph.tensors[t].name for t in imp.graph.inputs] == ["main"]
-    assert {op.source for op in imp.graph.ops} == {"linear", "relu"}
+    assert {op.source for op in imp.graph.ops} == {"lv1", "gv"}  # (the modules' paths: TVM's own words)
+    assert [op.name for op in imp.graph.ops] == ["lv1", "lv1/add", "gv"]
 
 
 def test_relax_module_with_duplicate_and_reserved_binding_names():

@@ -1,7 +1,8 @@
 """Issue 3: every op keeps the model's own name, for every input format.
 
 ONNX: the node name, else the node's first output tensor name.  TFLite: the operator's output
-tensor name.  PyTorch: the FX node name of the program the user holds.  Relax: the binding name.
+tensor name.  PyTorch: the path of the module that made the FX node (``stem.conv``; the FX name
+where the top-level forward made it; the FX names are aliases).  Relax: the binding name.
 Helper ops a frontend emits beside a node's main op are named ``<node>/<kind>`` and point back to
 the node through ``source``; nodes that became no op at all are listed in ``graph.elided``.
 """
@@ -310,38 +311,45 @@ def _fx_names(ep) -> list[str]:
 
 @pytest.mark.slow
 def test_pt2_file_names(graph_of):
+    """Each node goes by the path of the module that made it, as the ONNX export of the same network
+    (/conv1/Conv ...); the FX names stay aliases."""
     torch = pytest.importorskip("torch")
     g = graph_of(DIGITS_PT2)
     assert g.source_format == "torch"
     ep = torch.export.load(str(DIGITS_PT2))
-    _every_node_accounted_for(g, _fx_names(ep))
+    modules = ["conv1", "relu1", "conv2", "relu2", "pool", "flatten", "fc1", "relu3", "fc2", "softmax"]
+    _every_node_accounted_for(g, modules)
     assert _fx_names(ep) == ["conv2d", "relu", "conv2d_1", "relu_1", "max_pool2d", "flatten", "linear", "relu_2",
                              "linear_1", "softmax"]  # fmt: skip
     got = [(op.name, op.kind, op.source, op.source_op) for op in g.ops]
     assert got == [
-        ("conv2d", "conv2d", "conv2d", "aten.conv2d.default"),
-        ("conv2d/add", "add", "conv2d", "aten.conv2d.default"),
-        ("relu", "relu", "relu", "aten.relu.default"),
-        ("conv2d_1", "conv2d", "conv2d_1", "aten.conv2d.default"),
-        ("conv2d_1/add", "add", "conv2d_1", "aten.conv2d.default"),
-        ("relu_1", "relu", "relu_1", "aten.relu.default"),
-        ("max_pool2d", "max_pool2d", "max_pool2d", "aten.max_pool2d.default"),
+        ("conv1", "conv2d", "conv1", "aten.conv2d.default"),
+        ("conv1/add", "add", "conv1", "aten.conv2d.default"),
+        ("relu1", "relu", "relu1", "aten.relu.default"),
+        ("conv2", "conv2d", "conv2", "aten.conv2d.default"),
+        ("conv2/add", "add", "conv2", "aten.conv2d.default"),
+        ("relu2", "relu", "relu2", "aten.relu.default"),
+        ("pool", "max_pool2d", "pool", "aten.max_pool2d.default"),
         ("flatten", "reshape", "flatten", "aten.flatten.using_ints"),
-        ("linear", "matmul", "linear", "aten.linear.default"),
-        ("linear/add", "add", "linear", "aten.linear.default"),
-        ("relu_2", "relu", "relu_2", "aten.relu.default"),
-        ("linear_1", "matmul", "linear_1", "aten.linear.default"),
-        ("linear_1/add", "add", "linear_1", "aten.linear.default"),
+        ("fc1", "matmul", "fc1", "aten.linear.default"),
+        ("fc1/add", "add", "fc1", "aten.linear.default"),
+        ("relu3", "relu", "relu3", "aten.relu.default"),
+        ("fc2", "matmul", "fc2", "aten.linear.default"),
+        ("fc2/add", "add", "fc2", "aten.linear.default"),
         ("softmax", "softmax", "softmax", "aten.softmax.int"),
     ]
+    assert dict(g.aliases) == {"conv2d": ("conv1",), "relu": ("relu1",), "conv2d_1": ("conv2",), "relu_1": ("relu2",),
+                               "max_pool2d": ("pool",), "linear": ("fc1",), "relu_2": ("relu3",), "linear_1": ("fc2",)}  # fmt: skip
+    assert g.resolve("conv2d_1") == g.resolve("conv2") == (3, 4)
     assert dict(g.elided) == {}
     assert [g.tensors[t].name for t in g.inputs] == ["input"]
     assert [g.tensors[t].name for t in g.outputs] == ["softmax"]
 
 
 @pytest.mark.slow
-def test_exported_program_in_memory_keeps_the_users_fx_names():
-    """The names are those of the program the user holds (ep.graph), not of TVM's decomposition."""
+def test_exported_program_in_memory_names_ops_by_their_modules():
+    """The names are the module paths of the program the user holds (ep.graph), not TVM's
+    decomposition's; what the top-level forward computes itself keeps its FX name."""
     torch = pytest.importorskip("torch")
 
     class Net(torch.nn.Module):
@@ -362,16 +370,16 @@ def test_exported_program_in_memory_keeps_the_users_fx_names():
     assert fx == ["conv2d", "relu", "max_pool2d", "flatten", "linear", "softmax"]
     g = npukit.import_model(ep).graph
     assert g.source_format == "torch"
-    _every_node_accounted_for(g, fx)
+    _every_node_accounted_for(g, ["conv", "relu", "max_pool2d", "flatten", "fc", "softmax"])
     by_kind = {}
     for op in g.ops:
         by_kind.setdefault(op.kind, []).append(op)
-    assert by_kind["conv2d"][0].name == "conv2d"
-    assert by_kind["matmul"][0].name == "linear" and by_kind["matmul"][0].source == "linear"
+    assert by_kind["conv2d"][0].name == "conv"
+    assert by_kind["matmul"][0].name == "fc" and by_kind["matmul"][0].source == "fc"
     assert by_kind["softmax"][0].name == "softmax"
     assert by_kind["max_pool2d"][0].source == "max_pool2d"
     assert by_kind["reshape"][0].source == "flatten"
-    assert {op.source for op in g.ops if op.kind == "add"} == {"conv2d", "linear"}  # the two biases
+    assert {op.source for op in g.ops if op.kind == "add"} == {"conv", "fc"}  # the two biases
     assert dict(g.elided) == {}
     assert [g.tensors[t].name for t in g.inputs] == ["x"]
 
@@ -618,7 +626,140 @@ def test_a_pt2_program_s_weights_keep_their_module_paths(tmp_path):
     path = tmp_path / "m.pt2"
     torch.export.save(torch.export.export(M().eval(), (torch.zeros(1, 3, 8, 8),)), path)
     g = npukit.import_model(path).graph
-    assert sorted((t.name, t.shape) for t in g.tensors.values() if t.kind == "const") == [
-        ("fc.bias", (4,)), ("fc.weight", (8, 4)), ("stem.bias", (1, 8, 1, 1)), ("stem.weight", (8, 3, 3, 3))]
-    text = npukit.Study(path, "arm-dsp-dla").explain("conv2d")
-    assert "inputs: x [1, 3, 8, 8] float32, stem.weight [8, 3, 3, 3] float32" in text
+    # the shape the op reads, and the shape the model holds (a Linear's weight is read transposed)
+    assert sorted((t.name, t.shape, t.model_shape) for t in g.tensors.values() if t.kind == "const") == [
+        ("fc.bias", (4,), None), ("fc.weight", (8, 4), (4, 8)), ("stem.bias", (1, 8, 1, 1), (8,)),
+        ("stem.weight", (8, 3, 3, 3), None)]  # fmt: skip
+    study = npukit.Study(path, "arm-dsp-dla")
+    text = study.explain("conv2d")  # (the FX name: an alias of the node 'stem')
+    assert "inputs: x [1, 3, 8, 8] float32, stem.weight [8, 3, 3, 3] float32\n" in text
+    assert "  inputs: mean [1, 8] float32, fc.weight [8, 4] float32 (the model holds fc.weight as [4, 8])\n" in (
+        study.explain("fc"))
+
+
+def _mha_state(torch, model, *args):
+    """Every weight of ``model`` exported: the const tensors by name -> (shape the op reads, shape held)."""
+    ep = torch.export.export(model.eval(), args)
+    g = npukit.import_model(ep).graph
+    got: dict = {}
+    for t in g.tensors.values():
+        if t.kind == "const" and t.name:
+            got.setdefault(t.name, []).append((t.shape, t.model_shape))
+    return {k: sorted(v, key=str) for k, v in got.items()}, {k: tuple(v.shape) for k, v in ep.state_dict.items()}
+
+
+def test_a_pt2_multihead_attention_s_weights_keep_their_names_and_size():
+    """A batch-first MultiheadAttention's in_proj_weight was a [batch * seq, 8, 24] constant (torch's decomposition
+    of a linear over a non-contiguous input expands the weight per row); a cross-attention's parts of
+    in_proj_weight (split into q and kv) had no name at all."""
+    torch = pytest.importorskip("torch")
+
+    class Enc(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+
+        def forward(self, x):
+            return self.layer(x)
+
+    got, held = _mha_state(torch, Enc(), torch.randn(2, 5, 8))
+    assert set(got) == set(held)  # every weight, by its state_dict name
+    assert got["layer.self_attn.in_proj_weight"] == [((8, 24), (24, 8))]  # read transposed, one copy
+    assert got["layer.self_attn.out_proj.weight"] == [((8, 8), None)]  # (square: transposed, the same shape)
+    assert got["layer.self_attn.out_proj.bias"] == [((8,), None)]
+
+    class Cross(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x, memory):
+            return self.attn(x, memory, memory)[0]
+
+    got, held = _mha_state(torch, Cross(), torch.randn(1, 5, 8), torch.randn(1, 3, 8))
+    assert set(got) == set(held) == {"attn.in_proj_weight", "attn.in_proj_bias", "attn.out_proj.weight",
+                                     "attn.out_proj.bias"}  # fmt: skip
+    # its q and kv rows (a split's parts stay a tuple, as in TVM's FoldConstant: a permute_dims op reads each)
+    assert got["attn.in_proj_weight"] == [((16, 8), (24, 8)), ((8, 8), (24, 8))]
+    assert got["attn.in_proj_bias"] == [((16,), (24,)), ((8,), (24,))]
+
+
+def _named_net(torch):
+    """stem (a Sequential), a block called twice (a conv and two functions of its own), a ReLU called twice."""
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x)) + x
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU())
+            self.block = Block()
+            self.act = torch.nn.ReLU()
+
+        def forward(self, x):
+            y = self.act(self.stem(x))
+            y = self.block(self.block(y))
+            return self.act(y).flatten(1)
+
+    torch.manual_seed(0)
+    return torch.export.export(Net().eval(), (torch.randn(1, 3, 4, 4),))
+
+
+def test_pt2_ops_are_named_by_the_module_paths_of_the_code():
+    torch = pytest.importorskip("torch")
+    g = npukit.import_model(_named_net(torch)).graph
+    assert [(op.name, op.source) for op in g.ops] == [
+        ("stem.0", "stem.0"), ("stem.0/add", "stem.0"), ("stem.1", "stem.1"),
+        ("act", "act"),  # a module's first call: its path
+        ("block.conv", "block.conv"), ("block.conv/add", "block.conv"),
+        ("block/relu", "block/relu"), ("block/add", "block/add"),  # ops of block's own forward: <path>/<op>
+        ("block.conv~2", "block.conv~2"), ("block.conv~2/add", "block.conv~2"),  # its second call: <path>~2
+        ("block~2/relu", "block~2/relu"), ("block~2/add", "block~2/add"),
+        ("act~2", "act~2"),
+        ("flatten", "flatten"),  # the top-level forward's own op: its FX name
+    ]  # fmt: skip
+    # a module path that made several ops means them all (its submodules' included); the FX names are aliases
+    assert g.resolve("block") == (4, 5, 6, 7) and g.resolve("block~2") == (8, 9, 10, 11)
+    assert g.resolve("stem") == (0, 1, 2)
+    assert g.resolve("conv2d_1") == g.resolve("block.conv") == (4, 5)
+    assert g.resolve("relu_4") == g.resolve("act~2") == (12,)
+    assert g.resolve("#3") == g.resolve(3) == g.resolve("act") == (3,)
+
+
+def test_pt2_pins_and_widths_by_module_path(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "named.pt2"
+    torch.export.save(_named_net(torch), path)
+    study = npukit.Study(path, "arm-dsp-dla", {"placement": "first-fit"})
+    study.pin("block~2", "arm")
+    study.pin("conv2d", "arm")  # the FX name of stem.0: stored as the model's name
+    assert study.config.pins == (("block~2", "arm"), ("stem.0", "arm"))
+    pl = study.placement.set_index("name")
+    assert list(pl.loc[["block.conv~2", "block.conv~2/add", "block~2/relu", "block~2/add", "stem.0", "stem.0/add"],
+                       "processor"]) == ["arm"] * 6  # fmt: skip
+    assert pl.loc["block.conv~2", "reason"].startswith("pinned to arm")
+    study.set_bits("fp16", layer="block")
+    assert study.config.layer_bits == (("block", "fp16"),)
+    bits = study.costs.set_index("name")["bits"]
+    assert list(bits[["block.conv", "block.conv/add", "block/relu", "block/add"]]) == ["fp16"] * 4
+    assert bits["block.conv~2"] != "fp16"  # (block's second call is block~2)
+    with pytest.raises(npukit.ConfigError) as e:
+        study.pin("blok", "arm")
+    assert str(e.value).startswith("unknown node 'blok'; closest valid names: 'block'")
+
+
+@pytest.mark.slow
+def test_pt2_pin_by_module_path_on_the_command_line(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "named.pt2"
+    torch.export.save(_named_net(torch), path)
+    r = run_cli("study", path, "--soc", "arm-dsp-dla", "--pin", "block.conv=arm", "--json")
+    assert r.returncode == 0, r.stderr
+    ops = {o["name"]: o for o in json.loads(r.stdout)["placement"]}
+    assert (ops["block.conv"]["processor"], ops["block.conv/add"]["processor"]) == ("arm", "arm")

@@ -140,7 +140,8 @@ def test_tflite_output_names_in_order(tmp_path):
 
 @pytest.mark.slow
 def test_pt2_output_names_are_the_fx_names():
-    """A .pt2 output is an FX node (or a user input): it is named after it, also when the program returns
+    """A .pt2 output is an FX node (or a user input): it is named after the node (its FX name for an op of
+    the top-level forward, as here; the path of the module that made it otherwise), also when the program returns
     one node twice, a clone of another output, an input or a constant."""
     torch = pytest.importorskip("torch")
 

@@ -174,10 +174,13 @@ def resolve(g: OpGraph, node) -> tuple[int, ...]:
     closest valid names."""
     ids = g.resolve(node)
     if not ids:
-        if str(node) in g.elided:  # a model node the import folded into another op (a GELU's erf...)
-            raise ConfigError(f"node {node!r} has no op of its own ({g.elided[str(node)]}), so it cannot be "
+        alias = g.aliases.get(str(node), ())
+        gone = str(node) if str(node) in g.elided else alias[0] if len(alias) == 1 and alias[0] in g.elided else None
+        if gone is not None:  # a model node the import folded into another op (a GELU's erf...)
+            what = f"node {node!r}" if gone == str(node) else f"node {node!r} ({gone!r})"
+            raise ConfigError(f"{what} has no op of its own ({g.elided[gone]}), so it cannot be "
                               "pinned or given a bit-width on its own")  # fmt: skip
-        names = set(g.names()) | {op.source for op in g.ops}
+        names = set(g.names()) | {op.source for op in g.ops} | {a for a in g.aliases if g.resolve(a)}
         raise ConfigError(f"unknown node {node!r}; {closest(str(node), names)}")
     return ids
 

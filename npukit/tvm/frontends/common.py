@@ -146,8 +146,10 @@ def _fix_hint(name: str, shape_hint: str) -> str:
     return f"pin it with npukit.Study(..., input_shapes={{{name!r}: ({shape_hint})}}) or --input-shape {arg}"
 
 
-def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | None) -> dict:
-    """Validate user shapes against declared inputs; raise ShapeError for symbolic dims left."""
+def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | None, about: dict | None = None) -> dict:
+    """Validate user shapes against declared inputs; raise ShapeError for symbolic dims left.
+    ``about``: (input, axis) -> a symbolic dim in the model's words, where its name alone does not
+    say it (a .pt2's ``torch.export.Dim``)."""
     input_shapes = dict(input_shapes or {})
     for k in input_shapes:
         if k not in declared:
@@ -181,7 +183,7 @@ def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | No
         bad = [(i, d) for i, d in enumerate(dims) if not isinstance(d, int)]
         if bad:
             i, d = bad[0]
-            label = f"{d!r}" if isinstance(d, str) and d else "unknown"
+            label = (about or {}).get((name, i)) or (f"{d!r}" if isinstance(d, str) and d else "unknown")
             hint = ", ".join(str(x if isinstance(x, int) and x > 0 else 1) for x in dims)
             raise ShapeError(
                 f"{path}: input {name!r} dim {i} is symbolic ({label}) in shape "
@@ -254,10 +256,11 @@ def _dim(d) -> int | str:
         return str(d)
 
 
-def _bind_input_shapes(mod, labels, input_shapes, path: str, marks: _Marks | None = None):
+def _bind_input_shapes(mod, labels, input_shapes, path: str, marks: _Marks | None = None, words: dict | None = None):
     """Pin the symbolic dims of ``main``'s inputs to the user's ``input_shapes`` (BindSymbolicVars).
 
-    Used where the frontend itself cannot take the shapes (ExportedProgram, Relax IRModule)."""
+    Used where the frontend itself cannot take the shapes (ExportedProgram, Relax IRModule);
+    ``words``: a symbolic dim's name -> the dim in the model's words (a .pt2's ``Dim 'batch'``)."""
     if not input_shapes:
         return mod
     tvm = _load_tvm()
@@ -276,7 +279,8 @@ def _bind_input_shapes(mod, labels, input_shapes, path: str, marks: _Marks | Non
                                      f"input_shapes asks for {int(v)} (only symbolic dims can be pinned)")  # fmt: skip
             elif isinstance(d, tvm.ir.expr.Var):
                 if binding.get(d, int(v)) != int(v):
-                    raise ShapeError(f"{path}: input_shapes gives the symbolic dim {d} both {binding[d]} and {int(v)}")
+                    what = (words or {}).get(str(d)) or f"the symbolic dim {d}"
+                    raise ShapeError(f"{path}: input_shapes gives {what} both {binding[d]} and {int(v)}")
                 binding[d] = int(v)
     if not binding:
         return mod

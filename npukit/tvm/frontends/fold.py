@@ -93,6 +93,11 @@ def fold(raw, progress=None) -> Folded:
                 c = None
             if isinstance(c, relax.Tuple):  # a tuple of constants stays a binding, as in FoldConstant
                 values.append(("expr", c))
+                srcs = [a for a in call.args if isinstance(a, tvm.ir.GenericConst) and isinstance(a.ty, relax.TensorType)]
+                if len(srcs) == 1:  # the parts of one weight (a MultiheadAttention's in_proj_weight split)
+                    for part in c.fields:
+                        if isinstance(part, tvm.ir.GenericConst):
+                            derived[part] = derived.get(srcs[0], srcs[0])
                 continue
             if c is not None:
                 consts[b.var] = c

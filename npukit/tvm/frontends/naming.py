@@ -6,6 +6,7 @@ binding names are valid identifiers that never collide with TVM's own (``main``,
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from ...graph import Tensor, short_op
@@ -95,6 +96,6 @@ def _name_ops(ops: list[dict], marks: _Marks) -> tuple[dict[int, str], dict[int,
 
 
 def _with_name(t: Tensor, name: str) -> Tensor:
-    return Tensor(t.tid, t.shape, t.dtype, t.kind, t.producer, name)
+    return dataclasses.replace(t, name=name)
 
 

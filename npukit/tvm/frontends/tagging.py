@@ -105,7 +105,10 @@ def _known_kinds(path: str, ops: list[dict], names: dict, sources: dict) -> None
                              f"{closest(short_op(bad[0]['op']), KINDS)}")  # fmt: skip
 
 
-def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names) -> Imported:
+def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names, aliases=None,
+            model_shapes=None) -> Imported:
+    """``const_names``: a constant of ``raw`` -> the model's name of its weight; ``model_shapes``: such a
+    name -> the weight's shape as the model holds it; ``aliases``: ``OpGraph.aliases``."""
     tvm = _load_tvm()
     from tvm import relax  # noqa: PLC0415
 
@@ -151,8 +154,10 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         tid = f"c{len(consts)}"
         arr = _const_array(c)
         consts[tid] = arr
-        tensors[tid] = Tensor(tid, tuple(int(s) for s in arr.shape), str(arr.dtype), "const", None,
-                              const_names.get(c, ""))  # fmt: skip
+        name, shape = const_names.get(c, ""), tuple(int(s) for s in arr.shape)
+        held = (model_shapes or {}).get(name)  # (a weight the op reads transposed, or a part of one)
+        held = tuple(held) if held is not None and tuple(held) != shape else None
+        tensors[tid] = Tensor(tid, shape, str(arr.dtype), "const", None, name, held)
         return tid
 
     def tids_of(x, argname: str, static: dict) -> list[str]:
@@ -263,7 +268,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     graph = OpGraph(
         ops=op_objs, tensors=freeze(tensors), inputs=tuple(t for t, v in tensors.items() if v.kind == "input"),
         outputs=tuple(out_tids), consts=freeze(consts), elided=freeze(elided), source_format=fmt, path=path,
-        output_names=tuple(out_names),
+        output_names=tuple(out_names), aliases=freeze(aliases or {}),
     )  # fmt: skip
     return Imported(graph, tagged)
 

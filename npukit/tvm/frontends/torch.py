@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import ModelError, UnsupportedOpError
+from ...errors import ModelError, ShapeError, UnsupportedOpError
 from ...progress import Progress
 from .. import load as _load_tvm
 from .common import Imported, _at, _bind_input_shapes, _check_input_shapes, _Marks, _run_quietly, _Source
 from .tagging import _finish
+from .torch_names import node_names
 
 
 def _import_pt2(path: Path, input_shapes) -> Imported:
@@ -40,23 +41,23 @@ def _import_pt2(path: Path, input_shapes) -> Imported:
     return _import_exported_program(ep, str(path), input_shapes)
 
 
-def _check_ranges(ep, path: str, declared: dict, input_shapes) -> None:
+def _check_ranges(path: str, declared: dict, syms: dict, ranges: dict, input_shapes) -> None:
     """A size given for a dynamic dim must lie in the range the program was exported for
     (``torch.export.Dim(min=, max=)``): the program's guards hold only there."""
-    ranges = {str(k): v for k, v in (getattr(ep, "range_constraints", None) or {}).items()}
     for name, dims in declared.items():
         given = (input_shapes or {}).get(name)
         if dims is None or given is None:
             continue
-        for ax, (d, n) in enumerate(zip(dims, given)):
-            r = ranges.get(str(d)) if isinstance(d, str) else None
+        for ax, n in enumerate(given):
+            sym = syms.get((name, ax))
+            r = ranges.get(sym)
             if r is None:
                 continue
             lo, hi = _bound(r.lower), _bound(r.upper)
             if (lo is not None and n < lo) or (hi is not None and n > hi):
-                span = f"{'-inf' if lo is None else lo}..{'inf' if hi is None else hi}"
-                raise ModelError(f"{path}: input {name!r} dim {ax} = {n} is outside the range the program was exported "
-                                 f"for ({d} in {span})")  # fmt: skip
+                user = f"Dim {declared[name][ax]!r} in " if declared[name][ax] else ""
+                raise ShapeError(f"{path}: input {name!r} dim {ax} = {n} is outside the range the program was exported "
+                                 f"for ({user}{_span(r)})")  # fmt: skip
 
 
 def _bound(x) -> int | None:
@@ -68,30 +69,96 @@ def _bound(x) -> int | None:
     return v if abs(v) < 2**62 else None
 
 
+def _dims(ep, user_inputs: list[str]) -> tuple[dict, dict, dict, dict]:
+    """The user inputs' declared dims in the model's words, and what is known of the dynamic ones.
+
+    Returns ``declared`` (input -> dims: an int, the ``torch.export.Dim``'s name, or "" where the
+    program keeps no name: a .pt2 file drops them), ``syms`` ((input, axis) -> torch's symbol, s24),
+    ``ranges`` (symbol -> its range) and ``words`` (symbol -> the dim as the user knows it:
+    ``Dim 'batch' in 1..64``)."""
+    ranges = {str(k): v for k, v in (getattr(ep, "range_constraints", None) or {}).items()}
+    declared: dict = {}
+    syms: dict = {}
+    words: dict = {}
+    for node in ep.graph.nodes:
+        if node.op != "placeholder" or node.name not in user_inputs:
+            continue
+        shape = getattr(node.meta.get("val"), "shape", None)
+        if shape is None:
+            declared[node.name] = None
+            continue
+        dims = []
+        for ax, d in enumerate(shape):
+            if isinstance(d, int) or str(d).isdigit():
+                dims.append(int(d))
+                continue
+            sym = str(d)
+            syms[(node.name, ax)] = sym
+            user = _dim_name(d)
+            r = ranges.get(sym)
+            span = "" if r is None or _bound(r.upper) is None else f" in {_span(r)}"  # (a range the user gave)
+            words[sym] = f"Dim {user!r}{span}" if user else f"a torch.export.Dim{span}, whose name the program does not keep"
+            dims.append(user)
+        declared[node.name] = dims
+    return declared, syms, ranges, words
+
+
+def _dim_name(d) -> str:
+    """The name the user gave a dynamic dim's ``torch.export.Dim``, where the program still knows it
+    (an ExportedProgram in memory; torch.export.save keeps no Dim names), else ""."""
+    node = getattr(d, "node", None)
+    env = getattr(node, "shape_env", None)
+    if env is None:
+        return ""
+    debug = getattr(env, "source_name_to_debug_name", None) or {}
+    for src in (getattr(env, "var_to_sources", None) or {}).get(getattr(node, "expr", None), ()):
+        name = src.name() if callable(getattr(src, "name", None)) else getattr(src, "name", None)
+        if debug.get(name):
+            return str(debug[name])
+    return ""
+
+
+def _span(r) -> str:
+    lo, hi = _bound(r.lower), _bound(r.upper)
+    return f"{'-inf' if lo is None else lo}..{'inf' if hi is None else hi}"
+
+
+def _params(ep) -> dict[str, str]:
+    """A placeholder of the program holding a weight (parameter, buffer, constant) -> its state_dict name."""
+    return {s.arg.name: str(s.target) for s in ep.graph_signature.input_specs
+            if s.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and s.target is not None}  # fmt: skip
+
+
 def _import_exported_program(ep, path: str, input_shapes) -> Imported:
-    # the user's program: its FX node names are the names npukit keeps.  Its inputs are checked
-    # before the decomposition and the tvm import, so a bad program is answered quickly.
-    user_nodes = {n.name: n for n in ep.graph.nodes if n.op == "call_function"}
+    # the user's program: its nodes are named by the module paths that made them (torch_names).  Its
+    # inputs are checked before the decomposition and the tvm import, so a bad program is answered quickly.
+    user_calls = [n for n in ep.graph.nodes if n.op == "call_function"]
+    user_nodes = {n.name: n for n in user_calls}
     user_out = next((n for n in ep.graph.nodes if n.op == "output"), None)
     user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
-    declared = {}
-    for node in ep.graph.nodes:
-        if node.op == "placeholder" and node.name in user_inputs:
-            val = node.meta.get("val")
-            shape = getattr(val, "shape", None)
-            declared[node.name] = None if shape is None else [
-                int(d) if isinstance(d, int) or str(d).isdigit() else str(d) for d in shape]  # fmt: skip
-    _check_input_shapes(path, declared, input_shapes)
-    _check_ranges(ep, path, declared, input_shapes)
+    declared, syms, ranges, words = _dims(ep, user_inputs)
+    about = {k: words[sym] for k, sym in syms.items()}
+    _check_input_shapes(path, declared, input_shapes, about)
+    _check_ranges(path, declared, syms, ranges, input_shapes)
     if not user_nodes:
         raise ModelError(f"{path}: the program has no ops")
+    param_of = _params(ep)
+    names, aliases = node_names(user_calls, param_of)
+    held = {name: tuple(int(x) for x in t.shape) for name, t in (*ep.state_dict.items(), *ep.constants.items())
+            if hasattr(t, "shape")}  # fmt: skip
 
     _load_tvm()
-    import torch  # noqa: PLC0415, F401 - the frontend needs it
+    import torch  # noqa: PLC0415
     from tvm import relax  # noqa: PLC0415
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter  # noqa: PLC0415
 
-    ep = _run_quietly(ep.run_decompositions, lambda err: ModelError(f"{path}: torch decomposition failed: {err}"))
+    # aten.linear stays one op (TVM converts it to matmul + add): torch's decomposition of a linear
+    # whose input is not contiguous (a MultiheadAttention's, batch_first) expands the weight to
+    # one copy per batch row, which folding made a weight batch-times the model's
+    table = torch.export.default_decompositions()
+    table.pop(torch.ops.aten.linear.default, None)
+    ep = _run_quietly(lambda: ep.run_decompositions(table), lambda err: ModelError(
+        f"{path}: torch decomposition failed: {err}"))
     user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
     calls = [n for n in ep.graph.nodes if n.op == "call_function"]
     if not calls:
@@ -103,6 +170,14 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
     # the program's weights by their module paths (stem.weight): TVM binds them as constants
     fqn = {id(v): n for n, v in (*ep.named_parameters(), *ep.named_buffers(), *ep.constants.items())}
     bound: dict = {}  # the tvm tensor a weight became -> its path
+    params = _params(ep)
+
+    def words_of(a) -> str:
+        """An FX node of the decomposed program in the model's words: a weight's state_dict name, an
+        input's name, else the user's node it came from."""
+        if a.op == "placeholder":
+            return params.get(a.name, a.name)
+        return _user_source(a, user_nodes, names, _target_name(a.target)).name
 
     class Importer(ExportedProgramImporter):
         def _convert_pytorch_tensor_to_tvm(self, tensor):
@@ -128,8 +203,8 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
 
         def _npk_wrap(self, key, fn):
             def wrapped(node, *rest):
-                src = _user_source(node, user_nodes, key)
-                ins = ", ".join(repr(a.name) for a in node.all_input_nodes)
+                src = _user_source(node, user_nodes, names, key)
+                ins = ", ".join(repr(words_of(a)) for a in node.all_input_nodes)
                 marks.current = f"{src.name!r} ({src.op_type}{'; inputs ' + ins if ins else ''})"
                 ret = fn(node, *rest)
                 if not hasattr(ret, "same_as"):  # python values (shapes, ints): no op
@@ -141,19 +216,56 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
             return wrapped
 
     supported = set(Importer().convert_map)
-    bad = [(n.name, n.target.__name__) for n in calls if getattr(n.target, "__name__", str(n.target)) not in supported]
-    if bad:
-        kinds = sorted({k for _, k in bad})
-        listing = "; ".join(f"{n!r} ({k})" for n, k in bad[:20])
-        raise UnsupportedOpError(f"{path}: {len(bad)} node(s) use ops TVM's PyTorch frontend cannot import ({', '.join(kinds)}): {listing}")
+    _check_supported(path, calls, supported, user_nodes, names)
     marks.progress = Progress(len(user_nodes), "npukit: importing")
     with marks.progress:
         raw = _run_quietly(lambda: Importer().from_exported_program(ep, False, False, False, None), lambda err: ModelError(
             f"{path}: TVM's PyTorch importer failed{_at('node', marks)}: {err}"))
     out_node = user_out if user_out is not None else next(n for n in ep.graph.nodes if n.op == "output")
-    outs = [getattr(a, "name", str(a)) for a in _flatten(out_node.args[0])]
-    raw = _bind_input_shapes(raw, user_inputs, input_shapes, path, marks)
-    return _finish(raw, marks, "torch", path, user_inputs, outs, _weight_names(raw, bound))
+    outs = [_output_name(a, names, param_of) for a in _flatten(out_node.args[0])]
+    raw = _bind_input_shapes(raw, user_inputs, input_shapes, path, marks, _shared_dims(declared, syms))
+    return _finish(raw, marks, "torch", path, user_inputs, outs, _weight_names(raw, bound), aliases, held)
+
+
+def _shared_dims(declared: dict, syms: dict) -> dict:
+    """torch's symbol of a dynamic dim -> the dim in the user's words, with every input dim it sizes
+    (a Dim two inputs share takes one size): ``Dim 'batch' (input 'x' dim 0, input 'y' dim 0)``."""
+    where: dict = {}
+    for (inp, ax), sym in syms.items():
+        where.setdefault(sym, []).append(f"input {inp!r} dim {ax}")
+    return {sym: f"{f'Dim {declared[i][a]!r}' if declared[i][a] else 'one torch.export.Dim'} ({', '.join(where[sym])})"
+            for (i, a), sym in syms.items()}  # fmt: skip
+
+
+def _output_name(a, names: dict, param_of: dict) -> str:
+    """A program output by its node's name (an input's or a weight's where the program returns one)."""
+    name = getattr(a, "name", None)
+    if name is None:
+        return str(a)
+    return names.get(name) or param_of.get(name) or name
+
+
+def _check_supported(path: str, calls, supported: set, user_nodes: dict, names: dict) -> None:
+    """Every op of the decomposed program is one TVM's frontend converts: else refused, each named by
+    the user's node it came from.  An op with side effects (printing, a custom op registered as
+    effectful) reaches TVM as torch's internal ``with_effects`` wrapper: it is named for the op."""
+    bad: dict = {}  # (node, op) -> is a side effect
+    for n in calls:
+        key = getattr(n.target, "__name__", str(n.target))
+        if key in supported:
+            continue
+        effect = key == "with_effects" and len(n.args) > 1
+        op = _target_name(n.args[1]) if effect else _target_name(n.target)
+        bad.setdefault((_user_source(n, user_nodes, names, op).name, op), effect)
+    if not bad:
+        return
+    kinds = sorted({op for _, op in bad})
+    listing = "; ".join(f"{name!r} ({op}{', a side effect' if eff else ''})" for (name, op), eff in list(bad.items())[:20])
+    more = " ..." if len(bad) > 20 else ""
+    hint = ("; npukit studies what a program computes: leave side effects (printing, logging, effectful custom ops) "
+            "out of forward() before torch.export") if any(bad.values()) else ""  # fmt: skip
+    raise UnsupportedOpError(f"{path}: {len(bad)} node(s) use ops TVM's PyTorch frontend cannot import ({', '.join(kinds)}): "
+                             f"{listing}{more}{hint}")  # fmt: skip
 
 
 def _weight_names(mod, bound: dict) -> dict:
@@ -194,8 +306,9 @@ def _target_name(target) -> str:
     return str(target) if hasattr(target, "_schema") else getattr(target, "__name__", str(target))
 
 
-def _user_source(node, user_nodes: dict, key: str) -> _Source:
-    """The node of the user's program a (possibly decomposed) FX node came from.
+def _user_source(node, user_nodes: dict, names: dict, key: str) -> _Source:
+    """The node of the user's program a (possibly decomposed) FX node came from, by its name
+    (``names``: FX name -> the node's name, torch_names).
 
     ``run_decompositions`` renames what it rewrites (``conv2d`` -> ``convolution``, ``linear`` ->
     ``permute`` + ``addmm``); torch records the provenance in ``node.meta["from_node"]``, a chain
@@ -208,10 +321,10 @@ def _user_source(node, user_nodes: dict, key: str) -> _Source:
         seen += 1
         name = getattr(ns, "name", None)
         if name in user_nodes:
-            return _Source(name, _target_name(user_nodes[name].target))
+            return _Source(names.get(name, name), _target_name(user_nodes[name].target))
         stack.extend(getattr(ns, "from_node", None) or ())
     if node.name in user_nodes:
-        return _Source(node.name, _target_name(user_nodes[node.name].target))
+        return _Source(names.get(node.name, node.name), _target_name(user_nodes[node.name].target))
     return _Source(node.name, key)
 
 

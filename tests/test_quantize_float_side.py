@@ -4,7 +4,8 @@ DEQUANTIZE's float32 output -- is held in its own dtype whatever the op's bit-wi
 bytes count it at 4 bytes an element and the boundary next to it moves the float tensor and
 converts nothing (the op does it).  It was counted twice: the op read its fp32 input at int8
 bytes, and the boundary before it charged a quantize of the same tensor (after the DEQUANTIZE,
-a dequantize).  Figures by hand from the profile."""
+a dequantize); the numeric error rounded the input to a grid calibrated on [0, 1) before the
+model's own QUANTIZE, 48% output error on inputs in [0, 3).  Figures by hand from the profile."""
 
 from __future__ import annotations
 
@@ -128,3 +129,31 @@ def test_the_placement_search_prices_the_boundaries_as_the_cost_model_does(qconv
     assert ev.bound(assign) <= lat + 1e-9
     assert ev.bound(assign) == pytest.approx(lat)  # a chain: the bound is the latency
 
+
+def test_the_error_is_the_models_own_whatever_the_calibration_data(tmp_path):
+    """Inputs in [0, 3), ranges calibrated on [0, 1): the simulation rounded the input to the
+    calibrated grid before the model's QUANTIZE (48% output error, 6.3 dB); the model's own
+    QUANTIZE reads it now, as on the device.  With the pool on the host at int8, its output is
+    rounded on the grid of the QUANTIZE after it, the model's own, not on the calibrated one (30%)."""
+    path = _model(tmp_path / "qpool.tflite", pool=True)
+    rng = np.random.default_rng(7)
+    np.savez(tmp_path / "x.npz", x=(rng.random((8, 1, 8, 8, 3)) * 3).astype(np.float32),
+             calib=rng.random((8, 1, 8, 8, 3)).astype(np.float32))  # fmt: skip
+    s = npukit.Study(path, "ethos-u55-256", placement="first-fit").set_data(tmp_path / "x.npz")
+    assert {p for p in s.plan.processor} == {"npu"}
+    assert s.error_dict()["outputs"][0]["snr_db"] == np.inf
+    rounded, edges = pipeline.products._error_args(s.result)
+    assert edges == {}  # no boundary rounds anything
+    s.pin("pool", "m55").pin("pool/dequantize", "m55").pin("pool/quantize", "m55").set_bits("int8", processor="m55")
+    g = s.graph
+    pool = next(op.op_id for op in g.ops if op.name == "pool")
+    assert s.plan.processor[pool] == "m55" and pool in pipeline.products._error_args(s.result)[0]  # rounded at int8
+    em = pipeline.products.error_model(s._model, s.data)
+    # (TVM reads an int8 average pool as dequantize(1, 0) -> avg_pool2d -> quantize(1, 0): integers averaged)
+    assert em.ranges[g.ops[pool].outputs[0]] == (-128.0, 127.0)
+    assert em.ranges["in0"] == pytest.approx((0.0, 255 * S_IN))  # the input QUANTIZE's grid, not [0, 1)
+    assert s.error_dict()["outputs"][0]["snr_db"] == np.inf
+    # the QUANTIZE reads its float input as fp32 from the pool, which holds it at int8: it converts it
+    # as it loads it, as a boundary between them would (2 ops an element at m55's int8 rate, 8)
+    assert "quantize converts its input pool [" in s.explain("pool/quantize")
+    assert "int8 -> fp32 as it loads it: 2 * 32 / vector_ops_per_cycle[int8] 8 = 8" in s.explain("pool/quantize")

@@ -153,7 +153,6 @@ def test_the_error_is_the_models_own_whatever_the_calibration_data(tmp_path):
     assert em.ranges[g.ops[pool].outputs[0]] == (-128.0, 127.0)
     assert em.ranges["in0"] == pytest.approx((0.0, 255 * S_IN))  # the input QUANTIZE's grid, not [0, 1)
     assert s.error_dict()["outputs"][0]["snr_db"] == np.inf
-    # the QUANTIZE reads its float input as fp32 from the pool, which holds it at int8: it converts it
-    # as it loads it, as a boundary between them would (2 ops an element at m55's int8 rate, 8)
-    assert "quantize converts its input pool [" in s.explain("pool/quantize")
-    assert "int8 -> fp32 as it loads it: 2 * 32 / vector_ops_per_cycle[int8] 8 = 8" in s.explain("pool/quantize")
+    # inside the model a quantize after an op at int8 is that op's requantisation (an int8 deployment
+    # folds it): its float input is held at the op's width, so nothing converts it as it loads it
+    assert "converts its input" not in s.explain("pool/quantize")

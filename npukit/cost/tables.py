@@ -62,11 +62,13 @@ def input_bits(t: Tensor) -> str:
 
 def own_widths(g: OpGraph) -> dict[tuple[int, str], str]:
     """(op id, tensor id) -> the width the op holds that tensor at, whatever the op's own bit-width:
-    the float side of a (de)quantize -- a quantize's float input, a dequantize's float output -- is
-    the model's float tensor the op itself converts from or to, held in its own dtype
-    (``input_bits``: fp32 for float32).  Read at an op's integer width it would be quantized twice:
-    once where it is sent or loaded, once by the op.  Every other (op, tensor) is held at the op's
-    width (``Tables.held``).  The pairs inside one kernel are not held anywhere (a fused (de)quantize
+    the float side of the model's own input quantize and output dequantize -- a model input a
+    quantize reads, a model output a dequantize writes -- is the model's float tensor the op itself
+    converts from or to, held in its own dtype (``input_bits``: fp32 for float32).  Read at the op's
+    integer width it would be quantized twice: once where it is sent, once by the op.  Inside the
+    model a (de)quantize next to an op at an integer width stands for that op's requantisation (an
+    int8 deployment folds it), so its float side is held at its width like every other (op,
+    tensor) (``Tables.held``).  The pairs inside one kernel are not held anywhere (a fused (de)quantize
     is the integer kernel's requantisation): the cost model asks only of tensors that are stored.
     Worked out once per graph."""
     out = g.__dict__.get("_own_widths")
@@ -74,11 +76,12 @@ def own_widths(g: OpGraph) -> dict[tuple[int, str], str]:
         return out
     out = {}
     tensors = g.tensors
+    outs = set(g.outputs)
     for op in g.ops:
         if op.kind == "quantize" and op.inputs:
-            sides = op.inputs[:1]
+            sides = [t for t in op.inputs[:1] if tensors[t].kind == "input"]
         elif op.kind == "dequantize":
-            sides = op.outputs
+            sides = [t for t in op.outputs if t in outs]
         else:
             continue
         for tid in sides:

@@ -28,6 +28,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ..cost import held_width
 from ..cost import kernels as cost_kernels
 from ..quant.boundary import copy_bits
 from ..quant.scheme import INT_BITS
@@ -359,18 +360,21 @@ class Program:
 
     def _output_bits(self, tid: str) -> str:
         t = self.g.tensors[tid]
-        return self.bits[t.producer] if t.kind == "act" and self.plan.processor[t.producer] == self.host else "fp32"
+        if t.kind == "act" and self.plan.processor[t.producer] == self.host:  # (a dequantize's float output: its dtype)
+            return held_width(self.g, t.producer, tid, self.bits[t.producer])
+        return "fp32"
 
     def io_field(self, kind: str, k: int) -> str:
         return f"{kind}{k}"
 
     def _main_copy(self, tid: str) -> Copy:
-        """The producer's copy of an op output (created on first need)."""
+        """The producer's copy of an op output (created on first need), at the width the producer
+        holds it at (a dequantize's float output in its own dtype: ``cost.held_width``)."""
         t = self.g.tensors[tid]
         where = self.plan.processor[t.producer]
         key = (tid, where, "")
         if key not in self.copies:
-            self.add_copy(key, self.storage.on(tid, self.procs[where], self.bits[t.producer]))
+            self.add_copy(key, self.storage.on(tid, self.procs[where], held_width(self.g, t.producer, tid, self.bits[t.producer])))
         return self.copies[key]
 
     def _host_group(self, grp: tuple[int, ...], hk) -> None:

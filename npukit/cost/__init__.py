@@ -49,13 +49,17 @@ Per kernel (``npukit.cost.kernel.kernel_cost``, the one place these are evaluate
   running in that stage at no extra cost; with an output stage and a vector anchor, the anchor's
   cycles (the epilogue runs in the same pass); without one, the anchor's cycles + the epilogue
   members' vec_cycles, at the anchor's efficiency (its class's: they run inside its loop nest).
-  Plus the serial members' cycles.  Plus, for every input an op reads from the same partition at
-  another width than its own (a layer bit-width: the producer wrote it at its width), its
+  Plus the serial members' cycles.  Plus, for every input an op reads from the same partition
+  held otherwise than it holds it (a layer bit-width: the producer wrote it at its width; the
+  float side of a (de)quantize, see bytes, when it is stored between two kernels), its
   conversion as it loads: 2 * elements / vector_ops_per_cycle[b] (b the reader's width); those
   ops count in vector_ops and energy, and the input's bytes are read at the producer's width.
   Between processors the boundary converts (below).
 * bytes: every tensor at its op's bit-width (int4 / int2 packed; int32 bias when b is an integer
-  width; index tensors keep their dtype).  A tensor produced and consumed inside one kernel moves
+  width; index tensors keep their dtype), but the float side of a (de)quantize -- a quantize's
+  float input, a dequantize's float output -- in its own dtype (fp32 for float32) whatever the
+  op's width: the op itself converts it (``tables.own_widths``; a fused one, inside a kernel, is
+  the integer kernel's requantisation and moves nothing).  A tensor produced and consumed inside one kernel moves
   nothing.  An activation that stays in one partition and fits in half the processor's on-chip
   memory moves through on-chip memory; other activations move through DRAM; constant weights and
   biases are read at weight_bytes_per_cycle; a lookup (take, gather) reads of its constant table the
@@ -74,7 +78,11 @@ Per kernel (``npukit.cost.kernel.kernel_cost``, the one place these are evaluate
   * pJ_per_byte + onchip_bytes * pJ_per_onchip_byte) / 1e6 + static_mw * latency_us / 1e3, where
   vector_ops counts the work actually executed (an output stage costs one op per output element)
 
-Per boundary tensor from processor s to processor d:
+Per boundary tensor from processor s to processor d, held on s at bits(s) -- its producer's
+bit-width (a model input: its own dtype) -- and on d at bits(d) -- its first reader's there (a model
+output no op on the host reads: its own dtype) --, each the tensor's own dtype where that op is a
+(de)quantize and the tensor its float side (so the boundary before a model's input QUANTIZE moves
+the float tensor and converts nothing: the QUANTIZE does):
 
 * bytes = elements * bits / 8 at the width the tensor travels: bits(d) when the (de/re)quantize
   runs on the sending processor ([conversion] quantize_on = "src", or "host" when the host sends),
@@ -100,11 +108,11 @@ from .boundary import BoundaryCost, Conversion, boundary_cost, boundary_trace, q
 from .grouping import OpContext, contexts, kernels
 from .kernel import KernelCost, kernel_cost
 from .model import CostModel, OpCost
-from .tables import Tables, elem_bits, fill, input_bits, kernel_class_of, tensor_bytes
+from .tables import Tables, elem_bits, fill, held_width, input_bits, kernel_class_of, tensor_bytes
 from .trace import Trace
 
 __all__ = [
     "BoundaryCost", "Conversion", "CostModel", "KernelCost", "OpContext", "OpCost", "Tables", "Trace",
-    "boundary_cost", "boundary_trace", "contexts", "elem_bits", "fill", "input_bits", "kernel_class_of",
+    "boundary_cost", "boundary_trace", "contexts", "elem_bits", "fill", "held_width", "input_bits", "kernel_class_of",
     "kernel_cost", "kernels", "qkind", "tensor_bytes",
 ]  # fmt: skip

@@ -2,7 +2,8 @@
 
 transfer_us = latency_us + k * bytes / (bandwidth_gbps * 1000), k = 2 through shared DRAM; a layout
 conversion when the processors' layouts differ (rank-4 numeric tensors); a (de/re)quantize when
-the tensor is held differently at the two bit-widths; each conversion runs on the processor ``[conversion] layout_on`` /
+the tensor is held differently at the two bit-widths (the widths its producer and its first reader
+hold it at: ``grouping.bound_keys``); each conversion runs on the processor ``[conversion] layout_on`` /
 ``quantize_on`` names."""
 
 from __future__ import annotations
@@ -167,6 +168,9 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
     done = {"quantize": "quantized", "dequantize": "dequantized", "requantize": "requantized"}.get(c.quantize_kind, "converted")
     held = tensor.dtype if integer(tensor) else sent
     how = f"{held} on {c.src}" if sent == c.src_bits else f"{sent}: {done} on {c.src} before it is sent"
+    if c.quantize is None and any(tid == c.tensor for _i, tid in t.own):
+        how += (f", held alike on {c.dst}: the float side of a (de)quantize stays in its own dtype, "
+                "the op converts it itself")
     tr = [Trace("bytes", f"elements * bits/8 = {tensor.size:,} * {elem_bits(tensor, sent):g}/8 = {c.bytes:,.0f} B "
                          f"({how})", ("conversion.quantize_on",) if sent != c.src_bits else (), ("shape",)),
           Trace("transfer_us", f"latency_us + {c.via_factor} * bytes / (bandwidth_gbps*1000) = {ln.latency_us:g} + "

@@ -94,6 +94,7 @@ def _contexts(g: OpGraph, t: Tables, bits_of: Callable[[int], str], kernel_list:
             for i in ids:
                 comp_of[i] = c
     nb = t.nbytes
+    own = t.own  # (op, tensor) pairs held in the tensor's own dtype: a (de)quantize's float side
     tensors = g.tensors
     specs = t.input_specs()
     consumers, graph_out = t.consumers, t.graph_out
@@ -109,7 +110,8 @@ def _contexts(g: OpGraph, t: Tables, bits_of: Callable[[int], str], kernel_list:
         if c is None:
             fused_in = (False,) * len(spec)
             if half > 0:
-                onchip_in = tuple(p >= 0 and partition[p] == part_i and nb(tid, bits_of(p)) <= half for tid, p in spec)
+                onchip_in = tuple(p >= 0 and partition[p] == part_i and nb(tid, own.get((p, tid)) or bits_of(p)) <= half
+                                  for tid, p in spec)  # fmt: skip
             else:
                 onchip_in = fused_in
         else:
@@ -117,7 +119,8 @@ def _contexts(g: OpGraph, t: Tables, bits_of: Callable[[int], str], kernel_list:
             for tid, p in spec:
                 f = p >= 0 and comp_get(p) == c
                 fl.append(f)
-                ol.append(not f and p >= 0 and half > 0 and partition[p] == part_i and nb(tid, bits_of(p)) <= half)
+                ol.append(not f and p >= 0 and half > 0 and partition[p] == part_i
+                          and nb(tid, own.get((p, tid)) or bits_of(p)) <= half)  # fmt: skip
             fused_in, onchip_in = tuple(fl), tuple(ol)
         cons = consumers[i]
         is_graph_out = graph_out[i]
@@ -135,7 +138,7 @@ def _contexts(g: OpGraph, t: Tables, bits_of: Callable[[int], str], kernel_list:
                     break
             else:
                 b = bits_of(i)
-                onchip_out = sum(nb(o, b) for o in op.outputs) <= half
+                onchip_out = sum(nb(o, own.get((i, o)) or b) for o in op.outputs) <= half
         overhead = c is None or kernel_list[c][0] == i
         cv, bi = None, None
         for k, (tid, p) in enumerate(spec):
@@ -143,7 +146,11 @@ def _contexts(g: OpGraph, t: Tables, bits_of: Callable[[int], str], kernel_list:
                 bp = bits_of(p)
                 if bi is None:
                     bi = bits_of(i)
-                if bp != bi and held_as(tensors[tid], bp) != held_as(tensors[tid], bi):  # (the boundary's rule)
+                bq = bi
+                if own and not fused_in[k]:  # stored between two kernels: a (de)quantize's float side in its dtype
+                    bp = own.get((p, tid)) or bp
+                    bq = own.get((i, tid)) or bi
+                if bp != bq and held_as(tensors[tid], bp) != held_as(tensors[tid], bq):  # (the boundary's rule)
                     if cv is None:
                         cv = [""] * len(spec)
                     cv[k] = bp
@@ -249,13 +256,19 @@ def kernel_keys(t: Tables, klist, processor, bits, ctxs) -> list[tuple[tuple[int
 
 
 def bound_keys(plan: Plan, t: Tables, bits: list[str]) -> list[tuple[object, str, str, int]]:
-    """(boundary, source bits, destination bits, signature) of every boundary of ``plan``."""
+    """(boundary, source bits, destination bits, signature) of every boundary of ``plan``: the widths
+    the two sides hold the tensor at -- its producer (a model input: its own dtype) and its first
+    consumer on the destination (a model output read by none there: its own dtype), each at its
+    bit-width, or in the tensor's own dtype where that op is a (de)quantize and the tensor its float
+    side (``Tables.held``)."""
     bs = []
     g = t.g
+    held = t.held
     for b in plan.boundaries:
-        tt = g.tensors[b.tensor]
-        sb = bits[tt.producer] if tt.kind == "act" else input_bits(tt)
-        db = bits[b.consumers[0]] if b.consumers else input_bits(tt)
+        tid = b.tensor
+        tt = g.tensors[tid]
+        sb = held(tt.producer, tid, bits[tt.producer]) if tt.kind == "act" else input_bits(tt)
+        db = held(b.consumers[0], tid, bits[b.consumers[0]]) if b.consumers else input_bits(tt)
         bs.append((b, sb, db, t.sig((b, sb, db))))
     return bs
 

@@ -52,6 +52,7 @@ class Memory(NamedTuple):
     out: tuple[float, bool, bool] = (0.0, False, False)  # (bytes, on chip, stays inside the kernel)
     view: bool = False
     table: float = 0.0  # a lookup's constant table, whole (its weights are the rows it reads)
+    own: tuple[tuple[str, str], ...] = ()  # (tensor id, width) read or written in its own dtype: a (de)quantize's float side
 
 
 class KernelCost(NamedTuple):
@@ -87,7 +88,7 @@ class KernelCost(NamedTuple):
     e_mem: float
     e_static: float  # uJ
     energy_uj: float
-    conversions: tuple = ()  # (op, tensor, from width, to width, elements, vector_ops_per_cycle) of each
+    conversions: tuple = ()  # (op, tensor, from width, to width, elements, vector_ops_per_cycle, at width) of each
 
     @property
     def bytes(self) -> float:
@@ -185,10 +186,19 @@ def memory_of(i: int, t: Tables, p: Processor, bits: str, ctx: OpContext) -> Mem
     ins = []
     lookup = op.kind in LOOKUPS
     conv = ctx.convert_in
+    own = t.own
+    mine = []  # the float side of a (de)quantize, held in its own dtype (``Tables.held``)
     for k, (tid, fused, on) in enumerate(zip(op.inputs, ctx.fused_in, ctx.onchip_in)):
         if fused:
             continue
-        b = nb(tid, conv[k] or bits if conv else bits)  # (an input converted as it loads: stored at its producer's width)
+        w = conv[k] if conv else ""  # an input converted as it loads: stored at its producer's width
+        if not w:
+            w = own.get((i, tid)) if own else None
+            if w:
+                mine.append((tid, w))
+            else:
+                w = bits
+        b = nb(tid, w)
         if tensors[tid].kind == "const":
             if lookup and k == 0:  # a lookup reads the rows it gathers, not the whole table
                 table = b
@@ -213,12 +223,16 @@ def memory_of(i: int, t: Tables, p: Processor, bits: str, ctx: OpContext) -> Mem
     ob = 0.0
     if not ctx.fused_out:
         for o in op.outputs:
-            ob += nb(o, bits)
+            w = own.get((i, o)) if own else None
+            if w:
+                mine.append((o, w))
+            ob += nb(o, w or bits)
         if ctx.onchip_out:
             onchip += ob
         else:
             act_dram += ob
-    return Memory(act_dram, onchip, w_bytes, tuple(ins), reread, (ob, ctx.onchip_out, ctx.fused_out), table=table)
+    return Memory(act_dram, onchip, w_bytes, tuple(ins), reread, (ob, ctx.onchip_out, ctx.fused_out), table=table,
+                  own=tuple(mine))  # fmt: skip
 
 
 def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str], ctxs: Sequence[OpContext],
@@ -252,15 +266,15 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
         onchip += m.onchip
         weights += m.weights
     conv_cycles, conv_ops, convs = 0.0, 0, []
-    for i in ids:  # inputs at another width than the op's (a layer bit-width), converted as they load
+    for i in ids:  # inputs at another width than the op holds them at (a layer bit-width), converted as they load
         cv = ctxs[i].convert_in
         for tid, frm in zip(ops[i].inputs, cv) if cv else ():
             if frm:
                 n = t.g.tensors[tid].size
-                rate = p.vector_ops_per_cycle[bits[i]]
+                rate = p.vector_ops_per_cycle[bits[i]]  # (at the op's own width, even into a (de)quantize's float side)
                 conv_cycles += CONVERT_OPS * n / rate
                 conv_ops += CONVERT_OPS * n
-                convs.append((i, tid, frm, bits[i], n, rate))
+                convs.append((i, tid, frm, t.held(i, tid, bits[i]), n, rate, bits[i]))
     ca = comps[ids.index(a)]
     wa = t.work[a]
     stage_cycles = 0.0
@@ -294,8 +308,8 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
             e_op += w.vector_ops * pj_op[bits[i]]
     stage_ops = t.out_elems[a] if stage_cycles else 0
     e_op += stage_ops * pj_op[ab]
-    for _i, _tid, _frm, to, n, _rate in convs:
-        e_op += CONVERT_OPS * n * pj_op[to]
+    for _i, _tid, _frm, _to, n, _rate, at in convs:
+        e_op += CONVERT_OPS * n * pj_op[at]
     e_mem = (act_dram + weights) * p.energy_pj_per_byte + onchip * p.energy_pj_per_onchip_byte
     e_static = p.static_mw * lat / 1e3
     energy = (e_mac + e_op + e_mem) / 1e6 + e_static

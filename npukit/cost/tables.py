@@ -55,6 +55,48 @@ def tensor_bytes(t: Tensor, bits: str) -> float:
     return t.size * elem_bits(t, bits) / 8
 
 
+def input_bits(t: Tensor) -> str:
+    """Bit-width of a model input / output as stored by the host program (its own dtype)."""
+    return {"float16": "fp16", "int8": "int8", "uint8": "int8", "int16": "int16"}.get(t.dtype, "fp32")
+
+
+def own_widths(g: OpGraph) -> dict[tuple[int, str], str]:
+    """(op id, tensor id) -> the width the op holds that tensor at, whatever the op's own bit-width:
+    the float side of the model's own input quantize and output dequantize -- a model input a
+    quantize reads, a model output a dequantize writes -- is the model's float tensor the op itself
+    converts from or to, held in its own dtype (``input_bits``: fp32 for float32).  Read at the op's
+    integer width it would be quantized twice: once where it is sent, once by the op.  Inside the
+    model a (de)quantize next to an op at an integer width stands for that op's requantisation (an
+    int8 deployment folds it), so its float side is held at its width like every other (op,
+    tensor) (``Tables.held``).  The pairs inside one kernel are not held anywhere (a fused (de)quantize
+    is the integer kernel's requantisation): the cost model asks only of tensors that are stored.
+    Worked out once per graph."""
+    out = g.__dict__.get("_own_widths")
+    if out is not None:
+        return out
+    out = {}
+    tensors = g.tensors
+    outs = set(g.outputs)
+    for op in g.ops:
+        if op.kind == "quantize" and op.inputs:
+            sides = [t for t in op.inputs[:1] if tensors[t].kind == "input"]
+        elif op.kind == "dequantize":
+            sides = [t for t in op.outputs if t in outs]
+        else:
+            continue
+        for tid in sides:
+            t = tensors[tid]
+            if t.dtype.startswith(("float", "bfloat")):
+                out[(op.op_id, tid)] = input_bits(t)
+    object.__setattr__(g, "_own_widths", out)
+    return out
+
+
+def held_width(g: OpGraph, i: int, tid: str, bits: str) -> str:
+    """``Tables.held`` without the tables: the width op ``i`` at ``bits`` holds ``tid`` at."""
+    return own_widths(g).get((i, tid)) or bits
+
+
 class Util(NamedTuple):
     """MAC-array utilisation of one op on one processor, with the factors it came from."""
 
@@ -130,6 +172,8 @@ class Tables:
         self.graph_out = [any(t in reach for t in op.outputs) for op in g.ops]
         self.out_elems = [sum(self.size[t] for t in op.outputs) for op in g.ops]
         self.act_inputs = [tuple(t for t in op.inputs if g.tensors[t].kind != "const") for op in g.ops]
+        # the (op, tensor) pairs held in the tensor's own dtype at any op width (a (de)quantize's float side)
+        self.own = own_widths(g)
         self._inner: dict[str, list[tuple[int, str]]] = {}  # processor layout -> per op (``inner``)
         self._bytes: dict[tuple[str, str], float] = {}
         self._geo: dict[int, tuple] = {}
@@ -241,6 +285,11 @@ class Tables:
             return 0
         return geo[1] * geo[4] if geo[0] == "conv" else geo[1]
 
+    def held(self, i: int, tid: str, bits: str) -> str:
+        """The width op ``i``, running at ``bits``, holds its input or output ``tid`` at: ``bits``,
+        or the tensor's own dtype for the float side of a (de)quantize (``own_widths``)."""
+        return self.own.get((i, tid)) or bits
+
     def nbytes(self, tid: str, bits: str) -> float:
         k = (tid, bits)
         b = self._bytes.get(k)
@@ -275,8 +324,3 @@ def util_mac(geo: tuple, p: Processor) -> Util:
         u = fill(k, ci) * fill(n, co) * fill(m, px)
         return Util(u, (("K", k, ci), ("N", n, co), ("M", m, px)))
     return NO_GEOMETRY
-
-
-def input_bits(t: Tensor) -> str:
-    """Bit-width of a model input / output as stored by the host program (its own dtype)."""
-    return {"float16": "fp16", "int8": "int8", "uint8": "int8", "int16": "int16"}.get(t.dtype, "fp32")

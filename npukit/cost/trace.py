@@ -97,7 +97,12 @@ def memory_terms(m: Memory, op: Op, label=str) -> list[str]:
     """``label``: a tensor id as the model names it (``OpGraph.tensor_label``)."""
     if m.view:
         return [f"{op.kind}: view, no data moves"]
-    terms = [f"in {label(tid)} {b:,.0f} B" + (" on chip" if on else "") for tid, b, on in m.inputs]
+    own = dict(m.own)  # a (de)quantize's float side: in its own dtype, whatever the op's width
+
+    def mine(tid) -> str:
+        return f" ({own[tid]}: {op.kind}'s float side, in its own dtype)" if tid in own else ""
+
+    terms = [f"in {label(tid)} {b:,.0f} B" + mine(tid) + (" on chip" if on else "") for tid, b, on in m.inputs]
     if m.table:
         terms.append(f"weights {m.weights:,.0f} B (the rows a lookup reads of its {m.table:,.0f} B table)")
     elif m.weights:
@@ -107,7 +112,7 @@ def memory_terms(m: Memory, op: Op, label=str) -> list[str]:
         terms.append(f"input re-read {passes}x: weights {m.weights:,.0f} B > onchip_bytes/2 {half:,.0f} B (+{extra:,.0f} B)")
     ob, on, fused = m.out
     if not fused:
-        terms.append(f"out {ob:,.0f} B" + (" on chip" if on else ""))
+        terms.append(f"out {ob:,.0f} B" + "".join(mine(o) for o in op.outputs) + (" on chip" if on else ""))
     elif op.outputs:
         terms.append(f"{op.kind} out stays inside the kernel")
     return terms
@@ -163,11 +168,11 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
             terms.append(f"{op.kind}: 0 ({r})")
     if stage > 0 and "output_elems_per_cycle" not in fields:
         fields.append("output_elems_per_cycle")
-    for i, tid, frm, to, n, rate in k.conversions:  # (a layer bit-width: the producer wrote another width)
+    for i, tid, frm, to, n, rate, at in k.conversions:  # (a layer bit-width: the producer wrote another width)
         terms.append(f"{g.ops[i].kind} converts its input {t.g.tensor_label(tid)} {frm} -> {to} as it loads it: "
-                     f"{CONVERT_OPS} * {n:,} / vector_ops_per_cycle[{to}] {rate:g} = {num(CONVERT_OPS * n / rate)}")  # fmt: skip
-        if f"vector_ops_per_cycle.{to}" not in fields:
-            fields.append(f"vector_ops_per_cycle.{to}")
+                     f"{CONVERT_OPS} * {n:,} / vector_ops_per_cycle[{at}] {rate:g} = {num(CONVERT_OPS * n / rate)}")  # fmt: skip
+        if f"vector_ops_per_cycle.{at}" not in fields:
+            fields.append(f"vector_ops_per_cycle.{at}")
     total = f" = {num(k.compute_cycles)}"
     ctext = terms[0] if len(terms) == 1 and terms[0].endswith(total) else " + ".join(terms) + total  # (one term: its own sum)
     tr.append(Trace("compute_cycles", ctext, tuple(fields), ("shapes",)))

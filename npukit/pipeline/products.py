@@ -91,7 +91,7 @@ def code(result: Result, data=None):
     return hit
 
 
-RANGES_FORMAT = "ranges-v1"  # bump when the calibration procedure (quant.error.ErrorModel) changes
+RANGES_FORMAT = "ranges-v2"  # bump when the calibration procedure (quant.error.ErrorModel) changes (v2: the model's own grids)
 
 
 def _ranges_file(model: Model, data) -> Path | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from ..cost import OpContext, kernel_cost
+from ..cost import OpContext, input_bits, kernel_cost
 from .virtual import Evaluator
 
 EDGES_KEPT = 8  # groupings whose edges the additive model keeps per model and profile
@@ -70,13 +70,23 @@ class Additive:
             self._kc[key] = v
         return v
 
-    def boundary_us(self, tid: str, src: str, dst: str, src_op: int | None, dst_op: int) -> float:
+    def dst_bits(self, tid: str, dst: str, dst_op: int | None) -> str:
+        """The width ``dst_op`` (the first reader of ``tid`` on ``dst``; None: a model output no op
+        on the host reads) holds ``tid`` at (``grouping.bound_keys``)."""
         ev = self.ev
-        db = ev.bits_of(dst_op, dst)  # (consumers of one tensor on one processor may differ in width)
+        if dst_op is None:
+            return input_bits(ev.g.tensors[tid])
+        return ev.t.held(dst_op, tid, ev.bits_of(dst_op, dst))
+
+    def boundary_us(self, tid: str, src: str, dst: str, src_op: int | None, dst_op: int | None) -> float:
+        """Transfer + conversions of ``tid`` from ``src`` (made by ``src_op``; None: a model input) to
+        ``dst``, read first there by ``dst_op`` (None: a model output no op on the host reads)."""
+        ev = self.ev
+        db = self.dst_bits(tid, dst, dst_op)  # (consumers of one tensor on one processor may differ in width)
         key = (tid, src, dst, db)
         v = self._bc.get(key)
         if v is None:
-            sb = ev.bits_of(src_op, src) if src_op is not None else "fp32"
+            sb = ev.t.held(src_op, tid, ev.bits_of(src_op, src)) if src_op is not None else input_bits(ev.g.tensors[tid])
             skey = ("boundary", tid, src, dst, sb, db)
             v = self._shared.get(skey)
             if v is None:
@@ -102,9 +112,10 @@ class Additive:
             dsts.add(host)
         dsts.discard(src)
         prod = ev.g.tensors[tid].producer
+        reader = self._edges.reader
         tot = 0.0
         for d in sorted(dsts):
-            first = min((ev.groups[c][0] for c in cons if assign[c] == d), default=prod if prod is not None else 0)
+            first = min((reader[(tid, c)] for c in cons if assign[c] == d), default=None)  # (None: an output to the host)
             tot += self.boundary_us(tid, src, d, prod, first)
         return tot
 
@@ -174,10 +185,15 @@ class _Edges:
         self.group_of = ev.group_of
         # the tensors entering each group from outside, with their producer group (-1: model input)
         self.ins: list[list[tuple[str, int]]] = []
-        for grp in ev.groups:
+        # (tensor, group) -> the group's first op reading the tensor (whose width the boundary converts to)
+        self.reader: dict[tuple[str, int], int] = {}
+        for j, grp in enumerate(ev.groups):
             seen, lst = set(), []
             for i in grp:
                 for tid in t.act_inputs[i]:
+                    key = (tid, j)
+                    if key not in self.reader or i < self.reader[key]:
+                        self.reader[key] = i
                     p = g.tensors[tid].producer
                     k = self.group_of.get(p, -1) if p is not None else -1
                     if (p is None or p not in grp) and tid not in seen:
@@ -256,25 +272,26 @@ def dp(add: Additive, cands) -> list[str]:
     tensors = ev.g.tensors
     best: dict[str | None, tuple[float, tuple | None]] = {None: (0.0, None)}
     settled: list[str] = []  # processor per group, the same on every path kept
-    kc, bc, table = add._kc, add._bc, ev.table  # (the figures looked up where they are kept)
+    kc, bc = add._kc, add._bc  # (the figures looked up where they are kept)
+    reader = add._edges.reader
     calls = {p: (add.call_us(p) if p != host else 0.0) for p in ev.soc.names}
     for k, c in enumerate(cands):
         nxt: dict[str | None, tuple[float, tuple | None]] = {}
-        first = ev.groups[k][0]
         ins = add.ins[k]
+        readers = [reader[(tid, k)] for tid, _pk in ins]  # each tensor's first reader in the group
         n_settled = len(settled)
         for p in c:
             base = kc.get((k, p))
             if base is None:
                 base = add.kernel_us(k, p)
             call = calls[p]
-            db = table[p][first] if table is not None else None
+            dbs = [add.dst_bits(tid, p, r) for (tid, _pk), r in zip(ins, readers)]
             top = None
             for q, (cost, path) in best.items():
                 x = cost + base
                 if q != p:
                     x += call
-                for tid, pk in ins:
+                for (tid, pk), r, db in zip(ins, readers, dbs):
                     if pk < 0 or pk >= k:  # a model input, or a group later in the order
                         src = host
                     elif pk == k - 1:
@@ -287,8 +304,8 @@ def dp(add: Additive, cands) -> list[str]:
                             node, at = node[1], at - 1
                         src = node[0]
                     if src != p:
-                        v = bc.get((tid, src, p, db)) if db is not None else None
-                        x += add.boundary_us(tid, src, p, tensors[tid].producer, first) if v is None else v
+                        v = bc.get((tid, src, p, db))
+                        x += add.boundary_us(tid, src, p, tensors[tid].producer, r) if v is None else v
                 if top is None or x < top[0] or (x == top[0] and str(q) < str(top[2])):
                     top = (x, path, q)
             nxt[p] = (top[0], (p, top[1]))

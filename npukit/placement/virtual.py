@@ -248,7 +248,7 @@ class Evaluator:
     def _chain_from(self, first: int, lat: list[float], where: list[str], end: list[float]) -> list[float]:
         """``end[i]``, the longest chain ending with op ``i``, for every op from ``first`` on."""
         g, t, table = self.g, self.t, self.table
-        tensors, consumers, host = g.tensors, g.consumers, self.soc.host
+        tensors, consumers, host, held = g.tensors, g.consumers, self.soc.host, t.held
         for i in range(first, len(lat)):
             at = 0.0
             here = where[i]
@@ -256,10 +256,10 @@ class Evaluator:
                 p = tensors[tid].producer
                 src = host if p is None else where[p]
                 e = 0.0 if p is None else end[p]
-                if src != here:
+                if src != here:  # (the widths the two sides hold it at: ``grouping.bound_keys``)
                     first_c = min(c for c in consumers(tid) if where[c] == here)
-                    sb = input_bits(tensors[tid]) if p is None else table[src][p]  # type: ignore[index]
-                    e += self.crossing_us(tid, src, here, sb, table[here][first_c])  # type: ignore[index]
+                    sb = input_bits(tensors[tid]) if p is None else held(p, tid, table[src][p])  # type: ignore[index]
+                    e += self.crossing_us(tid, src, here, sb, held(first_c, tid, table[here][first_c]))  # type: ignore[index]
                 if e > at:
                     at = e
             end[i] = at + lat[i]
@@ -267,7 +267,7 @@ class Evaluator:
 
     def _outputs(self, where: list[str], end: list[float]) -> float:
         """The longest chain, an output made off the host travelling back to it."""
-        g, table, host = self.g, self.table, self.soc.host
+        g, table, host, held = self.g, self.table, self.soc.host, self.t.held
         tensors, consumers = g.tensors, g.consumers
         last = max(end, default=0.0)
         for tid in g.outputs:
@@ -275,8 +275,10 @@ class Evaluator:
             p = tt.producer
             if tt.kind == "act" and where[p] != host:
                 on_host = [c for c in consumers(tid) if where[c] == host]
-                db = table[host][min(on_host)] if on_host else input_bits(tt)  # type: ignore[index]
-                last = max(last, end[p] + self.crossing_us(tid, where[p], host, table[where[p]][p], db))  # type: ignore[index]
+                c = min(on_host, default=None)
+                db = held(c, tid, table[host][c]) if c is not None else input_bits(tt)  # type: ignore[index]
+                sb = held(p, tid, table[where[p]][p])  # type: ignore[index]
+                last = max(last, end[p] + self.crossing_us(tid, where[p], host, sb, db))
         return last
 
     @cached_property
@@ -293,7 +295,8 @@ class Evaluator:
                    for i in range(len(self.g.ops)) for tid in self.t.act_inputs[i])  # fmt: skip
 
     def crossing_us(self, tid: str, src: str, dst: str, sb: str, db: str) -> float:
-        """Transfer + conversions of a tensor from ``src`` at ``sb`` to ``dst`` at ``db``
+        """Transfer + conversions of a tensor from ``src`` at ``sb`` to ``dst`` at ``db``, the widths
+        the two sides hold it at (``Tables.held``: a (de)quantize's float side in its own dtype)
         (``boundary_cost``'s figures, which depend on nothing else)."""
         key = (tid, src, dst, sb, db)
         v = self._crossing.get(key)

@@ -1,5 +1,7 @@
 """What crosses a partition boundary numerically (no tvm): a tensor read on another processor is a
-copy converted to the format its first consumer there runs at (the cost model's boundary rule).
+copy converted to the format its first consumer there holds it at (the cost model's boundary rule,
+``cost.grouping.bound_keys``: the consumer's bit-width, or the tensor's own dtype when the consumer
+is a quantize reading its float input -- the model's quantize does that conversion itself).
 Converting to a different, non-fp32 format rounds the values; the simulation and the generated
 code both do it, at the same places."""
 
@@ -7,17 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..cost import input_bits
+from ..cost import held_width, input_bits
 from ..graph import OpGraph
 from ..plan import Plan
 
 
 def copy_bits(g: OpGraph, plan: Plan, bits: Sequence[str], b) -> tuple[str, str]:
-    """(source bits, copy bits) of boundary ``b``: the producer's bit-width (a model input's own
-    dtype) and the bit-width of the copy on the destination (its first consumer's)."""
+    """(source bits, copy bits) of boundary ``b``: the width its producer holds it at (its bit-width,
+    or its own dtype for a dequantize's float output; a model input's own dtype) and the width of
+    the copy on the destination (its first consumer's, likewise)."""
     t = g.tensors[b.tensor]
-    src = bits[t.producer] if t.kind == "act" else input_bits(t)
-    dst = bits[b.consumers[0]] if b.consumers else input_bits(t)
+    src = held_width(g, t.producer, b.tensor, bits[t.producer]) if t.kind == "act" else input_bits(t)
+    dst = held_width(g, b.consumers[0], b.tensor, bits[b.consumers[0]]) if b.consumers else input_bits(t)
     return src, dst
 
 

@@ -13,7 +13,7 @@ from ..graph import OpGraph
 from ..opset import weight_axis
 from ..progress import Progress
 from .data import Data
-from .scheme import act_params, quantize_weight
+from .scheme import act_params, model_ranges, quantize_weight
 
 PER_OP_SAMPLES = 64
 
@@ -95,6 +95,12 @@ class ErrorModel:
                         hi[k] = max(hi[k], float(o.max()))
                 bar(n)
         self._lo, self._hi = np.where(np.isfinite(lo), lo, 0), np.where(np.isfinite(hi), hi, 0)
+        # where the model quantizes a tensor itself, its own grid, not the calibration's (calibrated on
+        # inputs unlike the data measured, the range clipped what the model's grid holds)
+        self.own = model_ranges(g)
+        for k, t in enumerate(lay.fq_out):
+            if t in self.own:
+                self._lo[k], self._hi[k] = self.own[t]
         self.ranges = self._tensor_ranges(lay)
         self.k = min(PER_OP_SAMPLES, len(self._inputs))
         self._w32 = w32
@@ -109,13 +115,15 @@ class ErrorModel:
 
     def _tensor_ranges(self, lay) -> dict[str, tuple[float, float]]:
         """Calibrated [min, max] of every float tensor an op reads or writes: op outputs from the
-        simulation, model inputs from the calibration data, a relabel's output from its input."""
+        simulation, model inputs from the calibration data, a relabel's output from its input; the
+        model's own grid where it quantizes the tensor itself (``scheme.model_ranges``)."""
         g = self.g
         out = {t: (float(a), float(b)) for t, a, b in zip(lay.fq_out, self._lo, self._hi)}
         for j, tid in enumerate(g.inputs):
             col = [np.asarray(s[j], dtype=np.float64) for s in self.data.calib]
             if col and "float" in g.tensors[tid].dtype:
                 out[tid] = (float(min(c.min() for c in col)), float(max(c.max() for c in col)))
+        out.update(self.own)  # (a model input read by a quantize: its grid, whatever the data)
         for op in g.ops:  # relabels (reshape, ...) and selections (top-k values) keep their input's range
             for t in op.outputs:
                 if t not in out and op.inputs and op.inputs[0] in out and "float" in g.tensors[t].dtype:

@@ -6,11 +6,15 @@ The scheme (docs/quantization.md says the same):
   scale_c = max|w_c| / (2^(b-1) - 1), w_q = clip(round(w / scale_c), -(2^(b-1) - 1), 2^(b-1) - 1) * scale_c
   (int2 is ternary: {-1, 0, 1} * scale); biases and other constants stay in fp32 (int32 in hardware);
 * activations: per tensor, affine, range [min, max] over the calibration inputs (widened to
-  contain 0): scale = (max - min) / (2^b - 1), zero = round(-min / scale); rounded where a
+  contain 0) -- but where the model quantizes a float tensor itself (the output of a dequantize,
+  the input of a quantize, with one scale and zero point), the range of the model's own grid,
+  (qmin - zero) * scale .. (qmax - zero) * scale (``model_ranges``): the values are on that grid
+  whatever the data, and at 8 bits the two grids coincide;
+  scale = (max - min) / (2^b - 1), zero = round(-min / scale); rounded where a
   deployment stores them: at the outputs of kernels (a fused composite, or a host op with the
   epilogue its compiler fuses into it), not between the ops inside one kernel (accumulators and
-  epilogues stay wide), and not after a dequantize of an integer tensor into an integer width at
-  least as wide (exact);
+  epilogues stay wide), and not after a dequantize: its float output is held in its own dtype
+  whatever the op's width (the cost model's rule, ``npukit.cost.tables.own_widths``);
 * fp16: round to IEEE half and back at the same places; fp32: untouched.
 
 Error figures compare every op output and every model output with the fp32 run on the same inputs:
@@ -24,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..graph import OpGraph, dtype_bits
+from ..graph import OpGraph
 
 INT_BITS = {"int2": 2, "int4": 4, "int8": 8, "int16": 16}
 
@@ -48,6 +52,40 @@ def integer_weight(w: np.ndarray, bits: str, axis: int) -> tuple[np.ndarray, np.
     amax = np.max(np.abs(w), axis=red, keepdims=True) if red else np.abs(w)
     scale = np.where(amax > 0, amax / qmax, 1.0).astype(np.float32)
     return np.clip(np.round(w / scale), -qmax, qmax), scale
+
+
+def _grid(g: OpGraph, op, int_dtype: str) -> tuple[float, float] | None:
+    """[lo, hi] of the float values a per-tensor (de)quantize ``op`` maps to the integers of
+    ``int_dtype`` (None: per-channel, or parameters that are not constants)."""
+    if len(op.inputs) < 3 or not int_dtype.startswith(("int", "uint")):
+        return None
+    s, z = g.consts.get(op.inputs[1]), g.consts.get(op.inputs[2])
+    if s is None or z is None or np.size(s) != 1 or np.size(z) != 1:
+        return None
+    s, z = float(np.ravel(s)[0]), float(np.ravel(z)[0])
+    info = np.iinfo(int_dtype)
+    if not (s > 0 and np.isfinite(s)):
+        return None
+    return (info.min - z) * s, (info.max - z) * s
+
+
+def model_ranges(g: OpGraph) -> dict[str, tuple[float, float]]:
+    """The float tensors the model quantizes itself, with the range of its own grid: a
+    dequantize's float output (the grid its integers came from; this first), a quantize's float
+    input (the grid it is stored on)."""
+    out: dict[str, tuple[float, float]] = {}
+    for op in g.ops:
+        if op.kind == "dequantize" and op.inputs:
+            r = _grid(g, op, g.tensors[op.inputs[0]].dtype)
+            for t in op.outputs:
+                if r is not None and "float" in g.tensors[t].dtype:
+                    out[t] = r
+    for op in g.ops:
+        if op.kind == "quantize" and op.inputs and op.outputs and "float" in g.tensors[op.inputs[0]].dtype:
+            r = _grid(g, op, g.tensors[op.outputs[0]].dtype)
+            if r is not None:
+                out.setdefault(op.inputs[0], r)
+    return out
 
 
 def act_params(lo: float, hi: float, bits: str) -> np.ndarray:
@@ -74,10 +112,7 @@ def rounded_ops(g: OpGraph, kernels: Sequence[Sequence[int]], bits: Sequence[str
             leaves = any(t in g.outputs or any(c not in ks for c in g.consumers(t)) for t in op.outputs)
             if not leaves:
                 continue
-            if op.kind == "dequantize" and op.inputs:
-                src_bits = dtype_bits(g.tensors[op.inputs[0]].dtype)
-                b = bits[i]
-                if b == "fp32" or (b in INT_BITS and INT_BITS[b] >= src_bits):
-                    continue
+            if op.kind == "dequantize" and all("float" in g.tensors[t].dtype for t in op.outputs):
+                continue  # its float output, in its own dtype at any width (exact)
             out.add(i)
     return frozenset(out)

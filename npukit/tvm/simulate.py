@@ -7,10 +7,12 @@ The tagged module is rebuilt into a *simulation* module:
 * after every op with a floating-point output a fake-quantize kernel runs, driven by a 6-float
   parameter vector of its own (scale, zero point, qmin, qmax, a, b):
   ``y = x + a * (dequant(quant(x)) - x) + b * (fp16(x) - x)`` so fp32 is a = b = 0, fp16 is b = 1
-  and an integer width is a = 1 with its calibrated affine range;
+  and an integer width is a = 1 with its calibrated affine range (the model's own grid where the
+  model quantizes the tensor itself: ``npukit.quant.scheme.model_ranges``);
 * before every op, each floating-point input it reads gets a fake-quantize kernel too (identity
   unless the input arrives from another processor converted to a narrower format: the boundary
-  quantize the cost model charges and the generated code performs);
+  quantize the cost model charges and the generated code performs; never before a model's own
+  quantize, which reads its float input as it is: ``npukit.quant.boundary``);
 * the function returns the model outputs followed by every fake-quantized op output.
 
 A bit-width edit therefore changes only the arrays passed in; the compiled VM is reused.  The

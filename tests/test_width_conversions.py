@@ -4,7 +4,8 @@ bytes at the width it was written at -- said in its trace (no conversion was cha
 
 from __future__ import annotations
 
-from conftest import initializer, onnx_model, save_onnx, tensor_info
+import pytest
+from conftest import DIGITS_ONNX, ROOT, initializer, onnx_model, save_onnx, tensor_info
 
 import npukit
 
@@ -34,3 +35,22 @@ def test_an_op_after_a_layer_at_another_width_pays_the_conversion(tmp_path):
         in s.explain("p1")  # fmt: skip
     s.set_bits(None, layer="c1")
     assert s.costs.set_index("name").loc["p1"]["compute_cycles"] == before["compute_cycles"]
+
+
+def test_a_receivers_layout_conversion_reads_the_tensor_as_it_arrives():
+    """quantize_on = "src", layout_on = "dst": arm quantizes /relu1/Relu's 512 fp32 elements to int8
+    before sending them, so the DLA's layout conversion reads 512 B, not the 2,048 B of the fp32
+    tensor arm made (the sender-side quantize's width was ignored: a profile's layout cost came out
+    3x too high)."""
+    import tomllib
+
+    doc = tomllib.loads((ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml").read_text())
+    doc["conversion"]["quantize_on"] = "src"
+    s = npukit.Study(DIGITS_ONNX, npukit.load_soc(doc), placement="first-fit").set_support("dla", "relu", False)
+    b = s.boundaries.set_index("tensor").loc["/relu1/Relu_output_0"]
+    assert (b.src, b.dst, b.bytes) == ("arm", "dla", 512.0)
+    dla = s.soc.processor("dla")
+    assert dla.layout == "tiled" and dla.vector_ops_per_cycle["int8"] == 64 and dla.dram_bytes_per_cycle == 16
+    assert b.layout_us == pytest.approx((512 / 64 + 2 * 512 / 16) / dla.clock_mhz, rel=1e-12)
+    assert ("layout_us: on dla: (1*elements / vector_ops_per_cycle[int8] + 2*bytes(int8) / dram_bytes_per_cycle) "
+            "/ clock_mhz = (1*512 / 64 + 2*512 / 16) / 1000") in s.explain("/conv2/Conv")  # fmt: skip

@@ -38,6 +38,7 @@ class Conversion(NamedTuple):
     pj_per_op: float = 0.0  # energy_pj_per_op[on_bits]
     pj_per_byte: float = 0.0
     static_mw: float = 0.0
+    read_bits: str = ""  # the width it reads the tensor at (read_bytes)
 
 
 class BoundaryCost(NamedTuple):
@@ -121,12 +122,12 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
     link between ``b.src`` and ``b.dst``)."""
     tensor = t.g.tensors[b.tensor]
     ps, pd = procs[b.src], procs[b.dst]
-    read = t.nbytes(b.tensor, src_bits)  # what a conversion reads (and writes, in its formula)
-
     def converter(where: str) -> Processor:
         return ps if where == "src" else pd if where == "dst" else procs[soc.host]
 
-    def conv(what, frm, to, cp, cb, ops_per_elem) -> Conversion:
+    def conv(what, frm, to, cp, cb, ops_per_elem, rb: str) -> Conversion:
+        """``rb``: the width the conversion reads the tensor at (and writes, in its formula)."""
+        read = t.nbytes(b.tensor, rb)
         on_bits = cb if cb in cp.vector_ops_per_cycle else cp.default_bits
         if what == "layout":
             on_bits, ops_per_elem = _copy_width(cp, on_bits, elem_bits(tensor, cb))
@@ -136,22 +137,23 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
         pj_op = cp.energy_pj_per_op.get(on_bits, min(cp.energy_pj_per_op.values()))  # the ops the time counts
         e = (ops_per_elem * tensor.size * pj_op + 2 * read * cp.energy_pj_per_byte) / 1e6 + cp.static_mw * us / 1e3
         return Conversion(what, frm, to, cp.name, on_bits, cp.clock_mhz, cyc, us, e, tensor.size, ops_per_elem, rate, read,
-                          cp.dram_bytes_per_cycle, pj_op, cp.energy_pj_per_byte, cp.static_mw)  # fmt: skip
+                          cp.dram_bytes_per_cycle, pj_op, cp.energy_pj_per_byte, cp.static_mw, rb)  # fmt: skip
 
     numeric = tensor.dtype in NUMERIC
     layout = quant = None
-    # a layout names how a rank-4 tensor is held; any other rank is row-major on every processor
-    if ps.layout != pd.layout and len(tensor.shape) == 4 and numeric:
-        cp = converter(soc.layout_on)
-        cb = src_bits if cp is ps else dst_bits if cp is pd else cp.default_bits
-        layout = conv("layout", ps.layout, pd.layout, cp, cb, 1)
     sent = src_bits  # the width the tensor travels at: converted before it leaves when the sender converts
     if numeric and held_as(tensor, src_bits) != held_as(tensor, dst_bits):
         cp = converter(soc.quantize_on)
         cb = dst_bits if cp is pd else src_bits
-        quant = conv(qkind(src_bits, dst_bits), src_bits, dst_bits, cp, cb, 2)
+        quant = conv(qkind(src_bits, dst_bits), src_bits, dst_bits, cp, cb, 2, src_bits)
         if cp is ps and cp is not pd:
             sent = dst_bits
+    # a layout names how a rank-4 tensor is held; any other rank is row-major on every processor
+    if ps.layout != pd.layout and len(tensor.shape) == 4 and numeric:
+        cp = converter(soc.layout_on)
+        cb = src_bits if cp is ps else dst_bits if cp is pd else cp.default_bits
+        # the receiver converts the tensor as it arrives (quantized first when the sender quantizes)
+        layout = conv("layout", ps.layout, pd.layout, cp, cb, 1, sent if cp is pd and cp is not ps else src_bits)
     nbytes = t.nbytes(b.tensor, sent)
     k = 2 if link.via_dram else 1
     transfer = link.latency_us + k * nbytes / (link.bandwidth_gbps * 1000)
@@ -183,7 +185,7 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
             continue
         what = "" if cv.what == "layout" else f"{cv.what} "
         tr.append(Trace(name, f"{what}on {cv.on}: ({cv.ops_per_elem:g}*elements / vector_ops_per_cycle[{cv.on_bits}] + "
-                        f"2*bytes({c.src_bits}) / dram_bytes_per_cycle) / clock_mhz = ({cv.ops_per_elem:g}*{cv.elems:,} / "
+                        f"2*bytes({cv.read_bits or c.src_bits}) / dram_bytes_per_cycle) / clock_mhz = ({cv.ops_per_elem:g}*{cv.elems:,} / "
                         f"{cv.rate:g} + 2*{cv.read_bytes:,.0f} / {cv.dram_bytes_per_cycle:g}) / {cv.clock_mhz:g} = "
                         f"{num(cv.cycles)} / {cv.clock_mhz:g} = {num(cv.us)} us"
                         + (f" (a copy: {cv.ops_per_elem:g} {cv.on_bits} moves per element, the width whose vector rate "

@@ -188,6 +188,24 @@ def test_roll_is_slices_and_a_concat_from_both_formats(tmp_path):
     assert names[5] == "roll" and all(n.startswith("roll/") for n in names[:5])
 
 
+class LastStep(nn.Module):
+    def forward(self, x):
+        return (torch.relu(x) + 1.0)[:, -1] * 3.0
+
+
+def test_an_index_from_the_end_is_counted_from_the_start_in_both_formats(tmp_path):
+    """``x[:, -1]``: torch.export's select(-1) became take(x, -1), which TVM's take reads before the
+    tensor (the generated C and the simulation gave numbers from outside it); the ONNX importer
+    counts a Gather's -1 from the start.  Both formats now take index 7 of 8."""
+    x = torch.rand(1, 8, 4)
+    want = LastStep()(x).numpy()
+    for path in _export(LastStep(), x, tmp_path, "last"):
+        imp = npukit.import_model(path)
+        assert [op.kind for op in imp.graph.ops] == ["relu", "add", "take", "multiply"], path.name
+        assert "R.const(7, \"int64\")" in imp.mod.script(), path.name
+        _close(_vm_run(imp.mod, x.numpy()), want, 0)
+
+
 class Pieces(nn.Module):
     def forward(self, x):
         a, b = x.chunk(2, dim=1)

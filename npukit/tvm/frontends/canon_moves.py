@@ -59,6 +59,25 @@ def roll_as_slices(p: Pass, var, v):
     return Match(out, (), "roll written as slices and a concat at import")
 
 
+def negative_index(p: Pass, var, v):
+    """``take(x, k, axis)`` with a constant index counting from the end (``k < 0``: torch.export's
+    ``x[:, -1]`` is ``select(-1)`` read as ``take(x, -1)``) -> the same index counted from the start,
+    ``k + n``, as the ONNX importer writes a Gather's negative index.  TVM's ``take`` in its "fast"
+    mode reads a negative index before the tensor: the generated code and the simulation read memory
+    that is not the tensor's."""
+    x, idx = v.args
+    shape = p.shape(x)
+    index = p.const(idx)
+    if shape is None or index is None or index.dtype.kind != "i" or not (index < 0).any():
+        return None
+    n = shape[int(p.attr(v, "axis", 0)) % len(shape)]
+    if n is None or not ((index >= -n) & (index < n)).all():
+        return None  # (out of range either way: left as the model wrote it)
+    fixed = p.relax.const(np.where(index < 0, index + n, index).astype(index.dtype), str(index.dtype))
+    out = p.new_call(v, [p.m(x), fixed], like=var)
+    return Match(out, (), "a negative index counted from the start at import")
+
+
 def chunk_as_slices(p: Pass, var, v):
     """The ``split`` of a ``torch.chunk`` -> one ``strided_slice`` per piece, how torch's ONNX
     exporter writes ``chunk`` (one Slice node per chunk); the pieces' readers take the slices.

@@ -36,6 +36,22 @@ def test_zero_size_input_dim_is_reported_as_zero(tmp_path):
     )
 
 
+def test_a_window_wider_than_its_input_is_refused_naming_the_node(tmp_path):
+    """A 3x3 conv without padding of a 1-row input (a symbolic dim pinned to 1, as the symbolic-dim
+    message suggests): TVM infers output row count -1, and the conv's MACs came out negative."""
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Conv", ["x", "w"], ["y"], name="c1")], [tensor_info("x", [1, 3, "h", 8])],
+                   [tensor_info("y", [1, 4, "oh", 6])], [initializer("w", [4, 3, 3, 3], 1)])  # fmt: skip
+    path = save_onnx(m, tmp_path / "win.onnx", infer_shapes=False)
+    assert _err(path, npukit.ShapeError, input_shapes={"x": (1, 3, 1, 8)}) == (
+        "win.onnx: node 'c1' (Conv) would make [1, 4, -1, 6], a dimension below 1, from the input shapes "
+        "x [1, 3, 1, 8]: its input is smaller than its window (kernel, pool) or its slice; give larger input shapes"
+    )
+    g = npukit.import_model(path, input_shapes={"x": (1, 3, 3, 8)}).graph
+    assert [g.tensors[t].shape for t in g.ops[0].outputs] == [(1, 4, 1, 6)]
+
+
 # ---------------------------------------------------------------------------------------------
 # item 6: an unnamed RNN whose first output is an empty optional takes its first real output's name
 

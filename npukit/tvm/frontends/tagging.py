@@ -105,6 +105,21 @@ def _known_kinds(path: str, ops: list[dict], names: dict, sources: dict) -> None
                              f"{closest(short_op(bad[0]['op']), KINDS)}")  # fmt: skip
 
 
+def _check_sizes(path, ops, names, tensors, sources) -> None:
+    """Every op's output has positive dims: a window wider than its input (a 3x3 conv of a 1-row
+    input) makes TVM infer a negative or zero dim, and its MACs came out negative."""
+    ins = [(t.name or tid, list(t.shape)) for tid, t in tensors.items() if t.kind == "input"]
+    for o in ops:
+        for tid in o["outputs"]:
+            shape = list(tensors[tid].shape)
+            if any(d < 1 for d in shape):
+                op_type = sources[o["op_id"]][1]
+                given = ", ".join(f"{n} {sh}" for n, sh in ins)
+                raise ShapeError(f"{path}: node {names[o['op_id']]!r} ({op_type or o['op']}) would make {shape}, a "
+                                 f"dimension below 1, from the input shapes {given}: its input is smaller than its "
+                                 f"window (kernel, pool) or its slice; give larger input shapes")  # fmt: skip
+
+
 def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names, aliases=None,
             model_shapes=None) -> Imported:
     """``const_names``: a constant of ``raw`` -> the model's name of its weight; ``model_shapes``: such a
@@ -251,6 +266,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
             named.add(tid)
         out_names.append(nm or tensors[tid].name or tid)
 
+    _check_sizes(path, ops, names, tensors, sources)
     tagged, var_names = _emit_tagged(relax, tvm, f, ops, names, labels)
     _keep_kernels(tvm, relax, raw, tagged)
 

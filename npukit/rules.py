@@ -177,6 +177,28 @@ def rule_max_k(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     return None
 
 
+_PASS_WEIGHT = ("dequantize", "astype", "permute_dims", "reshape")  # what a constant weight passes through
+
+
+def _constant(g: OpGraph, tid: str, depth: int = 0) -> bool:
+    """Is tensor ``tid`` a constant of the model, or one dequantized, cast, transposed or reshaped?"""
+    t = g.tensors[tid]
+    if t.kind == "const":
+        return True
+    if t.kind != "act" or depth > 4:
+        return False
+    prod = g.ops[t.producer]
+    return prod.kind in _PASS_WEIGHT and bool(prod.inputs) and _constant(g, prod.inputs[0], depth + 1)
+
+
+def rule_const_weights(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
+    """With const_weights, a matmul's second operand must be the model's constant weights."""
+    if not r.const_weights or len(op.inputs) < 2 or _constant(g, op.inputs[1]):
+        return None
+    return fail("const_weights", "both operands are activations (an activation x activation matmul); takes constant "
+                                 "weights only")  # fmt: skip
+
+
 def rule_max_boxes(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     """Non-max suppression over more than max_boxes boxes is not supported."""
     if r.max_boxes is None or not op.inputs:
@@ -224,7 +246,7 @@ def rule_max_rank(op: Op, g: OpGraph) -> Failure | None:
 
 OP_RULES: tuple[Callable[[Op, OpGraph, OpRule], Failure | None], ...] = (
     rule_kernel_max, rule_strides, rule_dilations, rule_groups, rule_max_channels, rule_max_elements,
-    rule_ranks, rule_axis, rule_max_k, rule_max_boxes,
+    rule_ranks, rule_axis, rule_max_k, rule_max_boxes, rule_const_weights,
 )  # fmt: skip
 
 

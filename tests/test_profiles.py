@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, initializer, onnx_model, save_onnx, tensor_info
 
 import npukit
 from npukit import soc as socmod
@@ -206,7 +206,6 @@ def test_an_accelerator_named_as_its_kernel_library_loads():
 def test_axis_last_holds_a_layer_norm_to_the_innermost_axis(tmp_path):
     """The bundled DSPs say layer_norm = { axis = "last" }, which the rule never read for a norm (its
     axes attribute): a layer norm over axis 1 of a [1, 8, 16] tensor ran there."""
-    from conftest import initializer, onnx_model, save_onnx, tensor_info
     from onnx import helper as h
 
     def study(axis: int):
@@ -231,3 +230,25 @@ def test_an_accelerator_that_takes_reshape_takes_squeeze(name):
     for p in soc.processors:
         if not p.host and "reshape" in p.ops:
             assert "squeeze" in p.ops, p.name
+
+
+def test_an_npu_that_takes_constant_weights_only_refuses_an_activation_matmul(tmp_path):
+    """ethos-u55-256's matmul is Vela's FULLY_CONNECTED (constant weights): its profile said an
+    activation x activation matmul is not supported, but no rule could say it, and a rank-3
+    q @ k^T was placed on the NPU.  const_weights = true says it; a weight read through a
+    dequantize or a transpose is still the model's constant."""
+    from conftest import initializer, onnx_model, save_onnx, tensor_info
+    from onnx import helper as h
+
+    nodes = [h.make_node("MatMul", ["x", "wq"], ["q"], name="q"), h.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+             h.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+             h.make_node("MatMul", ["q", "kt"], ["s"], name="scores")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 6, 8])], [tensor_info("s", [1, 6, 6])],
+                   [initializer("wq", [8, 8], 1), initializer("wk", [8, 8], 2)])  # fmt: skip
+    s = npukit.Study(save_onnx(m, tmp_path / "attn.onnx"), "ethos-u55-256", placement="first-fit")
+    verdict = dict(zip(s.placement["name"], s.placement["npu"]))
+    proc = dict(zip(s.placement["name"], s.placement["processor"]))
+    assert verdict["q"] == verdict["k"] == "accepted" and proc["q"] == proc["k"] == "npu"
+    assert verdict["scores"].startswith("both operands are activations (an activation x activation matmul); takes "
+                                        "constant weights only")  # fmt: skip
+    assert proc["scores"] == "m55"

@@ -33,6 +33,7 @@ class OpRule:
     axis: str = "any"
     max_k: int | None = None
     max_boxes: int | None = None
+    const_weights: bool = False
     fused_only: bool = False
     note: str = ""
 

@@ -126,6 +126,7 @@ OP_FIELDS = (
     Field("axis", "choice", "For softmax, reductions, sort, topk, layer_norm and rms_norm: `last` accepts only the innermost axis (a norm: only over it).", default="any", choices=("any", "last")),
     Field("max_k", "int", "topk: largest k.", positive=True),
     Field("max_boxes", "int", "Non-max suppression: largest number of boxes.", positive=True),
+    Field("const_weights", "bool", "matmul: the second operand must be the model's constant weights (a fully connected layer); an activation x activation matmul (attention's scores and context) is refused.", default=False),
     Field("fused_only", "bool", "Accepted only fused into a kernel, never alone: as the bias or activation epilogue of a conv / matmul, or as the dequantize before and the quantize / activation after a quantized op the processor takes (a pool, softmax, add ...).", default=False),
     Field("note", "str", "Free text appended to this op's verdicts (e.g. where a limit comes from).", default=""),
 )  # fmt: skip
@@ -154,6 +155,7 @@ OP_FIELD_KINDS = {
              "softmax, reductions, sort, topk, layer_norm and rms_norm"),
     "max_k": (lambda k: k == "topk", "topk"),
     "max_boxes": (lambda k: _role(k) == "nms", "non-max suppression"),
+    "const_weights": (lambda k: k == "matmul", "matmul"),
 }
 
 

@@ -629,3 +629,20 @@ def test_a_plan_all_on_one_accelerator_is_within_the_search_reach():
     assert Counter(t.plan.processor) == {"hvx": 1161}
     assert s.totals["latency_us"] <= t.totals["latency_us"] + 1e-9
     assert f"{s.totals['latency_us']:,.1f}" == "325.8"
+
+
+def test_linked_moves_take_a_head_to_the_processor_its_sibling_is_on():
+    """A detector: backbone (0) and box head (1) on the DLA; the class head's conv (2) and sigmoid
+    (3), its reshape (4) and the post-processing (5, top-k) on the CPU, which the DLA cannot take.
+    No single group's move pays (a conv alone leaves its sigmoid behind a boundary) and the CPU's
+    run (2..5) cannot move whole: the class head (2, 3, 4), the CPU groups the DLA takes that its
+    tensors join, moves together.  The box head's reshape (6), read by nothing else on the CPU,
+    stands alone: no move of a single group is yielded."""
+    from npukit.placement.search import _linked_moves
+
+    a = ("dla", "dla", "arm", "arm", "arm", "arm", "arm")
+    cands = [["arm", "dla"]] * 5 + [["arm"], ["arm", "dla"]]
+    edges = {0: (1, 2), 1: (0, 6), 2: (0, 3), 3: (2, 4), 4: (3, 5), 5: (4, 6), 6: (1, 5)}
+    assert list(_linked_moves(a, cands, lambda j: edges[j])) == [([2, 3, 4], "dla")]
+    # the CPU's maximal run itself is _run_moves' to try, not yielded again
+    assert list(_linked_moves(("dla", "arm", "arm"), [["arm", "dla"]] * 3, lambda j: {0: (1,), 1: (0, 2), 2: (1,)}[j])) == []

@@ -226,21 +226,25 @@ def _moves_virtual(score, cands, a: list[str], add: Additive, exhaustive: bool =
         if improved:
             continue
         # no single group's move pays: a whole run of groups on one processor moved together can
-        # (its transfers go with it: the detector's head, 16 ops on the HVX, runs faster on the CPU)
-        for k, end, q in _run_moves(a, cands):
+        # (its transfers go with it: the detector's head, 16 ops on the HVX, runs faster on the CPU),
+        # and so can groups on one processor joined by their tensors whose ops interleave with others
+        # (a detector's class head, its conv and sigmoid apart in op order, to the DLA its box head is on)
+        for ks, q in (*_run_moves(a, cands), *_linked_moves(a, cands, add.ev.neighbours)):
             if budget <= 0:
                 break
-            b = a[:k] + (q,) * (end - k) + a[end:]
-            v = pays(b)
+            b = list(a)
+            for k in ks:
+                b[k] = q
+            v = pays(tuple(b))
             if v is not None:
-                a, cur, improved = b, v, True
+                a, cur, improved = tuple(b), v, True
                 break
     return list(a)
 
 
 def _run_moves(a, cands):
-    """(first group, end, processor) of every move of a maximal run of two groups or more on one
-    processor to another processor all of them can take, in order."""
+    """(groups, processor) of every move of a maximal run of two groups or more on one processor to
+    another processor all of them can take, in order."""
     k, n = 0, len(a)
     while k < n:
         end = k + 1
@@ -250,8 +254,46 @@ def _run_moves(a, cands):
             common = set(cands[k]).intersection(*cands[k + 1 : end])
             for q in cands[k]:
                 if q != a[k] and q in common:
-                    yield k, end, q
+                    yield range(k, end), q
         k = end
+
+
+def _linked_moves(a, cands, neighbours):
+    """(groups, processor) of every move to processor ``q`` of a set of two groups or more on one
+    other processor, each of which ``q`` can take, joined by the tensors between them (a connected
+    component of those groups), unless it is a maximal run of consecutive groups (``_run_moves``
+    tried those); by processor in the profile's candidate order, then by first group.  A detector's
+    class head (conv, sigmoid, reshape) on the CPU between a box head and post-processing the DLA
+    cannot take: neither a single group nor the CPU's whole run."""
+    n = len(a)
+    runs = set()
+    k = 0
+    while k < n:
+        end = k + 1
+        while end < n and a[end] == a[k]:
+            end += 1
+        runs.add((k, end))
+        k = end
+    order = []
+    for c in cands:
+        order += [q for q in c if q not in order]
+    for q in order:
+        seen = [False] * n
+        for k in range(n):
+            if seen[k] or a[k] == q or q not in cands[k]:
+                continue
+            comp, todo = [], [k]
+            seen[k] = True
+            while todo:
+                j = todo.pop()
+                comp.append(j)
+                for x in neighbours(j):
+                    if not seen[x] and a[x] == a[k] and q in cands[x]:
+                        seen[x] = True
+                        todo.append(x)
+            comp.sort()
+            if len(comp) > 1 and not (comp[-1] - comp[0] == len(comp) - 1 and (comp[0], comp[-1] + 1) in runs):
+                yield comp, q
 
 
 def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: dict | None = None) -> tuple[str, ...]:

@@ -1,11 +1,13 @@
-"""Declared sizes checked before anything is allocated: a model declaring a 10^12-element tensor, or
-an initializer whose data does not fill its declared shape, is refused with the tensor's name."""
+"""Sizes checked: declared ones before anything is allocated (a model declaring a 10^12-element
+tensor, or an initializer whose data does not fill its declared shape, is refused with the tensor's
+name), and inferred ones once TVM has worked them out (an op whose output would have a dimension
+below 1 is refused with its node's name)."""
 
 from __future__ import annotations
 
 import math
 
-from ...errors import ModelError
+from ...errors import ModelError, ShapeError
 
 MAX_ELEMENTS = 1 << 31  # one tensor; 8 GiB of float32
 
@@ -66,3 +68,18 @@ def check_tflite_tensor(path: str, t, buffer, name: str) -> None:
     if size and buffer.DataLength() != n * size:
         raise ModelError(f"{path}: tensor {name!r} declares shape {shape} ({_fmt(n)} elements of {size} B) but its "
                          f"buffer holds {_fmt(buffer.DataLength())} B (is the file truncated or corrupt?)")  # fmt: skip
+
+
+def check_inferred(path, ops, names, tensors, sources) -> None:
+    """Every op's output has positive dims: a window wider than its input (a 3x3 conv of a 1-row
+    input) makes TVM infer a negative or zero dim, and its MACs came out negative."""
+    ins = [(t.name or tid, list(t.shape)) for tid, t in tensors.items() if t.kind == "input"]
+    for o in ops:
+        for tid in o["outputs"]:
+            shape = list(tensors[tid].shape)
+            if any(d < 1 for d in shape):
+                op_type = sources[o["op_id"]][1]
+                given = ", ".join(f"{n} {sh}" for n, sh in ins)
+                raise ShapeError(f"{path}: node {names[o['op_id']]!r} ({op_type or o['op']}) would make {shape}, a "
+                                 f"dimension below 1, from the input shapes {given}: its input is smaller than its "
+                                 f"window (kernel, pool) or its slice; give larger input shapes")  # fmt: skip

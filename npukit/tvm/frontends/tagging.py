@@ -14,6 +14,7 @@ from ...progress import Progress
 from .. import load as _load_tvm
 from .common import SPAN_PREFIX, Imported, _main_of, _Marks, _run_quietly
 from .naming import _name_ops, _Namer, _with_name
+from .sizes import check_inferred
 
 
 def _const_array(c) -> np.ndarray:
@@ -103,21 +104,6 @@ def _known_kinds(path: str, ops: list[dict], names: dict, sources: dict) -> None
     raise UnsupportedOpError(f"{path}: {len(bad)} op(s) npukit has no entry for (no work formula, no rules): {listed}"
                              f"{' ...' if len(bad) > 10 else ''}; for {short_op(bad[0]['op'])!r}: "
                              f"{closest(short_op(bad[0]['op']), KINDS)}")  # fmt: skip
-
-
-def _check_sizes(path, ops, names, tensors, sources) -> None:
-    """Every op's output has positive dims: a window wider than its input (a 3x3 conv of a 1-row
-    input) makes TVM infer a negative or zero dim, and its MACs came out negative."""
-    ins = [(t.name or tid, list(t.shape)) for tid, t in tensors.items() if t.kind == "input"]
-    for o in ops:
-        for tid in o["outputs"]:
-            shape = list(tensors[tid].shape)
-            if any(d < 1 for d in shape):
-                op_type = sources[o["op_id"]][1]
-                given = ", ".join(f"{n} {sh}" for n, sh in ins)
-                raise ShapeError(f"{path}: node {names[o['op_id']]!r} ({op_type or o['op']}) would make {shape}, a "
-                                 f"dimension below 1, from the input shapes {given}: its input is smaller than its "
-                                 f"window (kernel, pool) or its slice; give larger input shapes")  # fmt: skip
 
 
 def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names, aliases=None,
@@ -266,7 +252,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
             named.add(tid)
         out_names.append(nm or tensors[tid].name or tid)
 
-    _check_sizes(path, ops, names, tensors, sources)
+    check_inferred(path, ops, names, tensors, sources)
     tagged, var_names = _emit_tagged(relax, tvm, f, ops, names, labels)
     _keep_kernels(tvm, relax, raw, tagged)
 

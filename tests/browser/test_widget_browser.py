@@ -10,6 +10,7 @@ import re
 import pytest
 
 from npukit.ui.requests import uj
+from npukit.ui.requests import us as fmt_us  # (widgets/src/format.js us(), mirrored)
 
 from .lab import REPO, edit, widget_page
 
@@ -18,18 +19,6 @@ pytestmark = pytest.mark.browser
 NOTEBOOK = "notebooks/01_quickstart.ipynb"
 ROOT = '[data-testid="npukit-root"]'
 TIMEOUT = 60_000
-
-
-def fmt_us(x: float) -> str:
-    """widgets/src/format.js `us()`."""
-    a = abs(x)
-    if a >= 1000:
-        return f"{x:,.1f} us"
-    if a >= 10:
-        return f"{x:.2f} us"
-    if a >= 0.01 or a == 0:
-        return f"{x:.3f} us"
-    return f"{x:.2e} us"
 
 
 @pytest.fixture(scope="module")

@@ -56,10 +56,11 @@ Per kernel (``npukit.cost.kernel.kernel_cost``, the one place these are evaluate
   ops count in vector_ops and energy, and the input's bytes are read at the producer's width.
   Between processors the boundary converts (below).
 * bytes: every tensor at its op's bit-width (int4 / int2 packed; int32 bias when b is an integer
-  width; index tensors keep their dtype), but the float side of a (de)quantize -- a quantize's
-  float input, a dequantize's float output -- in its own dtype (fp32 for float32) whatever the
-  op's width: the op itself converts it (``tables.own_widths``; a fused one, inside a kernel, is
-  the integer kernel's requantisation and moves nothing).  A tensor produced and consumed inside one kernel moves
+  width; index tensors keep their dtype), but the float side of the model's own input quantize
+  and output dequantize -- a model input a quantize reads, a model output a dequantize writes --
+  in its own dtype (fp32 for float32) whatever the op's width: the op itself converts it
+  (``tables.own_widths``; inside the model a (de)quantize stands for an integer op's
+  requantisation, which an int8 program folds, and its float side is held at its width).  A tensor produced and consumed inside one kernel moves
   nothing.  An activation that stays in one partition and fits in half the processor's on-chip
   memory moves through on-chip memory; other activations move through DRAM; constant weights and
   biases are read at weight_bytes_per_cycle; a lookup (take, gather) reads of its constant table the
@@ -80,9 +81,9 @@ Per kernel (``npukit.cost.kernel.kernel_cost``, the one place these are evaluate
 
 Per boundary tensor from processor s to processor d, held on s at bits(s) -- its producer's
 bit-width (a model input: its own dtype) -- and on d at bits(d) -- its first reader's there (a model
-output no op on the host reads: its own dtype) --, each the tensor's own dtype where that op is a
-(de)quantize and the tensor its float side (so the boundary before a model's input QUANTIZE moves
-the float tensor and converts nothing: the QUANTIZE does):
+output no op on the host reads: its own dtype) --, each the tensor's own dtype where that op is the
+model's own input quantize or output dequantize and the tensor its float side (so the boundary
+before a model's input QUANTIZE moves the float tensor and converts nothing: the QUANTIZE does):
 
 * bytes = elements * bits / 8 at the width the tensor travels: bits(d) when the (de/re)quantize
   runs on the sending processor ([conversion] quantize_on = "src", or "host" when the host sends),

@@ -171,7 +171,7 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
     held = tensor.dtype if integer(tensor) else sent
     how = f"{held} on {c.src}" if sent == c.src_bits else f"{sent}: {done} on {c.src} before it is sent"
     if c.quantize is None and any(tid == c.tensor for _i, tid in t.own):
-        how += (f", held alike on {c.dst}: the float side of a (de)quantize stays in its own dtype, "
+        how += (f", held alike on {c.dst}: the float side of the model's own (de)quantize stays in its own dtype, "
                 "the op converts it itself")
     tr = [Trace("bytes", f"elements * bits/8 = {tensor.size:,} * {elem_bits(tensor, sent):g}/8 = {c.bytes:,.0f} B "
                          f"({how})", ("conversion.quantize_on",) if sent != c.src_bits else (), ("shape",)),

@@ -259,8 +259,8 @@ def bound_keys(plan: Plan, t: Tables, bits: list[str]) -> list[tuple[object, str
     """(boundary, source bits, destination bits, signature) of every boundary of ``plan``: the widths
     the two sides hold the tensor at -- its producer (a model input: its own dtype) and its first
     consumer on the destination (a model output read by none there: its own dtype), each at its
-    bit-width, or in the tensor's own dtype where that op is a (de)quantize and the tensor its float
-    side (``Tables.held``)."""
+    bit-width, or in the tensor's own dtype where that op is the model's own input quantize or
+    output dequantize and the tensor its float side (``Tables.held``)."""
     bs = []
     g = t.g
     held = t.held

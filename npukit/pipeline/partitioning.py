@@ -151,7 +151,7 @@ def _partition(model: Model, soc: SocProfile, cfg: Config, key):
     bits_of, runs = bits_policy(soc, cfg, g)
     choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs, cost_model(model, soc),
                     _scores(model, soc), _additive(model, soc))
-    cost = _byoc(model, soc, constrain(vs, soc, choice, runs.layered))
+    cost = _byoc(model, soc, constrain(vs, soc, choice))
     away = _pinned_away(vs, soc)
     host = _host_only(model, soc, vs, away)
     inf = float("inf")

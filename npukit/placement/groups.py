@@ -89,24 +89,18 @@ class Accepts:
 
 
 
-def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Choice,
-              layered: Mapping[int, str] | None = None) -> dict[tuple[int, str], Verdict]:  # fmt: skip
+def constrain(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, choice: Choice) -> dict[tuple[int, str], Verdict]:
     """The verdicts the BYOC partition obeys under the cost policy: an accelerator that accepts an op
     the cost model gives to another processor refuses it with the figures; one that takes an op only
-    fused into a kernel refuses it when the op stands alone, with that rule; one that cannot
-    run the op's layer bit-width (``layered``: op -> the user's width) refuses it with that rule."""
+    fused into a kernel refuses it when the op stands alone, with that rule.  (One that cannot run
+    the op's layer bit-width already refuses it in ``vs``: ``refuse_widths``.)"""
     out = dict(vs)
     accels = soc.accelerators
-    layered = layered or {}
     for i, p in enumerate(choice.processor):
         for a in accels:
             v = vs[(i, a)]
             if a != p and v.ok:
-                b = layered.get(i)
-                pr = soc.processor(a)
-                if b is not None and b not in pr.macs_per_cycle:  # never a candidate: the width keeps it off
-                    out[(i, a)] = width_refusal(pr, b)
-                elif v.fused_only and i in choice.lone:  # never a candidate: the rule, not the cost, keeps it off
+                if v.fused_only and i in choice.lone:  # never a candidate: the rule, not the cost, keeps it off
                     out[(i, a)] = Verdict(a, False, (FUSED_ALONE,))
                 else:
                     out[(i, a)] = Verdict(a, False, (fail("cost", f"{choice.why[i]} (placed on {p})", chosen=p),))

@@ -1,7 +1,7 @@
 """What crosses a partition boundary numerically (no tvm): a tensor read on another processor is a
 copy converted to the format its first consumer there holds it at (the cost model's boundary rule,
 ``cost.grouping.bound_keys``: the consumer's bit-width, or the tensor's own dtype when the consumer
-is a quantize reading its float input -- the model's quantize does that conversion itself).
+is the model's input quantize reading its float input -- the quantize does that conversion itself).
 Converting to a different, non-fp32 format rounds the values; the simulation and the generated
 code both do it, at the same places."""
 

@@ -13,8 +13,9 @@ The scheme (docs/quantization.md says the same):
   scale = (max - min) / (2^b - 1), zero = round(-min / scale); rounded where a
   deployment stores them: at the outputs of kernels (a fused composite, or a host op with the
   epilogue its compiler fuses into it), not between the ops inside one kernel (accumulators and
-  epilogues stay wide), and not after a dequantize: its float output is held in its own dtype
-  whatever the op's width (the cost model's rule, ``npukit.cost.tables.own_widths``);
+  epilogues stay wide), and not after a dequantize of an integer tensor into an integer width at
+  least as wide (exact), nor after the model's output dequantize, whose float output is held in
+  its own dtype whatever the op's width (the cost model's rule, ``npukit.cost.tables.own_widths``);
 * fp16: round to IEEE half and back at the same places; fp32: untouched.
 
 Error figures compare every op output and every model output with the fp32 run on the same inputs:
@@ -28,7 +29,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..graph import OpGraph
+from ..cost.tables import held_width
+from ..graph import OpGraph, dtype_bits
 
 INT_BITS = {"int2": 2, "int4": 4, "int8": 8, "int16": 16}
 
@@ -112,7 +114,11 @@ def rounded_ops(g: OpGraph, kernels: Sequence[Sequence[int]], bits: Sequence[str
             leaves = any(t in g.outputs or any(c not in ks for c in g.consumers(t)) for t in op.outputs)
             if not leaves:
                 continue
-            if op.kind == "dequantize" and all("float" in g.tensors[t].dtype for t in op.outputs):
-                continue  # its float output, in its own dtype at any width (exact)
+            if op.kind == "dequantize" and op.inputs:
+                if all(held_width(g, i, t, bits[i]) != bits[i] for t in op.outputs):
+                    continue  # the model's output, in its own dtype at any width (exact)
+                b = bits[i]
+                if b == "fp32" or (b in INT_BITS and INT_BITS[b] >= dtype_bits(g.tensors[op.inputs[0]].dtype)):
+                    continue  # an integer tensor into a width at least as wide (exact)
             out.add(i)
     return frozenset(out)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 
+from .function import Copy, Fn, _dims, _float
 from .names import comment
-from .program import Copy, Fn, Program, _dims, _float
+from .program import Program
 from .runner import c_string
 from .storage import CTYPE, GRID
 

@@ -65,7 +65,7 @@ def _c_list(xs) -> str:
 
 
 class KernelLowering:
-    """Lowers kernels inside one generated function ``fn`` (see ``program.Fn``)."""
+    """Lowers kernels inside one generated function ``fn`` (see ``function.Fn``)."""
 
     def __init__(self, fn, prog):
         self.fn = fn

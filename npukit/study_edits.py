@@ -1,0 +1,150 @@
+"""The edit methods of ``study.Study`` (``StudyEdits``): op support per processor, pins, bit-widths
+per processor or per layer, the placement policy, reset.  Each builds the next Config and hands it to
+``Study._apply``, which switches to it atomically; a per-node edit is stored under one spelling per
+set of ops (``_node_key``), and removing one the study does not have says what holds it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import pipeline as pl
+from .config import Config
+from .errors import ConfigError, unknown
+from .soc import BITS
+
+if TYPE_CHECKING:
+    from .study import Study
+
+
+class StudyEdits:
+    """The edit methods of ``study.Study`` (see the module docstring)."""
+
+    def _proc(self, name: str) -> str:
+        if name not in self.soc.names:
+            raise unknown("processor", name, self.soc.names)
+        return name
+
+    def _node_key(self, node) -> str:
+        """A node reference as stored in the config, one spelling per set of ops: the model node's
+        own name when the reference covers exactly that node's ops (an op id, ``"12"``, ``"#12"`` or
+        an op name of a node that became one op, or the node name itself), else ``"#<id>"`` for one
+        op of a node that became several (a model node name means every op the node became), or
+        its op name where the model has a node named ``"#<id>"``."""
+        ids = pl.resolve(self.graph, int(node) if isinstance(node, (int, np.integer)) and not isinstance(node, bool)
+                         else node)  # fmt: skip
+        src = self.graph.ops[ids[0]].source
+        if self.graph.ops_of_source(src) == ids and self.graph.resolve(src) == ids:
+            return src
+        if len(ids) == 1:
+            op = self.graph.ops[ids[0]]
+            return f"#{op.op_id}" if self.graph.resolve(f"#{op.op_id}") == ids else op.name  # (a node named "#12")
+        return str(node)
+
+    def _without_covered(self, entries, key: str) -> dict:
+        """The per-node edits left when ``key`` is set: those it covers whole are replaced by it."""
+        mine = set(pl.resolve(self.graph, key))
+        return {n: v for n, v in entries if n != key and not set(self.graph.resolve(n)) <= mine}
+
+    def set_support(self, processor: str, op: str, enabled: bool = True) -> Study:
+        """Switch op support on a processor; ``op`` is a short or full Relax name (softmax)."""
+        from .opset import canonical  # noqa: PLC0415
+
+        if not isinstance(enabled, (bool, np.bool_)):
+            raise ConfigError(f"set_support: enabled must be True or False, got {enabled!r}")
+        proc = self._proc(processor)
+        kind = canonical(op, "op")
+        if self.soc.processor(proc).host:
+            raise ConfigError(pl.host_toggle(self.soc, proc))
+        has = kind in self.soc.processor(proc).ops
+        if not enabled:  # a pin there needs the support: said as this edit's conflict, not as a failed pin
+            held = [i for i, p in sorted(pl.pins_of(self.graph, self._config).items())
+                    if p == proc and self.graph.ops[i].kind == kind]  # fmt: skip
+            if held:
+                raise ConfigError(f"cannot disable {kind} on {proc}: {pl.pinned_as(self.graph, self._config, held[0])} "
+                                  f"is pinned to {proc}; unpin it first")  # fmt: skip
+        cfg = self._config.without_support_edit(proc, kind) if enabled == has else \
+            self._config.with_support(proc, kind, bool(enabled))  # fmt: skip
+        self._apply(cfg)
+        return self
+
+    def pin(self, node, processor: str) -> Study:
+        """Pin a node (model name, op name or op id) to a processor.  The last edit of an op wins:
+        pinning a node replaces the pins of the ops inside it; a pin of one op inside a pinned node
+        beats the node's."""
+        key, proc = self._node_key(node), self._proc(processor)
+        pins = self._without_covered(self._config.pins, key)
+        pins[key] = proc
+        self._apply(dataclasses.replace(self._config, pins=tuple(sorted(pins.items()))))
+        return self
+
+    def unpin(self, node) -> Study:
+        """Remove the pin of a node (and the pins of the ops inside it)."""
+        key = self._node_key(node)
+        pins = self._without_covered(self._config.pins, key)
+        if len(pins) == len(self._config.pins):
+            raise self._not_set(node, key, self._config.pins, ("pinned", "pin", "unpin that"))
+        self._apply(dataclasses.replace(self._config, pins=tuple(sorted(pins.items()))))
+        return self
+
+    def _not_set(self, node, key: str, entries, words: tuple[str, str, str]) -> ConfigError:
+        """The error of removing a per-node edit ``node`` does not have: held by a larger one, or none."""
+        done, edit, fix = words
+        mine = set(pl.resolve(self.graph, key))
+        held = [pl.shown(self.graph, n) for n, _ in entries if mine & set(self.graph.resolve(n))]
+        if held:  # set only as part of a larger edit
+            return ConfigError(f"{node!r} is not {done} itself; it is held by the {edit} of "
+                               f"{', '.join(map(repr, held))}: {fix.format(held[0])}")  # fmt: skip
+        listed = ", ".join(repr(pl.shown(self.graph, n)) for n, _ in entries) or "none"
+        return ConfigError(f"{node!r} is not {done}; {done}: {listed}")
+
+    def set_bits(self, bits: str | None, processor: str | None = None, layer=None) -> Study:
+        """Bit-width for a processor's ops, or for one layer (a layer override beats its processor's).
+
+        ``bits=None`` removes the setting.  With neither processor nor layer, every processor.
+        """
+        if bits is not None and bits not in BITS:
+            raise ConfigError(f"unknown bit-width {bits!r}; one of {', '.join(BITS)}")
+        if processor is not None and layer is not None:
+            raise ConfigError("set_bits takes processor= or layer=, not both")
+        cfg = self._config
+        if layer is not None:
+            # (as in a config given whole: the cost placement may move the layer to a processor that
+            # runs the width; under first-fit, or where none can, ``_apply`` refuses it)
+            key = self._node_key(layer)
+            lb = self._without_covered(cfg.layer_bits, key)
+            if bits is not None:
+                lb[key] = bits
+            elif len(lb) == len(cfg.layer_bits):
+                raise self._not_set(layer, key, cfg.layer_bits, ("given a bit-width", "bit-width",
+                                                                 "remove that one (set_bits(None, layer={!r}))"))  # fmt: skip
+            cfg = dataclasses.replace(cfg, layer_bits=tuple(sorted(lb.items())))
+        else:
+            targets = [self._proc(processor)] if processor is not None else list(self.soc.names)
+            if bits is not None:
+                bad = [p for p in targets if bits not in self.soc.processor(p).macs_per_cycle]
+                if bad and processor is not None:
+                    pl.check_bits(self.soc, bad[0], bits)
+                if bad:
+                    raise ConfigError(f"{', '.join(bad)} cannot run {bits}; set it per processor with processor=")
+            for p in targets:
+                cfg = cfg.with_bits(bits, processor=p)
+        self._apply(cfg)
+        return self
+
+    def reset(self) -> Study:
+        self._apply(Config())
+        return self
+
+    def set_placement(self, placement: str) -> Study:
+        """The placement policy: "cost" (npukit's cost model chooses among the processors the rules
+        allow, and whether an offload pays for itself) or "first-fit" (the profile's preference order)."""
+        from .config import PLACEMENTS  # noqa: PLC0415
+
+        if placement not in PLACEMENTS:
+            raise ConfigError(f"unknown placement policy {placement!r}; one of {', '.join(map(repr, PLACEMENTS))}")
+        self._apply(self._config.with_placement(placement))
+        return self

@@ -1,7 +1,8 @@
 """SoC profiles: a TOML (or JSON) description of the processors, their limits, costs and links.
 
 ``schema`` holds the fields as data (and generates docs/soc-profile.md), ``profile`` the validated
-value types, ``load`` the loader / validator.  Errors name the file and the field:
+value types, ``load`` the loader / validator (``checks`` its field checks, ``parse_processor`` the
+reading of a processor's section).  Errors name the file and the field:
 ``soc.toml: processors.dla.macs_per_cycle.int4: must be a positive number, got -3``.
 """
 

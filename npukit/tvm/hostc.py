@@ -68,7 +68,8 @@ from ..errors import ConfigError
 from ..graph import OpGraph
 from . import load as _load_tvm
 from .hostc_emit import assemble, c_type
-from .hostc_lower import ConstLeft, Lowered, Unsupported, build_group_function, lower_function
+from .hostc_lower import ConstLeft, Lowered, Unsupported, lower_function
+from .hostc_relax import build_group_function
 
 PLACEHOLDER = "npkhostsymbolplaceholder"  # stands for "<prefix>_<k>" in cached C text
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")

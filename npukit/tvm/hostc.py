@@ -52,6 +52,11 @@ Relax function, the TVM version and the two options, so regenerating after an ed
 alone costs only building and hashing its Relax function (``cache_info()``, ``cache_clear()``).
 The generated runtime is not re-entrant (one static pool) and defines the ``TVMBackend*``
 symbols: link one host C export per program.
+
+This module generates the host C and caches each group's lowered code; ``hostc_data`` holds the
+results as plain data, ``hostc_groups`` the default grouping and the checks of a grouping, and the
+steps are ``hostc_relax`` (a group -> a Relax function), ``hostc_lower`` (-> TVM's C),
+``hostc_tir`` (TIR schedule and C text fixes) and ``hostc_emit`` (the wrappers, runtime and files).
 """
 
 from __future__ import annotations
@@ -60,14 +65,15 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from types import MappingProxyType
 
 from ..errors import ConfigError
 from ..graph import OpGraph
 from . import load as _load_tvm
-from .hostc_emit import assemble, c_type
+from .hostc_data import HostC, HostKernel, HostParam
+from .hostc_emit import assemble
+from .hostc_groups import _check_groups, chain_groups
 from .hostc_lower import ConstLeft, Lowered, Unsupported, lower_function
 from .hostc_relax import build_group_function
 
@@ -77,68 +83,6 @@ _CACHE_MAX = 4096
 _cache: OrderedDict[str, Lowered | str] = OrderedDict()  # key -> lowered group, or a failure reason
 _cache_lock = threading.Lock()
 _stats = {"hits": 0, "misses": 0}
-
-
-# ---------------------------------------------------------------------------------------------
-# results (plain data)
-
-
-@dataclass(frozen=True)
-class HostParam:
-    """One parameter of a host kernel's plain C wrapper."""
-
-    role: str  # "input" | "const" | "output"
-    tid: str  # the graph's tensor id
-    shape: tuple[int, ...]
-    dtype: str  # "float32", "int8", "int32", "int64", "bool", ...
-    name: str  # the C parameter name: in0.., w0.., out0..
-
-    @property
-    def ctype(self) -> str:
-        """The C declaration of the parameter, e.g. ``const float* in0``."""
-        base = c_type(self.dtype)
-        return f"{base}* {self.name}" if self.role == "output" else f"const {base}* {self.name}"
-
-
-@dataclass(frozen=True)
-class HostKernel:
-    """One group's C entry: ``int32_t <symbol>(<params>)`` returning 0 on success."""
-
-    index: int  # the group's position in ``groups``
-    ops: tuple[int, ...]
-    symbol: str  # "<prefix>_<index>"
-    params: tuple[HostParam, ...]
-    inlined: tuple[str, ...]  # const tensor ids folded into the C (0-d scalars)
-    tvm_functions: tuple[str, ...]  # TVM's packed functions the wrapper calls, in order
-    workspace_bytes: int  # pool bytes this kernel needs at its peak (64-byte aligned blocks)
-
-    @property
-    def signature(self) -> str:
-        return f"int32_t {self.symbol}({', '.join(p.ctype for p in self.params)})"
-
-
-@dataclass(frozen=True)
-class HostC:
-    """Everything the export needs for the host kernels.  ``files`` maps a path relative to the
-    export directory to its text; ``include_dirs`` are the ``-I`` directories (same base)."""
-
-    prefix: str
-    kernels: tuple[HostKernel | None, ...]  # one per group; None where the group is unsupported
-    unsupported: Mapping[int, str]  # op id -> why TVM cannot lower it to plain C
-    source: str  # TVM's C for every supported group, with the generated-file header
-    wrappers: str  # the plain C wrappers (<prefix>.c)
-    header: str  # their declarations (<prefix>.h)
-    runtime: str  # workspace pool and error setter (<prefix>_runtime.c)
-    files: Mapping[str, str] = field(repr=False)
-    include_dirs: tuple[str, ...] = ("include",)
-    workspace_bytes: int = 0  # the static pool's size
-    runtime_symbols: tuple[str, ...] = ()  # external symbols TVM's code calls (all in runtime)
-    libs: tuple[str, ...] = ("m",)  # link with -lm: TVM's C calls expf, erff, nearbyintf, ...
-
-    @property
-    def c_files(self) -> tuple[str, ...]:
-        """The translation units to compile (relative paths)."""
-        return tuple(sorted(p for p in self.files if p.endswith(".c")))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,29 +143,6 @@ def host_kernels(
     fields = assemble(prefix, graph, kernels, lowered, owners, unsupported, PLACEHOLDER, tvm.__version__, _header_texts)
     return HostC(prefix=prefix, kernels=tuple(kernels), unsupported=MappingProxyType(dict(sorted(unsupported.items()))),
                  **fields)  # fmt: skip
-
-
-def _check_groups(graph: OpGraph, groups: list[tuple[int, ...]]) -> None:
-    seen: dict[int, int] = {}
-    n = len(graph.ops)
-    for k, grp in enumerate(groups):
-        if not grp:
-            raise ConfigError(f"host group {k} is empty")
-        done: set[str] = set()
-        members = set(grp)
-        for i in grp:
-            if not 0 <= i < n:
-                raise ConfigError(f"host group {k}: no op #{i}; the model has ops #0..#{n - 1}")
-            if i in seen:
-                raise ConfigError(f"host group {k}: op #{i} ({graph.ops[i].name!r}) is already in group {seen[i]}")
-            seen[i] = k
-            op = graph.ops[i]
-            for t in op.inputs:
-                tt = graph.tensors[t]
-                if tt.kind == "act" and tt.producer in members and t not in done:
-                    raise ConfigError(f"host group {k}: op #{i} ({op.name!r}) reads the output of op "
-                                      f"#{tt.producer}, which comes later in the group (list ops in topological order)")  # fmt: skip
-            done.update(op.outputs)
 
 
 class _Calls(dict):
@@ -345,43 +266,6 @@ def cache_info() -> dict[str, int]:
     """Lookups of lowered groups since the last ``cache_clear``: hits, misses (= lowerings), size."""
     with _cache_lock:
         return {**_stats, "size": len(_cache)}
-
-
-# kinds that join the group of the op feeding them (a conv2d / matmul epilogue, QDQ wrappers)
-_EPILOGUE = frozenset({"add", "subtract", "multiply", "divide", "relu", "clip", "sigmoid", "tanh", "gelu",
-                       "gelu_tanh", "silu", "leakyrelu", "hardswish", "quantize", "minimum", "maximum"})  # fmt: skip
-_ROOTS = frozenset({"conv1d", "conv2d", "conv3d", "conv2d_transpose", "matmul", "max_pool2d", "avg_pool2d",
-                    "mean", "softmax", "layer_norm"})  # fmt: skip
-
-
-def chain_groups(graph: OpGraph, op_ids: Sequence[int] | None = None) -> list[tuple[int, ...]]:
-    """A default grouping of ``op_ids`` (all ops if None) into host kernels, in topological order:
-    an op joins the group of the op it reads when it is that op's only consumer and an epilogue
-    (bias add, activation, quantize, clip, ...), or when a ``dequantize`` feeds it a root op
-    (conv / matmul / pool / mean / softmax / layer_norm) and the group has no root yet."""
-    ids = sorted(set(range(len(graph.ops)) if op_ids is None else (int(i) for i in op_ids)))
-    chosen = set(ids)
-    outs = set(graph.outputs)
-    groups: list[list[int]] = []
-    has_root: list[bool] = []
-    for i in ids:
-        op = graph.ops[i]
-        last = groups[-1][-1] if groups else None
-        joins = False
-        if last is not None and op.inputs:
-            prev = graph.ops[last]
-            src = op.inputs[0]
-            feeds = (len(prev.outputs) == 1 and src == prev.outputs[0] and src not in outs
-                     and graph.consumers(src) == (i,) and last in chosen)  # fmt: skip
-            if feeds:
-                joins = op.kind in _EPILOGUE or (op.kind in _ROOTS and prev.kind == "dequantize" and not has_root[-1])
-        if joins:
-            groups[-1].append(i)
-            has_root[-1] = has_root[-1] or op.kind in _ROOTS
-        else:
-            groups.append([i])
-            has_root.append(op.kind in _ROOTS)
-    return [tuple(g) for g in groups]
 
 
 def _header_texts(names: Sequence[str]) -> dict[str, str]:

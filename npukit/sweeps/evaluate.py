@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import pipeline as pl
-from .grid import Axis, PointKeys, axis_type, canon, column_value, config_of, moves_ops, soc_changes
+from .grid import Axis, PointKeys, canon, moves_ops
+from .points import axis_type, column_value, config_of, soc_changes
 
 ERROR_COLUMNS = ("snr_db", "max_abs_error", "top1_agreement", "accuracy", "accuracy_fp32", "error")
 # the generated code's memory (memory=True) and its fit in the configuration's own budgets: the weights

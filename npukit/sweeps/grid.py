@@ -13,6 +13,8 @@ each with a list of values, combined as a product, a list (zipped) or random sam
 
 A grid is validated like a profile: an unknown key or value raises a ``GridError`` naming the file's
 line and the closest valid choices (tomllib gives no line numbers; ``key_lines`` finds them).
+
+``points`` turns one point of a grid into its profile changes and Config.
 """
 
 from __future__ import annotations
@@ -297,7 +299,7 @@ def _axis(key: str, raw, line: int, fail, mode: str) -> Axis:
 
 
 # ---------------------------------------------------------------------------------------------
-# a point -> (profile changes, Config)
+# a point's effect on the partition; the ids and sort keys of many points
 
 # configurations that differ only in these share one first-fit partition (see SocProfile.rules_digest)
 
@@ -314,36 +316,6 @@ def moves_ops(path: str, value=None, soc=None) -> bool:
             return set(value) != set(soc.processor(parts[1]).macs_per_cycle)
         return parts[2] not in COST_FIELDS
     return parts[0] not in COST_TOP
-
-
-def soc_changes(axes: tuple[Axis, ...], values: tuple) -> dict:
-    """The profile changes of one point: ``{"processors.dla.clock_mhz": 800, ...}``."""
-    return {a.target[0]: v for a, v in zip(axes, values) if a.kind == "soc"}
-
-
-def config_of(axes: tuple[Axis, ...], values: tuple, soc) -> Config:
-    """The Config of one point on its (already changed) profile ``soc``; support toggles are edits
-    only where they differ from the profile (as ``Study.set_support``)."""
-    from ..opset import canonical  # noqa: PLC0415
-
-    cfg = Config()
-    for a, v in zip(axes, values):
-        k = a.kind
-        if k == "bits":
-            cfg = cfg.with_bits(v, processor=a.target[0])
-        elif k == "layer_bits":
-            cfg = cfg.with_bits(v, layer=a.target[0])
-        elif k == "support":
-            proc, op = a.target[0], canonical(a.target[1], "op")
-            if v == (op in soc.processor(proc).ops):
-                cfg = cfg.without_support_edit(proc, op)
-            else:
-                cfg = cfg.with_support(proc, op, v)
-        elif k == "pin":
-            cfg = cfg.with_pin(a.target[0], None if v == NO_PIN else v)
-        elif k == "placement":
-            cfg = dataclasses.replace(cfg, placement=v)
-    return cfg
 
 
 def _group(a: Axis) -> int:
@@ -383,25 +355,3 @@ class PointKeys:
         for g, k in zip(self._groups, pos):
             groups[g].append(k)
         return tuple(groups[0]), tuple(groups[1]), tuple(groups[2])
-
-
-def axis_type(a: Axis) -> str:
-    """The column type of an axis: bool | int | float | str | json (tables, lists, mixed values)."""
-    types = {type(v) for v in a.values}
-    if types == {bool}:
-        return "bool"
-    if types == {int}:
-        return "int"
-    if types <= {int, float}:
-        return "float"
-    if types == {str}:
-        return "str"
-    return "json"
-
-
-def column_value(a: Axis, kind: str, v):
-    if kind == "json":
-        return canon(v)
-    if kind == "float":
-        return float(v)
-    return v

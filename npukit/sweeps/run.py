@@ -23,7 +23,8 @@ from ..config import Config
 from ..soc import load_soc
 from .check import check_grid
 from .evaluate import ERROR_COLUMNS, MEMORY_COLUMNS, Job, flatten, run_chunk, run_remote
-from .grid import PointKeys, axis_type, has_placement, load_grid
+from .grid import PointKeys, has_placement, load_grid
+from .points import axis_type
 from .store import Store, SweepError, arrow_schema, concat, dedupe
 
 

@@ -13,6 +13,7 @@ import pytest
 from conftest import missing_tool, onnx_model, run_cli, save_onnx, tensor_info
 
 import npukit
+from npukit import pipeline
 from npukit.codegen.build import make, run_program
 
 
@@ -57,7 +58,7 @@ def test_a_uint8_qdq_model_exports_builds_and_matches(tmp_path, placement):
         calls = (d / "src" / "partitions_nvdla.c").read_text()
         assert "NVDLA_U8" in calls and "nvdla_conv2d(" in calls
     make(d)
-    sim = npukit.pipeline.simulate(s.result, s.data, range(len(x)))
+    sim = pipeline.simulate(s.result, s.data, range(len(x)))
     # onnxruntime's graph optimizations fuse the QDQ conv into a uint8 QLinearConv that, in 1.32,
     # differs by up to 0.48 from the model's own arithmetic (which numpy and an unoptimized session
     # agree on): the reference is the model as written
@@ -87,7 +88,7 @@ def test_host_groups_whose_constants_differ_only_in_metadata_lower_apart(tmp_pat
     monkeypatch.setattr(hostc, "_cache_key", lambda *a, **k: keys.append(real(*a, **k)) or keys[-1])
     runs = []
     for zero in (128, 128, 100):
-        with npukit.pipeline.from_scratch():  # (the second model would be the first's cached code)
+        with pipeline.from_scratch():  # (the second model would be the first's cached code)
             s = npukit.Study(_qdq_conv(tmp_path, np.uint8, zero), "arm-dsp-dla", placement="cost")
             keys.clear()
             _ = s.code

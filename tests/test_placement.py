@@ -646,3 +646,45 @@ def test_linked_moves_take_a_head_to_the_processor_its_sibling_is_on():
     assert list(_linked_moves(a, cands, lambda j: edges[j])) == [([2, 3, 4], "dla")]
     # the CPU's maximal run itself is _run_moves' to try, not yielded again
     assert list(_linked_moves(("dla", "arm", "arm"), [["arm", "dla"]] * 3, lambda j: {0: (1,), 1: (0, 2), 2: (1,)}[j])) == []
+
+
+def test_the_dp_resumed_from_a_kept_run_equals_the_dp_run_again(monkeypatch):
+    """The DP keeps each run's states step by step; an edit resumes it at the first group whose step
+    reads otherwise (a pin in the middle of the MobileNet: the groups before it are kept), and an
+    edit undone resumes at the end.  Every resumed result equals the DP run from the first group."""
+    from npukit.placement import additive, search
+    from npukit.placement import dp as dp_mod
+
+    resumed: list[tuple[int, int]] = []  # (steps in common, steps)
+    longest = dp_mod._DpRun.longest
+
+    def spy(kept, steps):
+        top = longest(kept, steps)
+        if kept is not None:
+            resumed.append((top[0] if top else 0, len(steps)))
+        return top
+
+    def dp(add, cands):
+        with monkeypatch.context() as m:
+            m.setattr(additive.Additive, "dp_runs", lambda self: None)
+            fresh = dp_mod.dp(add, cands)
+        got = dp_mod.dp(add, cands)
+        assert got == fresh
+        return got
+
+    monkeypatch.setattr(dp_mod._DpRun, "longest", staticmethod(spy))
+    monkeypatch.setattr(search, "dp", dp)
+    pipeline.clear_caches()  # (no decision of an earlier test at hand, no DP run kept)
+    s = npukit.Study(SAMPLES / "mobilenet_v1_025_int8.tflite", "ethos-u55-256")
+    _ = s.plan
+    ops = [op.name for op in s.graph.ops if op.kind == "conv2d"]
+    middle = ops[len(ops) // 2]
+    s.pin(middle, "m55")
+    _ = s.plan
+    pipeline.clear_partition_caches()  # (else the first decision is at hand)
+    s.unpin(middle)
+    _ = s.plan
+    assert len(resumed) == 3, resumed
+    kept = [(m, n) for m, n in resumed if m]
+    assert any(0 < m < n for m, n in kept), resumed  # the pin: resumed at its group
+    assert any(m == n for m, n in kept), resumed  # the pin undone: every step as the first decision's

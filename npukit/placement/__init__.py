@@ -49,12 +49,14 @@ partition; the same kernels are kept by content for the real plans, ``grouping.k
 what is left per plan is the plan itself, its boundaries and the one pass of its schedule that
 gives its makespan (``timeline.makespan``).  The additive model's kernel and boundary times and
 each single move's change (keyed by the processors of the groups it reads) are kept across edits
-too, per grouping and bit-widths, so the move passes after an edit recompute only what it touched.
+too, per grouping and bit-widths, so the move passes after an edit recompute only what it touched;
+and the DP's states step by step, so an edit resumes the DP at the first group whose step reads
+otherwise (a pin: its group; an edit undone: past the last group).
 
 The settings named above are constants of the modules that use them: ``npukit.placement.search``
 (``EXHAUSTIVE``, ``EXHAUSTIVE_WORK``, ``MOVE_BUDGET``, ``VIRTUAL_MOVES_MAX_OPS``,
 ``EXACT_REASONS_MAX_OPS``, ``PROMISING``), ``.virtual`` (``BOUND_DIFF_MAX``, ``CROSSINGS_KEPT``)
-and ``.additive`` (what the additive model keeps).
+``.additive`` (what the additive model keeps) and ``.dp`` (``DP_RUNS_KEPT``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The additive model: a group's kernel time, the call overhead of every partition entered and the
-transfer + conversions of every tensor crossing processors, summed; the DP over the groups in order
-and the passes of single-group moves it prices.  Its figures are kept across edits (``_Edges``)."""
+transfer + conversions of every tensor crossing processors, summed.  Its figures are kept across
+edits (``_Edges``).  The DP and the move passes it prices: ``npukit.placement.dp``."""
 
 from __future__ import annotations
 
@@ -45,6 +45,14 @@ class Additive:
             self._deltas, self._kc, self._bc = edges.kept(b"".join([runs[2][p] for p in ev.soc.names]))
         else:
             self._deltas = None
+
+    def dp_runs(self) -> list | None:
+        """The DP's kept runs (``dp``) for this profile at these bit-widths, in the shared mapping
+        (None: nothing is kept, a decision without one)."""
+        runs = self.ev.runs
+        if runs is None or self._deltas is None:
+            return None
+        return self._shared.setdefault(("dp", b"".join([runs[2][p] for p in self.ev.soc.names])), [])
 
     def kernel_us(self, k: int, p: str) -> float:
         key = (k, p)
@@ -218,6 +226,7 @@ class _Edges:
         self._terms: dict[int, list] = {}
         self._deps: dict[int, tuple[int, ...]] = {}
         self._kept: OrderedDict = OrderedDict()  # bit-width columns -> figures (``kept``)
+        self._dp_steps: list | None = None
 
     def deps(self, k: int) -> tuple[int, ...]:
         """The groups whose processors ``Additive.delta`` of group ``k`` reads: itself and its
@@ -235,6 +244,16 @@ class _Edges:
                 s.update(cons)
             d = self._deps[k] = tuple(sorted(s))
         return d
+
+    def dp_steps(self) -> list[tuple]:
+        """Per group, what a step of ``dp`` reads besides its candidates: the group, and each
+        tensor it reads from outside with how many groups back its producer is (0: a model input
+        or a later group, read from the host)."""
+        steps = self._dp_steps
+        if steps is None:
+            steps = self._dp_steps = [(grp, tuple([(tid, k - pk if 0 <= pk < k else 0) for tid, pk in self.ins[k]]))
+                                      for k, grp in enumerate(self.groups)]  # fmt: skip
+        return steps
 
     def kept(self, bits: bytes) -> tuple[dict, dict, dict]:
         """The additive model's figures kept for these groups at the bit-widths ``bits`` (a digest
@@ -258,90 +277,3 @@ class _Edges:
                 terms += [(tid, pk, cons, o) for t2, cons, o in src if t2 == tid]
             self._terms[k] = terms
         return terms
-
-
-
-def dp(add: Additive, cands) -> list[str]:
-    """Dynamic programming over the groups in order, the state the previous group's processor.  A
-    path is kept as a linked list (processor, the path before it), so extending it costs nothing;
-    the processor of an earlier group is found by walking back, unless it is settled: once a step
-    keeps a single state (a group with one candidate, often), every later path passes through it,
-    so the processors of the groups up to it are the same on all of them (``settled``)."""
-    ev = add.ev
-    host = ev.soc.host
-    tensors = ev.g.tensors
-    best: dict[str | None, tuple[float, tuple | None]] = {None: (0.0, None)}
-    settled: list[str] = []  # processor per group, the same on every path kept
-    kc, bc = add._kc, add._bc  # (the figures looked up where they are kept)
-    reader = add._edges.reader
-    calls = {p: (add.call_us(p) if p != host else 0.0) for p in ev.soc.names}
-    for k, c in enumerate(cands):
-        nxt: dict[str | None, tuple[float, tuple | None]] = {}
-        ins = add.ins[k]
-        readers = [reader[(tid, k)] for tid, _pk in ins]  # each tensor's first reader in the group
-        n_settled = len(settled)
-        for p in c:
-            base = kc.get((k, p))
-            if base is None:
-                base = add.kernel_us(k, p)
-            call = calls[p]
-            dbs = [add.dst_bits(tid, p, r) for (tid, _pk), r in zip(ins, readers)]
-            top = None
-            for q, (cost, path) in best.items():
-                x = cost + base
-                if q != p:
-                    x += call
-                for (tid, pk), r, db in zip(ins, readers, dbs):
-                    if pk < 0 or pk >= k:  # a model input, or a group later in the order
-                        src = host
-                    elif pk == k - 1:
-                        src = q
-                    elif pk < n_settled:
-                        src = settled[pk]
-                    else:
-                        node, at = path, k - 1
-                        while at > pk:
-                            node, at = node[1], at - 1
-                        src = node[0]
-                    if src != p:
-                        v = bc.get((tid, src, p, db))
-                        x += add.boundary_us(tid, src, p, tensors[tid].producer, r) if v is None else v
-                if top is None or x < top[0] or (x == top[0] and str(q) < str(top[2])):
-                    top = (x, path, q)
-            nxt[p] = (top[0], (p, top[1]))
-        best = nxt
-        if len(best) == 1:  # every later path passes through this state
-            (_x, node), = best.values()
-            fill = []
-            for _ in range(k + 1 - n_settled):
-                fill.append(node[0])
-                node = node[1]
-            settled += fill[::-1]
-    _x, path = min(best.values(), key=lambda v: v[0])
-    out: list[str] = []
-    while path is not None:
-        out.append(path[0])
-        path = path[1]
-    return out[::-1]
-
-
-def moves(add: Additive, cands, a: list[str]) -> tuple[list[str], dict | None]:
-    """Passes of improving single-group moves under the additive model.  Also returns every move's
-    change from the final assignment when the last pass computed them all without moving (else
-    None): the reasons quote the same figures."""
-    a = list(a)
-    deltas = None
-    for _ in range(4):
-        improved = False
-        seen = {}
-        for k, c in enumerate(cands):
-            for p in c:
-                if p != a[k]:
-                    d = seen[(k, p)] = add.delta(a, k, p)
-                    if d < -1e-9:
-                        a[k] = p
-                        improved = True
-        if not improved:
-            deltas = seen
-            break
-    return a, deltas

@@ -12,7 +12,8 @@ from ..cost import Tables
 from ..graph import OpGraph
 from ..rules import Verdict
 from ..soc import SocProfile
-from .additive import Additive, dp, moves
+from .additive import Additive
+from .dp import dp, moves
 from .groups import Accepts, Choice, groups_of
 from .virtual import Evaluator
 

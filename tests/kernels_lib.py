@@ -92,6 +92,8 @@ LayerNormParams = _struct("LayerNormParams", [("num_axes", I32), ("eps", c_float
                                                ("beta", c_void_p)])  # fmt: skip
 BatchNormParams = _struct("BatchNormParams", [("axis", I32), ("eps", c_float), ("mean", c_void_p),
     ("var", c_void_p), ("gamma", c_void_p), ("beta", c_void_p)])  # fmt: skip
+GroupNormParams = _struct("GroupNormParams", [("num_groups", I32), ("eps", c_float), ("gamma", c_void_p),
+                                               ("beta", c_void_p)])  # fmt: skip
 SliceParams = _struct("SliceParams", [("num_axes", I32), ("axes", I32 * 6), ("begin", c_int64 * 6),
                                        ("end", c_int64 * 6), ("strides", c_int64 * 6)])  # fmt: skip
 Resize2dParams = _struct("Resize2dParams", [("method", I32), ("coord_mode", I32), ("nearest_mode", I32)])

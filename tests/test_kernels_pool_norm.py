@@ -12,6 +12,7 @@ import pytest
 from kernels_lib import (
     ALL_DTYPES,
     BatchNormParams,
+    GroupNormParams,
     LayerNormParams,
     Pool2dParams,
     T,
@@ -221,6 +222,31 @@ def test_batch_norm(dtype):
     assert_close(out, ref)
     p.var = None
     assert call("batch_norm", x.p, out.p, ctypes.byref(p)) == 1
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_group_norm(dtype):
+    """Statistics per (sample, group of consecutive channels) over the group's channels and every
+    later axis, then gamma / beta per channel; an instance norm is as many groups as channels."""
+    rng = rng_for("gn", dtype)
+    x = rand_tensor(rng, (2, 6, 3, 4), dtype, "nhwc", lo=-2, hi=3)
+    xr = x.real().astype(np.float64)
+    gamma = rng.uniform(0.5, 1.5, 6).astype(np.float32)
+    beta = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
+    c = (slice(None), None, None)
+    for groups in (1, 3, 6):
+        xg = xr.reshape(2, groups, -1)
+        mean, var = xg.mean(-1, keepdims=True), xg.var(-1, keepdims=True)
+        ref = ((xg - mean) / np.sqrt(var + np.float64(np.float32(1e-5)))).reshape(xr.shape) * gamma[c] + beta[c]
+        out = out_tensor(x.shape, dtype, "tiled", lo=float(ref.min()), hi=float(ref.max()))
+        ok("group_norm", x.p, out.p, ctypes.byref(GroupNormParams(groups, 1e-5, ptr(gamma), ptr(beta))))
+        assert_close(out, ref)
+    out = out_tensor(x.shape, dtype, lo=-3, hi=3)
+    ok("group_norm", x.p, out.p, ctypes.byref(GroupNormParams(6, 1e-5, None, None)))
+    axes = (2, 3)
+    assert_close(out, (xr - xr.mean(axes, keepdims=True)) / np.sqrt(xr.var(axes, keepdims=True) + np.float64(np.float32(1e-5))))
+    assert call("group_norm", x.p, out.p, ctypes.byref(GroupNormParams(4, 1e-5, None, None))) == 6  # 6 channels, 4 groups
+    assert call("group_norm", x.p, out.p, None) == 1
 
 
 LAYOUTS = ("nchw", "nhwc", "tiled")

@@ -18,7 +18,7 @@ CALLS = frozenset({
     "split", "strided_slice", "quantize", "dequantize", "astype", "topk", "sort", "argsort",
     "all_class_non_max_suppression",
 })  # fmt: skip
-CHECKED = frozenset({"conv2d", "layer_norm", "batch_norm", "pad", "resize2d"})  # a call for some of their attributes
+CHECKED = frozenset({"conv2d", "layer_norm", "batch_norm", "group_norm", "instance_norm", "pad", "resize2d"})  # a call for some of their attributes
 KNOWN = CALLS | CHECKED  # the kinds the kernel library has a call for, at all
 PAD_MODES = {"constant": "CONSTANT", "replicate": "REPLICATE", "reflect": "REFLECT", "circular": "CIRCULAR"}
 COORD_MODES = {"half_pixel": "HALF_PIXEL", "align_corners": "ALIGN_CORNERS", "asymmetric": "ASYMMETRIC",
@@ -62,6 +62,12 @@ def missing_call(g: OpGraph, op: Op) -> str | None:
         rank = len(g.tensors[op.inputs[0]].shape)
         axes = sorted(axis(x, rank) for x in a.get("axes", (-1,)))
         return None if axes == list(range(rank - len(axes), rank)) else f"layer_norm over axes {axes} (only the last axes)"
+    if k in ("group_norm", "instance_norm"):  # one group_norm call: over the channels (axis 1) and every later axis
+        rank = len(g.tensors[op.inputs[0]].shape)
+        axes = sorted(axis(x, rank) for x in a.get("axes", ()))
+        if axis(int(a.get("channel_axis", 1)), rank) != 1 or rank < 3 or axes != list(range(2, rank)):
+            return f"{k} over axes {axes} with channel axis {a.get('channel_axis')} (only axis 1, over every later axis)"
+        return None
     if k == "batch_norm":
         if a.get("training"):
             return "batch_norm in training mode (export the model in eval mode)"

@@ -26,6 +26,7 @@ from .calls import ROUNDING as _ROUNDING
 from .calls import axis as _axis
 from .kernels import quantize_multipliers
 from .lower_mac import MacLowering, _f
+from .lower_norm import NORMS, lower_norm
 from .storage import INTEGER
 
 ACTS = ("relu", "clip")
@@ -161,23 +162,8 @@ class KernelLowering(MacLowering):
         elif k in ("softmax", "log_softmax"):
             fn.call(f"{L}_{k}", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), str(int(a.get("axis", -1))),
                     note=f"{name} ({k})")  # fmt: skip
-        elif k == "layer_norm":
-            rank = len(self.g.tensors[op.inputs[0]].shape)
-            axes = sorted(_axis(x, rank) for x in a.get("axes", (-1,)))  # the last ones (missing_call)
-            gam = self._float_const(op.inputs[1]) if len(op.inputs) > 1 and a.get("scale", True) else "NULL"
-            bet = self._float_const(op.inputs[2]) if len(op.inputs) > 2 and a.get("center", True) else "NULL"
-            v = fn.var("ln")
-            fn.line(f"{L}_layer_norm_params {v} = {{{len(axes)}, {_f(float(a.get('epsilon', 1e-5)))}, {gam}, {bet}}};")
-            fn.call(f"{L}_layer_norm", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=name)
-        elif k == "batch_norm":  # in inference form, its batch statistics unread (missing_call)
-            rank = len(self.g.tensors[op.inputs[0]].shape)
-            gam = self._float_const(op.inputs[1]) if a.get("scale", True) else "NULL"
-            bet = self._float_const(op.inputs[2]) if a.get("center", True) else "NULL"
-            mean, var = self._float_const(op.inputs[3]), self._float_const(op.inputs[4])
-            v = fn.var("bn")
-            fn.line(f"{L}_batch_norm_params {v} = {{{_axis(int(a.get('axis', 1)), rank)}, "
-                    f"{_f(float(a.get('epsilon', 1e-5)))}, {mean}, {var}, {gam}, {bet}}};")  # fmt: skip
-            fn.call(f"{L}_batch_norm", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"&{v}", note=name)
+        elif k in NORMS:
+            lower_norm(self, op)
         elif k == "pad":
             mode = _PAD_MODES.get(str(a.get("pad_mode", "constant")))
             width = [int(w) for w in a.get("pad_width", ())]

@@ -282,6 +282,19 @@ typedef struct {
 
 int32_t npk_batch_norm(const npk_tensor *in, const npk_tensor *out, const npk_batch_norm_params *p);
 
+/* group_norm along axis 1 (NCHW semantics) in num_groups groups of consecutive channels:
+ * y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c], the mean and biased variance over the
+ * group's channels and every axis after axis 1, for each index of axis 0; gamma / beta hold one
+ * float per channel (NULL: 1 / 0).  An instance norm is num_groups = the number of channels. */
+typedef struct {
+    int32_t num_groups;
+    float eps;
+    const float *gamma;
+    const float *beta;
+} npk_group_norm_params;
+
+int32_t npk_group_norm(const npk_tensor *in, const npk_tensor *out, const npk_group_norm_params *p);
+
 /* ---- data movement ------------------------------------------------------------------------- */
 /* All of these convert dtype / layout / quantization on the way like npk_convert (values of the
  * same dtype and quantization are copied bit-exactly). */

@@ -13,8 +13,9 @@ by op without trusting any generated name.
 
 Between folding and tagging, ``canon`` rewrites the function into one canonical form, so that one
 network gives the same ops whichever exporter wrote it (BatchNorm folded into the conv, one gelu for
-GELU's erf arithmetic, roll as slices + concat, ...; the rules are in ``canon_rules`` and
-``canon_moves``).
+GELU's erf arithmetic, one layer / instance / group norm for a norm's arithmetic, one clip for a
+clamp, roll as slices + concat, ...; the rules are in ``canon_rules``, ``canon_moves``,
+``canon_norms`` and ``canon_clamps``).
 
 Modules: ``common`` (marks, shape checks, quiet runs), ``onnx``, ``tflite``, ``torch``, ``relax``
 (one per format), ``tagging`` (fold, canonical form, walk, name, tag).

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from .canon import Match, Pass, _operands, _prim
+from .canon_clamps import clamp_as_clip, compact_bound, merge_clips, unbounded_clip
 from .canon_moves import (
     batched_matmul,
     chunk_as_slices,
@@ -22,6 +23,15 @@ from .canon_moves import (
     permute_chain,
     reshape_chain,
     roll_as_slices,
+)
+from .canon_norms import (
+    group_norm_grouped,
+    instance_norm_arithmetic,
+    instance_norm_batch_axis,
+    instance_norm_batched,
+    layer_norm_arithmetic,
+    norm_affine,
+    norm_epsilon,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -107,20 +117,7 @@ def fold_batch_norm(p: Pass, var, v):
 
 
 # ---------------------------------------------------------------------------------------------
-# clip, hardsigmoid, hardswish
-
-
-def merge_clips(p: Pass, var, v):
-    """``clip(clip(x, a, b), c, d)`` (the inner clip read once) -> ``clip(x, max(a, c), min(b, d))``:
-    torch writes ``hardtanh``-like bounds as two one-sided clips."""
-    x = v.args[0]
-    inner = p.call(x, "relax.clip")
-    if inner is None or not p.single(x):
-        return None
-    lo = max(_prim(inner.args[1]), _prim(v.args[1]))
-    hi = min(_prim(inner.args[2]), _prim(v.args[2]))
-    out = p.emit(p.relax.op.clip(p.m(inner.args[0]), lo, hi), like=var)
-    return Match(out, (x,), "two clips merged into one at import")
+# hardsigmoid, hardswish
 
 
 def _shifted_clip(p: Pass, x, d: float):
@@ -224,54 +221,6 @@ def gelu_erf(p: Pass, var, v):
     return None
 
 
-def _last_axis_mean(p: Pass, call, rank: int) -> bool:
-    """A ``mean`` over the last axis alone, keeping it."""
-    axis = p.attr(call, "axis")
-    axes = [int(a) for a in axis] if axis is not None else []
-    return len(axes) == 1 and axes[0] % rank == rank - 1 and bool(p.attr(call, "keepdims", False))
-
-
-def layer_norm_arithmetic(p: Pass, var, v):
-    """``(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * gamma + beta`` over the last axis, every
-    intermediate read only inside it -> ``layer_norm(x, gamma, beta, axes=[-1], epsilon=eps)``: how
-    torch's ONNX exporter writes a LayerNorm before opset 17 (nine ops), where opset 17 and a .pt2
-    give one.  The op takes the node that made the output (the last add)."""
-    m, beta = _operands(p, v)
-    mul = p.call(m, "relax.multiply") if m is not None and p.single(m) else None
-    nrm, gamma = _operands(p, mul) if mul is not None else (None, None)
-    div = p.call(nrm, "relax.divide") if nrm is not None and p.single(nrm) else None
-    if div is None:
-        return None
-    d, s = div.args
-    sq = p.call(s, "relax.sqrt") if p.single(s) else None
-    ve = p.call(sq.args[0], "relax.add") if sq is not None and p.single(sq.args[0]) else None
-    var_, eps_c = _operands(p, ve) if ve is not None else (None, None)
-    eps = p.scalar(eps_c) if var_ is not None else None
-    mv = p.call(var_, "relax.mean") if eps is not None and p.single(var_) else None
-    pw = p.call(mv.args[0], "relax.power") if mv is not None and p.single(mv.args[0]) else None
-    sub = p.call(d, "relax.subtract") if pw is not None and pw.args[0].same_as(d) and p.uses.get(d, 0) == 2 else None
-    if sub is None or p.scalar(pw.args[1]) != 2.0:
-        return None
-    x, mu = sub.args
-    mm = p.call(mu, "relax.mean") if p.single(mu) else None
-    shape = p.shape(x)
-    if mm is None or not mm.args[0].same_as(x) or shape is None or p.dtype(x) != "float32":
-        return None
-    if not (_last_axis_mean(p, mm, len(shape)) and _last_axis_mean(p, mv, len(shape))):
-        return None
-    c = shape[-1]
-    affine = []
-    for k in (gamma, beta):
-        a = p.const(k)
-        if a is None or a.size != c or a.dtype != np.float32 or (a.ndim and a.shape[-1] != c):
-            return None
-        affine.append(k if a.shape == (c,) else p.derive(_const(p, a.reshape(c), "float32"), k))
-    out = p.emit(p.relax.op.nn.layer_norm(p.m(x), affine[0], affine[1], axes=[-1], epsilon=eps), like=var)
-    return Match(out, (m, nrm, s, sq.args[0], var_, mv.args[0], d, mu),
-                 f"part of a LayerNorm written as arithmetic: imported as one layer_norm op named after the node "
-                 f"that makes its output ({p.src_name(var)!r})")  # fmt: skip
-
-
 _GUARD_OPS = {"relax.logical_not", "relax.astype", "relax.max", "relax.min", "relax.equal", "relax.not_equal",
               "relax.isinf", "relax.logical_and", "relax.logical_or"}  # fmt: skip
 
@@ -369,15 +318,21 @@ def quantized_view(p: Pass, var, v):
 
 
 RULES = {
-    "relax.add": (layer_norm_arithmetic,),
+    "relax.add": (layer_norm_arithmetic, instance_norm_arithmetic, norm_affine),
+    "relax.nn.instance_norm": (instance_norm_batch_axis, norm_epsilon),
+    "relax.nn.layer_norm": (norm_epsilon,),
+    "relax.nn.group_norm": (norm_epsilon,),
+    "relax.nn.rms_norm": (norm_epsilon,),
+    "relax.maximum": (compact_bound, clamp_as_clip),
+    "relax.minimum": (compact_bound, clamp_as_clip),
     "relax.quantize": (quantized_view,),
     "TupleGetItem": (fold_batch_norm, tuple_field),
-    "relax.clip": (merge_clips,),
+    "relax.clip": (unbounded_clip, merge_clips),
     "relax.divide": (hardswish_order, hardsigmoid),
     "relax.multiply": (gelu_erf,),
     "relax.take": (negative_index, roll_as_slices),
     "relax.split": (chunk_as_slices,),
-    "relax.reshape": (identity, batched_matmul, linear_unflattened),
+    "relax.reshape": (identity, batched_matmul, linear_unflattened, group_norm_grouped, instance_norm_batched),
     "relax.broadcast_to": (identity,),
     "relax.astype": (identity, int_avg_pool),
     "relax.permute_dims": (identity, permute_chain),

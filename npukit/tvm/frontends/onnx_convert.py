@@ -183,4 +183,26 @@ def _cumsum(relax, inputs, attrs, opset):
     return relax.op.flip(y, axis) if reverse else y
 
 
-_OWN = {"Clip": _clip, "Pad": _pad, "Einsum": _einsum, "Tile": _tile, "CumSum": _cumsum}
+def _pairwise(name: str):
+    """ONNX ``Min`` / ``Max`` of two inputs or more as ``relax.minimum`` / ``relax.maximum`` of each
+    next input (what ``torch.minimum`` / ``torch.maximum`` give in a .pt2): TVM's converter
+    broadcasts every input to the output's shape, stacks them and reduces the stack (two ops or
+    more for one, and a constant operand such as ``Max(x, 0)``'s zero stored at the output's full
+    size).  Equal values: each is a min / max with numpy broadcasting.  None (TVM's conversion) for
+    one input or constants only (folded)."""
+
+    def convert(relax, inputs, attrs, opset):
+        tvm = _load_tvm()
+        ins = [x for x in inputs if x is not None]
+        if len(ins) < 2 or all(isinstance(x, tvm.ir.GenericConst) for x in ins):
+            return None
+        out = ins[0]
+        for x in ins[1:]:
+            out = getattr(relax.op, name)(out, x)
+        return out
+
+    return convert
+
+
+_OWN = {"Clip": _clip, "Pad": _pad, "Einsum": _einsum, "Tile": _tile, "CumSum": _cumsum, "Min": _pairwise("minimum"),
+        "Max": _pairwise("maximum")}  # fmt: skip

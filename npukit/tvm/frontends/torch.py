@@ -191,7 +191,26 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
             cmap = super().create_convert_map()
             for key, reduce in (("amax.default", relax.op.max), ("amin.default", relax.op.min)):
                 cmap.setdefault(key, lambda node, reduce=reduce: self._npk_reduce(node, reduce))
+            if "native_group_norm.default" in cmap:
+                cmap["native_group_norm.default"] = lambda node, base=cmap["native_group_norm.default"]: (
+                    self._npk_group_norm(node, base))
             return {k: self._npk_wrap(k, fn) for k, fn in cmap.items()}
+
+        def _npk_group_norm(self, node, base):
+            """``aten.native_group_norm`` (input, weight, bias, N, C, HxW, groups, eps) of a GroupNorm
+            without affine: TVM's converter passes the missing weight and bias on as null (a crash
+            further on); here gamma 1 and beta 0, as it writes an instance norm's."""
+            x, w, b, *_, groups, eps = node.args
+            if w is not None and b is not None:
+                return base(node)
+            import numpy as np  # noqa: PLC0415
+
+            x = self.env[x]
+            shape, dt = self.shape_of(x), str(x.ty.dtype)
+            gamma, beta = (self.env[a] if a is not None else relax.const(np.full(int(shape[1]), v, dt), dt)
+                           for a, v in ((w, 1.0), (b, 0.0)))  # fmt: skip
+            return self.block_builder.emit(relax.op.nn.group_norm(x, gamma, beta, int(groups), 1, list(range(2, len(shape))),
+                                                                  float(eps)))  # fmt: skip
 
         def _npk_reduce(self, node, reduce):
             """``torch.amax`` / ``amin`` (which TVM's frontend has no converter for): a max / min

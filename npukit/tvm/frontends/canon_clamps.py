@@ -1,0 +1,71 @@
+"""Canonical-form rules for clamps (see ``canon`` and ``canon_rules``): a clamp is one ``clip``
+whichever way the model wrote it (ONNX Clip or ``Max(x, 0)``, ``torch.clamp``, ``torch.maximum``
+with a number), and a tensor bound is stored at its own size."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .canon import Match, Pass, _operands, _prim
+
+
+def merge_clips(p: Pass, var, v):
+    """``clip(clip(x, a, b), c, d)`` (the inner clip read once) -> ``clip(x, max(a, c), min(b, d))``:
+    torch writes ``hardtanh``-like bounds as two one-sided clips."""
+    x = v.args[0]
+    inner = p.call(x, "relax.clip")
+    if inner is None or not p.single(x):
+        return None
+    lo = max(_prim(inner.args[1]), _prim(v.args[1]))
+    hi = min(_prim(inner.args[2]), _prim(v.args[2]))
+    out = p.emit(p.relax.op.clip(p.m(inner.args[0]), lo, hi), like=var)
+    return Match(out, (x,), "two clips merged into one at import")
+
+
+def unbounded_clip(p: Pass, var, v):
+    """``clip(x, -inf, inf)`` -> ``x``: no op (TVM's import of ``torch.clamp`` with tensor bounds
+    writes a maximum, a minimum and then this clip; the ONNX export of it is the Max and the Min)."""
+    if _prim(v.args[1]) != -math.inf or _prim(v.args[2]) != math.inf:
+        return None
+    return Match(p.m(v.args[0]), (), "no computation of its own: a clip without bounds removed at import")
+
+
+def clamp_as_clip(p: Pass, var, v):
+    """``maximum(x, c)`` / ``minimum(x, c)`` with ``c`` one float number (ONNX ``Max(x, 0)``,
+    ``torch.maximum(x, torch.tensor(0.))``) -> ``clip(x, c, inf)`` / ``clip(x, -inf, c)``: the clamp
+    ``torch.clamp`` and ONNX Clip give, so that a clamp is one kind of op whichever way the model
+    wrote it (and ``merge_clips`` makes a Max then a Min one clip).  The same value for every
+    number; a NaN gives what TVM's clip makes of it (inf above a lower bound; its maximum gave the
+    bound, onnxruntime and torch give NaN)."""
+    x, c = _operands(p, v)
+    k = p.scalar(c) if x is not None else None
+    dt = p.dtype(var)
+    if k is None or not dt.startswith("float") or p.dtype(x) != dt or p.shape(x) is None or p.shape(x) != p.shape(var):
+        return None
+    lo, hi = (k, math.inf) if v.op.name == "relax.maximum" else (-math.inf, k)
+    out = p.emit(p.relax.op.clip(p.m(x), lo, hi), like=var)
+    return Match(out)
+
+
+def compact_bound(p: Pass, var, v):
+    """``maximum(x, c)`` / ``minimum(x, c)`` with a constant ``c`` whose values repeat along an axis
+    -> the same with ``c`` kept once along each such axis: TVM's import of ``torch.clamp(x, min=t)``
+    broadcasts ``t`` to x's whole shape first, where the ONNX export (``Max(x, t)``) stores ``t`` at
+    its own size.  The same values; the constant keeps its name."""
+    x, c = _operands(p, v)
+    a = p.const(c) if x is not None else None
+    shape, out_shape = p.shape(x), p.shape(var)
+    if a is None or a.size <= 1 or shape is None or out_shape is None:
+        return None
+    small = a
+    for ax in range(a.ndim):
+        first = np.take(small, [0], axis=ax)
+        if small.shape[ax] > 1 and np.array_equal(small, np.broadcast_to(first, small.shape)):
+            small = first
+    if small.size == a.size or np.broadcast_shapes(shape, small.shape) != out_shape:
+        return None
+    new = p.derive(p.relax.const(np.ascontiguousarray(small), str(a.dtype)), c)
+    out = p.new_call(v, [new if arg.same_as(c) else p.m(arg) for arg in v.args], like=var)
+    return Match(out)

@@ -85,14 +85,15 @@ output no op on the host reads: its own dtype) --, each the tensor's own dtype w
 model's own input quantize or output dequantize and the tensor its float side (so the boundary
 before a model's input QUANTIZE moves the float tensor and converts nothing: the QUANTIZE does):
 
-* bytes = elements * bits / 8 at the width the tensor travels: bits(d) when the (de/re)quantize
+* bytes = ceil(elements * bits / 8) (whole bytes: seven packed int4 values take 4) at the width
+  the tensor travels: bits(d) when the (de/re)quantize
   runs on the sending processor ([conversion] quantize_on = "src", or "host" when the host sends),
   else bits(s)
 * transfer_us = latency_us + k * bytes / (bandwidth_gbps * 1000), k = 2 through shared DRAM
   (write, then read), else 1
 * layout_us (only when the layouts differ and the tensor has rank 4; any other rank is row-major): a copy, ops * elements /
   vector_ops_per_cycle[w] + 2 * bytes(s) / dram_bytes_per_cycle, in cycles of the converting
-  processor ([conversion] layout_on), bytes(s) = elements * bits(s) / 8; w is the data's own width
+  processor ([conversion] layout_on), bytes(s) = ceil(elements * bits(s) / 8); w is the data's own width
   (ops = 1) unless another width's vector rate moves more bits per cycle (rate * bits: a CPU without
   an FPU copies fp32 as integers), then ops = bits(data) / bits(w)
 * quantize_us (only when the tensor is held differently at the two widths: a model's integer tensor

@@ -173,7 +173,10 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
     if c.quantize is None and any(tid == c.tensor for _i, tid in t.own):
         how += (f", held alike on {c.dst}: the float side of the model's own (de)quantize stays in its own dtype, "
                 "the op converts it itself")
-    tr = [Trace("bytes", f"elements * bits/8 = {tensor.size:,} * {elem_bits(tensor, sent):g}/8 = {c.bytes:,.0f} B "
+    eb = elem_bits(tensor, sent)
+    size = (f"elements * bits/8 = {tensor.size:,} * {eb:g}/8" if tensor.size * eb % 8 == 0 else
+            f"ceil(elements * bits/8) = ceil({tensor.size:,} * {eb:g}/8)")  # (packed values fill whole bytes)
+    tr = [Trace("bytes", f"{size} = {c.bytes:,.0f} B "
                          f"({how})", ("conversion.quantize_on",) if sent != c.src_bits else (), ("shape",)),
           Trace("transfer_us", f"latency_us + {c.via_factor} * bytes / (bandwidth_gbps*1000) = {ln.latency_us:g} + "
                 f"{c.via_factor}*{c.bytes:,.0f}/({ln.bandwidth_gbps:g}*1000) = {num(c.transfer_us)} us"

@@ -52,7 +52,8 @@ def held_as(tensor, bits: str) -> tuple[float, bool]:
 
 
 def tensor_bytes(t: Tensor, bits: str) -> float:
-    return t.size * elem_bits(t, bits) / 8
+    """Bytes of tensor ``t`` held at ``bits``: whole bytes (seven packed int4 values take 4)."""
+    return float(math.ceil(t.size * elem_bits(t, bits) / 8))
 
 
 def input_bits(t: Tensor) -> str:

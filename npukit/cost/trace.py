@@ -51,8 +51,8 @@ def util_text(u: Util, p) -> str:
             lead = f"fill(IC/groups={icg}, {ci}/{kt}) * fill(KH*KW={taps}, kernel_taps={kt})"
         else:
             lead = f"max(fill(IC/groups={icg}, {ci}), fill(IC/groups={icg}, {ci}/{kt}) * fill(KH*KW={taps}, {kt}))"
-        return f"{lead} * {_fills(rest)} = {u.value:.3f}"
-    return f"{_fills(u.factors)} = {u.value:.3f}"
+        return f"{lead} * {_fills(rest)} = {num(u.value)}"
+    return f"{_fills(u.factors)} = {num(u.value)}"
 
 
 def compute_text(c: Compute, t: Tables, i: int, p, bits: str) -> tuple[str, str]:
@@ -68,18 +68,18 @@ def compute_text(c: Compute, t: Tables, i: int, p, bits: str) -> tuple[str, str]
             r = p.reduction
             urf = (f"K={c.red_k:,} <= unroll {r['unroll']:,}: 1" if c.util_red == 1.0 else
                    f"K={c.red_k:,} > unroll {r['unroll']:,}: serial * (unroll / K)^exponent = {r['serial']:g} * "
-                   f"({r['unroll']:,} / {c.red_k:,})^{r['exponent']:g} = {c.util_red:.4f}")  # fmt: skip
+                   f"({r['unroll']:,} / {c.red_k:,})^{r['exponent']:g} = {num(c.util_red)}")  # fmt: skip
             uform = f"{uform}; util_red: {urf}"
             parts.append(f"MACs / (macs_per_cycle[{bits}] * util * util_red * eff) = {w.macs:,} / "
-                         f"({c.macs_per_cycle:g} * {c.util.value:.3f} * {c.util_red:.4f} * {c.eff:g})")  # fmt: skip
+                         f"({c.macs_per_cycle:g} * {num(c.util.value)} * {num(c.util_red)} * {c.eff:g})")  # fmt: skip
         else:
             parts.append(f"MACs / (macs_per_cycle[{bits}] * util * eff) = {w.macs:,} / "
-                         f"({c.macs_per_cycle:g} * {c.util.value:.3f} * {c.eff:g})")  # fmt: skip
+                         f"({c.macs_per_cycle:g} * {num(c.util.value)} * {c.eff:g})")  # fmt: skip
     if w.vector_ops:
         n, letter = c.inner
         dim = f"{letter}={n:,}, innermost in {p.name}'s {p.layout} layout" if letter else f"last dim={n:,}"
         parts.append(f"vector_ops / (vector_ops_per_cycle[{bits}] * util_vec * eff) = "
-                     f"{w.vector_ops:,} / ({c.vector_ops_per_cycle:g} * {c.util_vec:.3f} * {c.eff:g}) "
+                     f"{w.vector_ops:,} / ({c.vector_ops_per_cycle:g} * {num(c.util_vec)} * {c.eff:g}) "
                      f"[util_vec = fill({dim}; vector_lanes {p.vector_lanes:g})]")  # fmt: skip
     return " + ".join(parts) + f" [eff = efficiency[{c.eff_key}] = {c.eff:g}, class {c.cls}]", uform
 
@@ -203,8 +203,8 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
     tr.append(Trace("energy_uj",
                     f"(MACs*pJ_per_mac + vector_ops*pJ_per_op + (DRAM + weight) B*{p.energy_pj_per_byte:g}"
                     f" + on-chip B*{p.energy_pj_per_onchip_byte:g}) pJ / 1e6 + static_mw*latency/1e3 = "
-                    f"({k.e_mac:,.0f} + {k.e_op:,.0f} + {k.e_mem:,.0f}) / 1e6 + {p.static_mw:g}*{k.latency_us:.3f}/1e3 = "
-                    f"{k.energy_uj:.4f} uJ (MACs {k.macs:,}, vector ops {k.vector_ops - k.stage_ops:,}"
+                    f"({num(k.e_mac)} + {num(k.e_op)} + {num(k.e_mem)}) / 1e6 + {p.static_mw:g}*{num(k.latency_us)}/1e3 = "
+                    f"{num(k.energy_uj)} uJ (MACs {k.macs:,}, vector ops {k.vector_ops - k.stage_ops:,}"
                     + (f" + output stage {k.stage_ops:,}" if k.stage_ops else "") + ")",
                     (f"energy_pj_per_mac.{ab}", f"energy_pj_per_op.{ab}", "energy_pj_per_byte",
                      "energy_pj_per_onchip_byte", "static_mw"), ()))  # fmt: skip

@@ -68,7 +68,15 @@ from .model import (
     tables,
     verdicts,
 )
-from .partitioning import bits_policy, byoc_steps, check_placed, layer_width_error, partition, partition_cached
+from .partitioning import (
+    bits_policy,
+    byoc_steps,
+    check_placed,
+    layer_width_error,
+    partition,
+    partition_cached,
+    width_error,
+)
 from .products import (
     RANGES_FORMAT,
     budgets,
@@ -162,4 +170,5 @@ __all__ = [
     "tables",
     "totals",
     "verdicts",
+    "width_error",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DIGITS_ONNX
+from conftest import DIGITS_ONNX, assert_cli_error, onnx_model, run_cli, save_onnx, tensor_info
 
 import npukit
 
@@ -75,3 +75,125 @@ def test_a_pin_of_a_whole_node_against_one_ops_width_names_that_pin():
     assert s.plan.processor[1] == "accel"
     s.pin(0, "accel")  # the study still edits
     assert s.plan.processor[0] == "accel"
+
+
+# ---------------------------------------------------------------------------------------------
+# input_shapes given as anything but {name: dims of ints}: a ShapeError naming the model and entry
+
+
+def _symbolic(tmp_path):
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["y"], name="r")], [tensor_info("x", ["N", 3, 4, 4])],
+                   [tensor_info("y", ["N", 3, 4, 4])])  # fmt: skip
+    return save_onnx(m, tmp_path / "dyn.onnx")
+
+
+@pytest.mark.parametrize(("shapes", "said"), [
+    ((1, 3, 4, 4), "input_shapes must map each input's name to its shape, e.g. input_shapes={'<input name>': "
+                   "(1, 3, 4, 4)}; got the tuple (1, 3, 4, 4)"),
+    ("x=1,3,4,4", "input_shapes must map each input's name to its shape, e.g. input_shapes={'x': (1, 3, 4, 4)}; "
+                  "got the str 'x=1,3,4,4'"),
+    ({"x": 5}, "input_shapes['x'] = 5: a shape is a sequence of dims, e.g. (1, 3, 224, 224)"),
+    ({"x": None}, "input_shapes['x'] = None: a shape is a sequence of dims, e.g. (1, 3, 224, 224)"),
+    ({"x": "1,3,4,4"}, "input_shapes['x'] = '1,3,4,4': a shape is a sequence of dims, e.g. (1, 3, 224, 224)"),
+    ({"x": (True, 3, 4, 4)}, "input_shapes['x'] = (True, 3, 4, 4): dim 0 is True, not an integer; every dim must be "
+                             "a positive integer"),
+    ({"x": (1, 3.0, 4, 4)}, "input_shapes['x'] = (1, 3.0, 4, 4): dim 1 is 3.0, not an integer; every dim must be a "
+                            "positive integer"),
+    ({0: (1, 3, 4, 4)}, "input_shapes key 0 is not an input name (a str)"),
+])  # fmt: skip
+def test_input_shapes_of_the_wrong_types_name_the_model_and_the_entry(tmp_path, shapes, said):
+    path = _symbolic(tmp_path)
+    for make in (lambda: npukit.Study(path, "arm-dsp-dla", input_shapes=shapes),
+                 lambda: npukit.import_model(path, input_shapes=shapes)):  # fmt: skip
+        with pytest.raises(npukit.ShapeError) as e:
+            make()
+        assert str(e.value) == f"{path}: {said}"
+    ok = npukit.Study(path, "arm-dsp-dla", input_shapes={"x": np.array([2, 3, 4, 4])})
+    assert ok.graph.tensors[ok.graph.inputs[0]].shape == (2, 3, 4, 4)
+
+
+def test_input_shapes_of_an_in_memory_model_name_it_by_its_kind(tmp_path):
+    import onnx
+
+    proto = onnx.load(_symbolic(tmp_path))
+    with pytest.raises(npukit.ShapeError) as e:
+        npukit.Study(proto, "arm-dsp-dla", input_shapes={"x": (False, 3, 4, 4)})
+    assert str(e.value) == ("<onnx.ModelProto>: input_shapes['x'] = (False, 3, 4, 4): dim 0 is False, not an integer; "
+                            "every dim must be a positive integer")  # fmt: skip
+
+
+@pytest.mark.parametrize(("arg", "said"), [
+    ("x=", "inspect: argument --input-shape: --input-shape 'x=': no dims after '='; expected NAME=D1,D2,... e.g. "
+           "x=1,3,224,224 (see npukit inspect --help)"),
+    ("=1,3,4,4", "inspect: argument --input-shape: --input-shape '=1,3,4,4': no input name before '='; expected "
+                 "NAME=D1,D2,... (see npukit inspect --help)"),
+    ("x=1,,3,4,4", "inspect: argument --input-shape: --input-shape 'x=1,,3,4,4': dim 1 is empty (see npukit inspect "
+                   "--help)"),
+])  # fmt: skip
+def test_the_command_line_refuses_an_input_shape_it_would_have_read_otherwise(tmp_path, arg, said):
+    assert assert_cli_error(run_cli("inspect", _symbolic(tmp_path), "--input-shape", arg)) == said
+
+
+def test_the_command_line_refuses_one_input_given_two_shapes(tmp_path):
+    path = _symbolic(tmp_path)
+    r = run_cli("inspect", path, "--input-shape", "x=1,3,4,4", "--input-shape", "x=2,3,4,4")
+    assert assert_cli_error(r) == "--input-shape gives input 'x' twice (1,3,4,4 and 2,3,4,4); give each input once"
+    r = run_cli("inspect", path, "--input-shape", "x=2,3,4,4", "--input-shape", "x=2,3,4,4")
+    assert r.returncode == 0 and "input  'x' [2, 3, 4, 4] float32" in r.stdout, r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# a model file rewritten in place with the same size and time stamps is read again
+
+
+def _weights_model(path, value: float):
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(np.full((4, 4), value, "float32"), "w")
+    m = onnx_model([h.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [tensor_info("x", [1, 4])],
+                   [tensor_info("y", [1, 4])], [w])  # fmt: skip
+    return save_onnx(m, path)
+
+
+def _weight(study) -> float:
+    g = study.graph
+    return float(next(iter(g.consts.values())).ravel()[0])
+
+
+def test_a_model_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path):
+    import os
+
+    path = _weights_model(tmp_path / "m.onnx", 1.0)
+    st = os.stat(path)
+    assert _weight(npukit.Study(path, "arm-dsp-dla")) == 1.0
+    _weights_model(path, 2.0)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # as cp -p / rsync -t leave it
+    assert os.stat(path).st_size == st.st_size and os.stat(path).st_mtime_ns == st.st_mtime_ns
+    assert _weight(npukit.Study(path, "arm-dsp-dla")) == 2.0
+
+
+def test_a_settled_model_file_is_not_read_again_until_it_changes(tmp_path, monkeypatch):
+    """The digest of the bytes is kept per stat signature once the file's ctime is settled (here:
+    at once), so loading an unchanged file again reads only its stat; a rewrite moves the ctime."""
+    import hashlib
+    import os
+    import time
+
+    from npukit.pipeline import source
+
+    monkeypatch.setattr(source, "SETTLED_NS", 0)
+    reads = []
+    digest = hashlib.file_digest
+    monkeypatch.setattr(source.hashlib, "file_digest", lambda f, alg: reads.append(f.name) or digest(f, alg))
+    path = _weights_model(tmp_path / "m.onnx", 1.0)
+    time.sleep(0.05)  # (past the file system's time stamp granularity)
+    first = npukit.pipeline.load(path)
+    assert npukit.pipeline.load(path) is first and reads == [str(path)]
+    st = os.stat(path)
+    _weights_model(path, 3.0)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    again = npukit.pipeline.load(path)
+    assert len(reads) == 2 and again is not first and float(next(iter(again.graph.consts.values())).ravel()[0]) == 3.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..errors import ShapeError
 from .text import finite, fmt_int, jsonable, records, show, table
 
 
@@ -29,11 +30,22 @@ def cmd_socs(args) -> int:
     return 0
 
 
+def input_shapes(args) -> dict | None:
+    """The --input-shape options as input_shapes; an input given twice is refused, not the last kept."""
+    out: dict = {}
+    for name, dims in args.input_shape:
+        if name in out and out[name] != dims:
+            raise ShapeError(f"--input-shape gives input {name!r} twice ({','.join(map(str, out[name]))} and "
+                             f"{','.join(map(str, dims))}); give each input once")  # fmt: skip
+        out[name] = dims
+    return out or None
+
+
 def cmd_inspect(args) -> int:
     from ..opset import work  # noqa: PLC0415
     from ..pipeline import load  # noqa: PLC0415
 
-    g = load(args.model, dict(args.input_shape) or None).graph
+    g = load(args.model, input_shapes(args)).graph
     rows = []
     for op in g.ops:
         w = work(op, g)
@@ -75,7 +87,7 @@ def _build_study(args):
 
     cfg = Config.read(args.config) if args.config else None
     try:
-        s = Study(args.model, args.soc, cfg, input_shapes=dict(args.input_shape) or None, placement=args.placement)
+        s = Study(args.model, args.soc, cfg, input_shapes=input_shapes(args), placement=args.placement)
     except ConfigError as e:  # (--placement is one of argparse's choices) the config's edits do not fit
         if cfg is None:  # this model or profile: a config saved from another one
             raise

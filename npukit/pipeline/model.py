@@ -19,6 +19,7 @@ from ..rules import Verdict, capabilities
 from ..rules import verdicts as _verdicts
 from ..soc import BITS, SocProfile
 from .caches import CAPS, COSTS, IMPORTS, TABLES, VERDICTS
+from .source import file_key, input_shapes_of, model_label
 
 
 class Model:
@@ -123,19 +124,16 @@ def _graph_digest(g: OpGraph) -> str:
 
 def load(model, input_shapes: Mapping[str, tuple] | None = None) -> Model:
     """Import a model (a path, an onnx.ModelProto, an ExportedProgram, a Relax IRModule, or a Model),
-    once per (file, mtime, size, input shapes)."""
+    once per (file, content of its bytes, input shapes)."""
     if isinstance(model, Model):
         return model
     from ..tvm.importers import import_model  # noqa: PLC0415 - keeps `import npukit` free of tvm
 
+    input_shapes = input_shapes_of(input_shapes, model_label(model))
     key = None
     if isinstance(model, (str, os.PathLike)):
-        p = Path(model)
-        try:
-            st = p.stat()
-            key = (str(p.resolve()), st.st_mtime_ns, st.st_size, _shape_key(input_shapes))
-        except OSError:
-            key = None
+        fk = file_key(Path(model))
+        key = None if fk is None else (*fk, _shape_key(input_shapes))
         if key is not None and (hit := IMPORTS.get(key)) is not None:
             return hit
     imp = import_model(model, input_shapes)

@@ -197,3 +197,54 @@ def test_a_settled_model_file_is_not_read_again_until_it_changes(tmp_path, monke
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     again = npukit.pipeline.load(path)
     assert len(reads) == 2 and again is not first and float(next(iter(again.graph.consts.values())).ravel()[0]) == 3.0
+
+
+# ---------------------------------------------------------------------------------------------
+# sweep_study given something that is not one row of the sweep, or a row on another profile
+
+
+@pytest.fixture(scope="module")
+def dla_sweep():
+    return npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", {"soc.processors.dla.clock_mhz": [500, 1000]}, workers=0,
+                        progress=False)  # fmt: skip
+
+
+HOW = "pass one row of the sweep's results, e.g. df.iloc[3] (or a dict of one row's columns)"
+
+
+def test_sweep_study_says_what_is_not_a_row(dla_sweep):
+    from npukit.sweeps import SweepError
+
+    cases = [
+        (3, "sweep_study: 3 is an index, not a row of this sweep; pass the row itself: df.iloc[3] (or a dict of one "
+            "row's columns)"),
+        ({"foo": 1}, f"sweep_study: not a row of this sweep: it has no 'config' column (its keys: 'foo'); {HOW}"),
+        ("0", f"sweep_study: the str '0' is not a row of this sweep; {HOW}"),
+        (dla_sweep, f"sweep_study takes one row, not a DataFrame of 2 rows; {HOW}"),
+        ({"index": 1, "config": "bits = 8"}, "sweep row 1: its config 'bits = 8' is not a saved config (Expecting "
+                                             f"value: line 1 column 1 (char 0)); {HOW}"),
+    ]  # fmt: skip
+    for row, said in cases:
+        with pytest.raises(SweepError) as e:
+            npukit.sweep_study(row, DIGITS_ONNX, "arm-dsp-dla")
+        assert str(e.value) == said
+    s = npukit.sweep_study(dla_sweep.iloc[1], DIGITS_ONNX, "arm-dsp-dla")  # a row still opens
+    assert s.soc.processor("dla").clock_mhz == 1000 and s.totals["latency_us"] == dla_sweep.iloc[1]["latency_us"]
+
+
+def test_a_sweep_row_opened_on_a_profile_without_its_processor_says_so(dla_sweep):
+    from npukit.sweeps import SweepError
+
+    with pytest.raises(SweepError) as e:
+        npukit.sweep_study(dla_sweep.iloc[0], DIGITS_ONNX, "vsi-npu")
+    assert str(e.value) == ("sweep row 0: vsi-npu has no processor 'dla' (the row's column soc.processors.dla.clock_mhz); "
+                            "open the row on the profile its sweep ran on (valid names: 'a53', 'npu')")  # fmt: skip
+    with pytest.raises(SweepError) as e:
+        npukit.sweep_study({"index": 4, "config": '{"bits": {"dla": "fp16"}}'}, DIGITS_ONNX, "vsi-npu")
+    assert str(e.value) == ("sweep row 4: vsi-npu has no processor 'dla' (the row's config bits.dla); open the row on "
+                            "the profile its sweep ran on (valid names: 'a53', 'npu')")  # fmt: skip
+    with pytest.raises(npukit.ConfigError) as e:
+        npukit.sweep_study({"index": 5, "config": '{"pins": {"/nope": "dla"}}'}, DIGITS_ONNX, "arm-dsp-dla")
+    assert str(e.value).startswith("sweep row 5: its config {\"pins\": {\"/nope\": \"dla\"}} does not fit this model: "
+                                   "unknown node '/nope'; ")
+    assert str(e.value).endswith("; open the row on the model its sweep ran on")

@@ -22,7 +22,7 @@ from pathlib import Path
 from . import pipeline as pl
 from . import tables
 from .config import Config
-from .errors import ConfigError, NpukitError
+from .errors import ConfigError, NpukitError, in_config
 from .graph import OpGraph
 from .plan import Plan
 from .soc import SocProfile, load_soc
@@ -55,7 +55,13 @@ class Study(StudyEdits, StudyOutputs):
             if placement not in PLACEMENTS:
                 raise ConfigError(f"unknown placement policy {placement!r}; one of {', '.join(map(repr, PLACEMENTS))}")
             cfg = cfg.with_placement(placement)
-        self._apply(cfg)
+        try:
+            self._apply(cfg)
+        except ConfigError as e:  # a config given whole: its file (or "config"), then the field at fault
+            where = Config.origin(config)
+            if where is None or not (where or e.field):
+                raise
+            raise in_config(where, e) from None
 
     _coerce = staticmethod(lambda config: Config.coerce(config))
 

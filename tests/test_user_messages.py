@@ -248,3 +248,49 @@ def test_a_sweep_row_opened_on_a_profile_without_its_processor_says_so(dla_sweep
     assert str(e.value).startswith("sweep row 5: its config {\"pins\": {\"/nope\": \"dla\"}} does not fit this model: "
                                    "unknown node '/nope'; ")
     assert str(e.value).endswith("; open the row on the model its sweep ran on")
+
+
+# ---------------------------------------------------------------------------------------------
+# a config file's error names the file, then the field at fault, from the API as on the command line
+
+VALID = "'arm', 'dla', 'dsp'"
+
+
+@pytest.mark.parametrize(("name", "text", "said"), [
+    ("badnode.toml", '[pins]\n"/nope" = "dla"\n', "pins.\"/nope\": unknown node '/nope'; some of the 14 valid names: "
+                                                 "'/conv1/Conv', '/conv1/Conv/add', '/conv2/Conv', '/conv2/Conv/add', '/fc1/Gemm'"),
+    ("badproc.toml", '[bits]\nnpu = "int8"\n', f"bits.npu: unknown processor 'npu'; valid names: {VALID}"),
+    ("badpinproc.toml", '[pins]\n"/softmax/Softmax" = "npu"\n', "pins.\"/softmax/Softmax\": unknown processor 'npu'; "
+                                                                f"valid names: {VALID}"),
+    ("badpin.toml", '[pins]\n"/softmax/Softmax" = "dla"\n', "pins.\"/softmax/Softmax\": cannot pin '/softmax/Softmax' "
+                                                            "(softmax) to dla: dla: does not support relax.nn.softmax"),
+    ("badwidth.toml", '[bits]\ndla = "int4"\n', "bits.dla: dla cannot run int4: processors.dla.macs_per_cycle lists "
+                                                "int8, fp16"),
+    ("badlayer.toml", '[layer_bits]\n"/conv1/Conv" = "int2"\n', "layer_bits.\"/conv1/Conv\": layer '/conv1/Conv' would run "
+                                                                "on arm, which cannot run its bit-width int2"),
+    ("badbits.toml", '[bits]\ndla = "int3"\n', "bits.dla: must be one of int2, int4, int8, int16, fp16, fp32, got 'int3'"),
+    ("badnode.json", '{"layer_bits": {"/nope": "int8"}}', "layer_bits.\"/nope\": unknown node '/nope'"),
+])  # fmt: skip
+def test_a_config_file_error_names_the_file_then_the_field(tmp_path, name, text, said):
+    path = tmp_path / name
+    path.write_text(text)
+    for config in (path, str(path)):
+        with pytest.raises(npukit.ConfigError) as e:
+            npukit.Study(DIGITS_ONNX, "arm-dsp-dla", config)
+        assert str(e.value).startswith(f"{path}: {said}")
+    if name in ("badnode.toml", "badpin.toml", "badnode.json"):  # (the command line reads the same)
+        r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", path)
+        assert assert_cli_error(r, limit_s=60).startswith(f"{path}: {said}")
+    good = tmp_path / "good.toml"
+    good.write_text('[pins]\n"/softmax/Softmax" = "dsp"\n')  # the file put right opens
+    assert npukit.Study(DIGITS_ONNX, "arm-dsp-dla", good).plan.processor[-1] == "dsp"
+
+
+def test_a_config_given_as_a_dict_names_the_field_alone():
+    with pytest.raises(npukit.ConfigError) as e:
+        npukit.Study(DIGITS_ONNX, "arm-dsp-dla", {"bits": {"npu": "int8"}})
+    assert str(e.value) == f"bits.npu: unknown processor 'npu'; valid names: {VALID}"
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    with pytest.raises(npukit.ConfigError) as e:  # an edit is said as before: it is no config's field
+        s.set_bits("int8", processor="npu")
+    assert str(e.value) == f"unknown processor 'npu'; valid names: {VALID}"

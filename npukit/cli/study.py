@@ -83,7 +83,7 @@ def cmd_inspect(args) -> int:
 def _build_study(args):
     from .. import Study  # noqa: PLC0415
     from ..config import Config  # noqa: PLC0415
-    from ..errors import ConfigError  # noqa: PLC0415
+    from ..errors import ConfigError, in_config  # noqa: PLC0415
 
     cfg = Config.read(args.config) if args.config else None
     try:
@@ -91,7 +91,7 @@ def _build_study(args):
     except ConfigError as e:  # (--placement is one of argparse's choices) the config's edits do not fit
         if cfg is None:  # this model or profile: a config saved from another one
             raise
-        raise ConfigError(f"{args.config}: {e}") from None
+        raise in_config(args.config, e) from None
     from ..opset import canonical  # noqa: PLC0415
 
     both = {(p, canonical(o, "op")) for p, o in args.disable} & {(p, canonical(o, "op")) for p, o in args.enable}

@@ -8,7 +8,7 @@ import os
 
 from ..config import Config
 from ..cost import Tables
-from ..errors import ConfigError
+from ..errors import ConfigError, at_field
 from ..graph import OpGraph
 from ..plan import Plan
 from ..rules import Verdict
@@ -21,6 +21,7 @@ from .model import (
     cost_model,
     layer_bits_of,
     op_bits,
+    pin_of,
     pinned_as,
     pins_of,
     resolve,
@@ -311,9 +312,10 @@ def width_error(model: Model, soc: SocProfile, cfg: Config, node, p, b: str, i: 
     g = model.graph
     if pins_of(g, cfg).get(i) == p.name:
         free = verdicts(model, soc, dataclasses.replace(cfg, pins=()))
-        pin = next(n for n, _p in reversed(by_specificity(g, cfg.pins)) if i in resolve(g, n))
-        return layer_width_error(node, p, b, g, i, soc, free, pinned=repr(shown(g, pin)))
-    return layer_width_error(node, p, b, g, i, soc, verdicts(model, soc, cfg))
+        e = layer_width_error(node, p, b, g, i, soc, free, pinned=repr(shown(g, pin_of(g, cfg, i))))
+    else:
+        e = layer_width_error(node, p, b, g, i, soc, verdicts(model, soc, cfg))
+    return at_field(e, "layer_bits", node)
 
 
 def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None:
@@ -329,5 +331,5 @@ def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None
     for i, p in sorted(pins_of(g, cfg).items()):
         if plan.processor[i] != p:
             why = part.verdicts[(i, p)].text
-            raise ConfigError(f"cannot pin {pinned_as(g, cfg, i, kind=False)} to {p}: the partition placed it on "
-                              f"{plan.processor[i]} ({p}: {why})")  # fmt: skip
+            raise at_field(ConfigError(f"cannot pin {pinned_as(g, cfg, i, kind=False)} to {p}: the partition placed it "
+                                       f"on {plan.processor[i]} ({p}: {why})"), "pins", pin_of(g, cfg, i))  # fmt: skip

@@ -65,7 +65,7 @@ def test_a_pin_against_a_layer_bit_width_names_the_pin_whichever_edit_comes_seco
 
 def test_a_pin_of_a_whole_node_against_one_ops_width_names_that_pin():
     s = npukit.Study(DIGITS_ONNX, "riscv-accel")
-    s.set_bits("int4", layer="/conv1/Conv/add")  # the bias add alone (stored as "#1")
+    s.set_bits("int4", layer="/conv1/Conv/add")  # the bias add alone (stored by its op name)
     with pytest.raises(npukit.ConfigError) as e:
         s.pin("/conv1/Conv", "riscv")
     assert str(e.value) == ("layer '/conv1/Conv/add' has bit-width int4 and is pinned to riscv by the pin of "
@@ -294,3 +294,53 @@ def test_a_config_given_as_a_dict_names_the_field_alone():
     with pytest.raises(npukit.ConfigError) as e:  # an edit is said as before: it is no config's field
         s.set_bits("int8", processor="npu")
     assert str(e.value) == f"unknown processor 'npu'; valid names: {VALID}"
+
+
+# ---------------------------------------------------------------------------------------------
+# what the documentation now says, held
+
+
+def test_an_op_level_edit_is_saved_in_the_models_words():
+    s = npukit.Study(DIGITS_ONNX, "riscv-accel")
+    s.set_bits("int8", layer=1)  # the bias add of /conv1/Conv
+    s.pin("/conv2/Conv/add", "accel")
+    s.pin(0, "accel")  # the conv itself keeps the node's name, which means both ops: "#0"
+    assert dict(s.config.layer_bits) == {"/conv1/Conv/add": "int8"}
+    assert dict(s.config.pins) == {"#0": "accel", "/conv2/Conv/add": "accel"}
+    again = npukit.Study(DIGITS_ONNX, "riscv-accel", s.config.to_toml())
+    assert again.config == s.config and again.plan.processor == s.plan.processor
+    s.unpin("/conv2/Conv/add").set_bits(None, layer="#1")  # either spelling reaches the op
+    assert s.config.layer_bits == () and dict(s.config.pins) == {"#0": "accel"}
+
+
+def test_energy_by_processor_leaves_out_the_links_energy():
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    t, link = s.totals, sum(b.link_energy_uj for b in s.result.bounds)
+    assert link > 0 and sum(t["energy_by_processor_uj"].values()) == pytest.approx(t["energy_uj"] - link)
+
+
+def _unread_input_model(tmp_path):
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["y"], name="r")], [tensor_info("x", [1, 4]), tensor_info("spare", [1, 2])],
+                   [tensor_info("y", [1, 4])])  # fmt: skip
+    return save_onnx(m, tmp_path / "spare.onnx")
+
+
+def test_an_input_no_op_reads_may_be_left_out_of_the_data(tmp_path):
+    path = _unread_input_model(tmp_path)
+    s = npukit.Study(path, "arm-dsp-dla")
+    x = np.random.default_rng(0).standard_normal((3, 1, 4)).astype("float32")
+    with pytest.raises(npukit.DataError) as e:
+        s.set_data({"spare": np.zeros((3, 1, 2), "float32")})
+    assert str(e.value) == ("x: no array for input(s) ['x']; the model's inputs are ['x', 'spare'] (no op reads "
+                            "['spare']: they may be left out)")  # fmt: skip
+    for given in ({"x": x}, x):
+        s.set_data(given)
+        assert s.data.samples[0][1].tolist() == [[0.0, 0.0]] and len(s.data.samples) == 3
+    np.savez(tmp_path / "d.npz", x=x)
+    assert s.set_data(tmp_path / "d.npz").error_dict()["samples"] == 3
+    r = run_cli("inspect", path)
+    assert "  input  'spare' [1, 2] float32  (no op reads it: data may leave it out, and it is fed zeros)" in r.stdout
+    r = run_cli("inspect", path, "--json")
+    assert __import__("json").loads(r.stdout)["unread_inputs"] == ["spare"]

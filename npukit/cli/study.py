@@ -44,6 +44,7 @@ def input_shapes(args) -> dict | None:
 def cmd_inspect(args) -> int:
     from ..opset import work  # noqa: PLC0415
     from ..pipeline import load  # noqa: PLC0415
+    from ..quant.data import unread_inputs  # noqa: PLC0415
 
     g = load(args.model, input_shapes(args)).graph
     rows = []
@@ -55,6 +56,7 @@ def cmd_inspect(args) -> int:
                      "macs_formula": w.formula})  # fmt: skip
     totals = {"ops": len(rows), "macs": sum(r["macs"] for r in rows), "vector_ops": sum(r["vector_ops"] for r in rows),
               "params": _parameters(g)}  # fmt: skip
+    idle = unread_inputs(g)
     ins = [{"name": g.tensors[t].name, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.inputs]
     outs = [
         {"name": g.output_name(k), "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype}
@@ -62,11 +64,13 @@ def cmd_inspect(args) -> int:
     ]
     if args.json:
         print(json.dumps({"model": str(args.model), "format": g.source_format, "inputs": ins, "outputs": outs,
-                          "ops": rows, "elided": dict(g.elided), "totals": totals}, indent=2, ensure_ascii=False))  # fmt: skip
+                          "unread_inputs": idle, "ops": rows, "elided": dict(g.elided), "totals": totals}, indent=2,
+                         ensure_ascii=False))  # fmt: skip
         return 0
     print(f"{args.model}: {g.source_format}, {len(rows)} ops")
     for i in ins:
-        print(f"  input  {i['name']!r} {i['shape']} {i['dtype']}")
+        note = "  (no op reads it: data may leave it out, and it is fed zeros)" if i["name"] in idle else ""
+        print(f"  input  {i['name']!r} {i['shape']} {i['dtype']}{note}")
     for o in outs:
         print(f"  output {o['name']!r} {o['shape']} {o['dtype']}")
     table(["op_id", "name", "op", "shape", "dtype", "macs"], right=("macs",), rows=

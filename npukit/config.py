@@ -111,7 +111,7 @@ class Config:
             return cls.read(config)
         if isinstance(config, str):
             s = config.strip()
-            if "\n" not in s and "=" not in s and s.lower().endswith((".toml", ".json")):  # a file's path, not its text
+            if _is_path(s):  # a file's path, not its text
                 return cls.read(s)
             return cls.from_json(s) if s.startswith("{") else cls.from_toml(s)
         raise ConfigError(f"config must be a npukit.Config, a dict, TOML/JSON text or a .toml/.json file, got "
@@ -160,18 +160,32 @@ class Config:
         return tomli_w.dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str) -> Config:
+    def from_json(cls, text: str, where: str = "config") -> Config:
         try:
-            return cls.from_dict(json.loads(text))
+            return cls.from_dict(json.loads(text), where)
         except json.JSONDecodeError as e:
-            raise ConfigError(f"config: not valid JSON: {e}") from None
+            raise ConfigError(f"{where}: not valid JSON: {e}") from None
 
     @classmethod
-    def from_toml(cls, text: str) -> Config:
+    def from_toml(cls, text: str, where: str = "config") -> Config:
         try:
-            return cls.from_dict(tomllib.loads(text))
+            return cls.from_dict(tomllib.loads(text), where)
         except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"config: not valid TOML: {e}") from None
+            raise ConfigError(f"{where}: not valid TOML: {e}") from None
+
+    @staticmethod
+    def origin(config) -> str | None:
+        """Where a config given whole came from, as its errors name it: the file's path, "" for a
+        dict or TOML / JSON text (its errors name the field alone), None for a Config (or none)."""
+        import os  # noqa: PLC0415
+
+        if config is None or isinstance(config, Config):
+            return None
+        if isinstance(config, os.PathLike):
+            return str(config)
+        if isinstance(config, str) and _is_path(config):
+            return config.strip()
+        return ""
 
     @classmethod
     def read(cls, path) -> Config:
@@ -185,7 +199,10 @@ class Config:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             raise ConfigError(f"{path}: not a text file; a config is TOML or JSON (see --save-config)") from None
-        try:
-            return cls.from_json(text) if path.suffix.lower() == ".json" else cls.from_toml(text)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from None
+        return cls.from_json(text, str(path)) if path.suffix.lower() == ".json" else cls.from_toml(text, str(path))
+
+
+def _is_path(s: str) -> bool:
+    """Config text naming a saved file (one line ending .toml / .json), not the text of one."""
+    s = s.strip()
+    return "\n" not in s and "=" not in s and s.lower().endswith((".toml", ".json"))

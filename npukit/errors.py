@@ -4,6 +4,7 @@ what would be accepted.  The CLI prints ``npukit: error: <message>`` and exits 2
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Iterable
 
 
@@ -28,7 +29,31 @@ class ProfileError(NpukitError):
 
 
 class ConfigError(NpukitError):
-    """An edit names an unknown processor, op, node or bit-width, or asks for the impossible."""
+    """An edit names an unknown processor, op, node or bit-width, or asks for the impossible.
+
+    ``field``: the config field at fault (``bits.dla``, ``pins."/conv1/Conv"``) when the error is an
+    entry's of a config given whole; ``in_config`` puts it after the file's name."""
+
+    field: str | None = None
+
+
+def at_field(e: ConfigError, table: str, key=None) -> ConfigError:
+    """``e`` marked as the error of config field ``table.key`` (the first mark stands)."""
+    if e.field is None:
+        e.field = table if key is None else f"{table}.{field_key(key)}"
+    return e
+
+
+def field_key(key) -> str:
+    """A config key as TOML spells it: bare when it can be, else quoted (``"/conv1/Conv"``)."""
+    key = str(key)
+    return key if key and all(c.isalnum() or c in "_-" for c in key) and key.isascii() else json.dumps(key, ensure_ascii=False)
+
+
+def in_config(where: str, e: ConfigError) -> ConfigError:
+    """``e`` as the error of a config read from ``where`` (its file; "" for a dict or text): the file,
+    then the field at fault, then what is wrong, as a bad bit-width in the file already reads."""
+    return ConfigError(": ".join([*filter(None, (where, e.field)), str(e)]))
 
 
 class DataError(NpukitError):

@@ -22,7 +22,7 @@ from pathlib import Path
 from . import pipeline as pl
 from . import tables
 from .config import Config
-from .errors import ConfigError, NpukitError
+from .errors import ConfigError, NpukitError, in_config
 from .graph import OpGraph
 from .plan import Plan
 from .soc import SocProfile, load_soc
@@ -55,7 +55,13 @@ class Study(StudyEdits, StudyOutputs):
             if placement not in PLACEMENTS:
                 raise ConfigError(f"unknown placement policy {placement!r}; one of {', '.join(map(repr, PLACEMENTS))}")
             cfg = cfg.with_placement(placement)
-        self._apply(cfg)
+        try:
+            self._apply(cfg)
+        except ConfigError as e:  # a config given whole: its file (or "config"), then the field at fault
+            where = Config.origin(config)
+            if where is None or not (where or e.field):
+                raise
+            raise in_config(where, e) from None
 
     _coerce = staticmethod(lambda config: Config.coerce(config))
 
@@ -137,7 +143,9 @@ class Study(StudyEdits, StudyOutputs):
         """The study's totals: latency, energy, per-processor busy time and energy, transfers,
         conversions, MACs, op and partition counts (a dict; shown rounded), and ``memory``: the
         profile's build target and flash / SRAM budgets (the generated code against them is
-        ``study.memory``: it needs the code)."""
+        ``study.memory``: it needs the code).  ``energy_by_processor_uj`` counts each processor's ops
+        and the boundary conversions it runs, not the links' transfer energy (that is in
+        ``boundary_energy_uj`` alone), so its sum is ``energy_uj`` less the link energy."""
         t = dict(self.result.totals)
         t["memory"] = pl.budgets(self.soc)
         return Totals(t)
@@ -162,7 +170,10 @@ class Study(StudyEdits, StudyOutputs):
         """Your own inputs (and class labels): numpy arrays, a dict input name -> array, or a path to
         an .npz holding ``x`` or one array per input name (and optionally ``y``, ``calib``; an input
         named so is an input).  The first inputs calibrate the activation ranges (or ``calib`` when
-        given); all are used for the error figures.  ``set_data(None)``: back to the default data."""
+        given); all are used for the model-output error figures, the first 64 for the per-op ones.
+        A model input no op reads (``npukit inspect`` flags it) may be left out: it is fed zeros.
+        Labels are scored against output 0 and refused unless it is one row of class scores ([C],
+        [1, C]; not a batched [B, C] with B > 1).  ``set_data(None)``: back to the default data."""
         from . import quant  # noqa: PLC0415
 
         if x is None:
@@ -195,11 +206,18 @@ class Study(StudyEdits, StudyOutputs):
     @property
     def error(self):
         """Per-op numeric error of the chosen bit-widths (SNR dB and max abs error against fp32),
-        measured by running the model; see ``error_dict()`` for the model outputs and accuracy."""
+        measured by running the model on the first 64 samples of the data (all if fewer:
+        ``error_dict()["per_op_samples"]``); see ``error_dict()`` for the model outputs and accuracy,
+        which are measured on every sample."""
         return tables.error(self.result, self._error_result())
 
     def error_dict(self) -> dict:
-        """Model-output error: per output SNR, max abs error, top-1 agreement; accuracy on labels."""
+        """Model-output error, on every sample of the data (``samples``; the per-op figures of
+        ``study.error`` use the first 64, ``per_op_samples``): per output SNR, max abs error and top-1
+        agreement -- reported for every output with exactly one dimension larger than 1 ([C],
+        [1, C] ...) whatever it holds, and per row for a float [B, C] output (B, C > 1), else None;
+        it means something only for class scores -- and accuracy on labels (output 0, one row of
+        class scores).  ``data_source`` names this study's data."""
         res = self._error_result()
         return {"outputs": [dict(o) for o in res.outputs], "accuracy": res.accuracy, "accuracy_fp32": res.accuracy_fp32,
                 "samples": res.samples, "per_op_samples": res.per_op_samples, "data_source": res.source}  # fmt: skip

@@ -29,11 +29,12 @@ class StudyEdits:
         return name
 
     def _node_key(self, node) -> str:
-        """A node reference as stored in the config, one spelling per set of ops: the model node's
-        own name when the reference covers exactly that node's ops (an op id, ``"12"``, ``"#12"`` or
-        an op name of a node that became one op, or the node name itself), else ``"#<id>"`` for one
-        op of a node that became several (a model node name means every op the node became), or
-        its op name where the model has a node named ``"#<id>"``."""
+        """A node reference as stored in the config, one spelling per set of ops, in the model's
+        words where they name exactly those ops: the model node's own name when the reference covers
+        exactly that node's ops (an op id, ``"12"``, ``"#12"`` or an op name of a node that became one
+        op, or the node name itself); for one op of a node that became several, its op name
+        (``"/conv1/Conv/add"``, the bias add of ``/conv1/Conv``), else -- the op that keeps the node's
+        own name (the conv), which means every op of the node -- ``"#<id>"``."""
         ids = pl.resolve(self.graph, int(node) if isinstance(node, (int, np.integer)) and not isinstance(node, bool)
                          else node)  # fmt: skip
         src = self.graph.ops[ids[0]].source
@@ -41,6 +42,8 @@ class StudyEdits:
             return src
         if len(ids) == 1:
             op = self.graph.ops[ids[0]]
+            if self.graph.resolve(op.name) == ids:
+                return op.name
             return f"#{op.op_id}" if self.graph.resolve(f"#{op.op_id}") == ids else op.name  # (a node named "#12")
         return str(node)
 
@@ -50,7 +53,11 @@ class StudyEdits:
         return {n: v for n, v in entries if n != key and not set(self.graph.resolve(n)) <= mine}
 
     def set_support(self, processor: str, op: str, enabled: bool = True) -> Study:
-        """Switch op support on a processor; ``op`` is a short or full Relax name (softmax)."""
+        """Switch op support on a processor; ``op`` is a short or full Relax name (softmax).
+        ``enabled=True`` may also add an op the profile does not list for the processor (a what-if:
+        "if the DLA ran softmax"); it is then costed with the processor's generic figures (its
+        ``vector_ops_per_cycle``, ``efficiency["*"]``, overheads), with no per-op limits, and the
+        processor's other rules still apply.  Turning back to what the profile says removes the edit."""
         from .opset import canonical  # noqa: PLC0415
 
         if not isinstance(enabled, (bool, np.bool_)):

@@ -56,7 +56,7 @@ def test_removing_a_bit_width_a_layer_does_not_have_says_so():
 def test_errors_name_one_op_of_a_node_by_its_own_name():
     s = _study()
     with pytest.raises(npukit.ConfigError, match=r"^layer '/conv1/Conv/add' would run on arm, which cannot run its bit-width int2"):
-        s.set_bits("int2", layer="/conv1/Conv/add")  # (stored as "#1": one op of the node /conv1/Conv)
+        s.set_bits("int2", layer="/conv1/Conv/add")  # (one op of the node /conv1/Conv, stored by its own name)
     s.pin("/conv2/Conv/add", "dla")
     with pytest.raises(npukit.ConfigError) as ei:
         s.unpin("/flatten/Flatten")

@@ -171,9 +171,9 @@ def test_op_ids_and_names_that_look_like_op_ids(tmp_path):
     assert s.explain("#3").startswith("#3  (op_id 0") and s.explain("0").startswith("0  (op_id 3")
     s.pin("#3", "arm")
     assert dict(s.config.pins) == {"#3": "arm"} and s.plan.processor[0] == "arm"
-    s.pin(2, "arm")  # the bias add of "g": its id spelt "#2" would be op 2 -- no node holds that name
-    assert dict(s.config.pins)["#2"] == "arm"
-    s.unpin("#2")
+    s.pin(2, "arm")  # the bias add of "g": stored by its op's name, in the model's words
+    assert dict(s.config.pins)["g/add"] == "arm"
+    s.unpin("#2")  # (its id spelt "#2" is op 2 -- no node holds that name)
     s.unpin("#3")
     assert s.config.pins == ()
     nodes[3] = helper.make_node("Abs", ["n"], ["y"], name="#2")  # now a node holds it
@@ -236,7 +236,7 @@ def test_a_study_starts_from_a_saved_config_file(tmp_path):
     with pytest.raises(npukit.ConfigError, match=r"nope\.toml: no such config file$"):
         npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", str(tmp_path / "nope.toml"))
     (tmp_path / "bad.toml").write_text("pins = {")
-    with pytest.raises(npukit.ConfigError, match=r"bad\.toml: config: not valid TOML"):
+    with pytest.raises(npukit.ConfigError, match=r"bad\.toml: not valid TOML"):
         npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla", tmp_path / "bad.toml")
 
 

@@ -30,8 +30,17 @@ def _shape_arg(s: str) -> tuple[str, tuple[int, ...]]:
     if "=" not in s:
         raise argparse.ArgumentTypeError(f"--input-shape {s!r}: expected NAME=D1,D2,... e.g. x=1,3,224,224")
     name, dims = s.rsplit("=", 1)
+    if not name:
+        raise argparse.ArgumentTypeError(f"--input-shape {s!r}: no input name before '='; expected NAME=D1,D2,...")
+    if not dims.strip():
+        raise argparse.ArgumentTypeError(f"--input-shape {s!r}: no dims after '='; expected NAME=D1,D2,... e.g. "
+                                         f"{name}=1,3,224,224")  # fmt: skip
+    parts = dims.split(",")
+    empty = [i for i, d in enumerate(parts) if not d.strip()]
+    if empty:
+        raise argparse.ArgumentTypeError(f"--input-shape {s!r}: dim {empty[0]} is empty")
     try:
-        shape = tuple(int(d) for d in dims.split(",") if d.strip())
+        shape = tuple(int(d) for d in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--input-shape {s!r}: dims must be integers") from None
     return name, shape

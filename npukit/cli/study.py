@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..errors import ShapeError
 from .text import finite, fmt_int, jsonable, records, show, table
 
 
@@ -29,11 +30,23 @@ def cmd_socs(args) -> int:
     return 0
 
 
+def input_shapes(args) -> dict | None:
+    """The --input-shape options as input_shapes; an input given twice is refused, not the last kept."""
+    out: dict = {}
+    for name, dims in args.input_shape:
+        if name in out and out[name] != dims:
+            raise ShapeError(f"--input-shape gives input {name!r} twice ({','.join(map(str, out[name]))} and "
+                             f"{','.join(map(str, dims))}); give each input once")  # fmt: skip
+        out[name] = dims
+    return out or None
+
+
 def cmd_inspect(args) -> int:
     from ..opset import work  # noqa: PLC0415
     from ..pipeline import load  # noqa: PLC0415
+    from ..quant.data import unread_inputs  # noqa: PLC0415
 
-    g = load(args.model, dict(args.input_shape) or None).graph
+    g = load(args.model, input_shapes(args)).graph
     rows = []
     for op in g.ops:
         w = work(op, g)
@@ -43,6 +56,7 @@ def cmd_inspect(args) -> int:
                      "macs_formula": w.formula})  # fmt: skip
     totals = {"ops": len(rows), "macs": sum(r["macs"] for r in rows), "vector_ops": sum(r["vector_ops"] for r in rows),
               "params": _parameters(g)}  # fmt: skip
+    idle = unread_inputs(g)
     ins = [{"name": g.tensors[t].name, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.inputs]
     outs = [
         {"name": g.output_name(k), "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype}
@@ -50,11 +64,13 @@ def cmd_inspect(args) -> int:
     ]
     if args.json:
         print(json.dumps({"model": str(args.model), "format": g.source_format, "inputs": ins, "outputs": outs,
-                          "ops": rows, "elided": dict(g.elided), "totals": totals}, indent=2, ensure_ascii=False))  # fmt: skip
+                          "unread_inputs": idle, "ops": rows, "elided": dict(g.elided), "totals": totals}, indent=2,
+                         ensure_ascii=False))  # fmt: skip
         return 0
     print(f"{args.model}: {g.source_format}, {len(rows)} ops")
     for i in ins:
-        print(f"  input  {i['name']!r} {i['shape']} {i['dtype']}")
+        note = "  (no op reads it: data may leave it out, and it is fed zeros)" if i["name"] in idle else ""
+        print(f"  input  {i['name']!r} {i['shape']} {i['dtype']}{note}")
     for o in outs:
         print(f"  output {o['name']!r} {o['shape']} {o['dtype']}")
     table(["op_id", "name", "op", "shape", "dtype", "macs"], right=("macs",), rows=
@@ -71,15 +87,15 @@ def cmd_inspect(args) -> int:
 def _build_study(args):
     from .. import Study  # noqa: PLC0415
     from ..config import Config  # noqa: PLC0415
-    from ..errors import ConfigError  # noqa: PLC0415
+    from ..errors import ConfigError, in_config  # noqa: PLC0415
 
     cfg = Config.read(args.config) if args.config else None
     try:
-        s = Study(args.model, args.soc, cfg, input_shapes=dict(args.input_shape) or None, placement=args.placement)
+        s = Study(args.model, args.soc, cfg, input_shapes=input_shapes(args), placement=args.placement)
     except ConfigError as e:  # (--placement is one of argparse's choices) the config's edits do not fit
         if cfg is None:  # this model or profile: a config saved from another one
             raise
-        raise ConfigError(f"{args.config}: {e}") from None
+        raise in_config(args.config, e) from None
     from ..opset import canonical  # noqa: PLC0415
 
     both = {(p, canonical(o, "op")) for p, o in args.disable} & {(p, canonical(o, "op")) for p, o in args.enable}

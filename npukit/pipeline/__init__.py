@@ -28,6 +28,7 @@ from .caches import (
     CODE,
     COSTED,
     COSTS,
+    DIGESTS,
     ERRORS,
     FITS,
     GC_FULL,
@@ -68,7 +69,15 @@ from .model import (
     tables,
     verdicts,
 )
-from .partitioning import bits_policy, byoc_steps, check_placed, layer_width_error, partition, partition_cached
+from .partitioning import (
+    bits_policy,
+    byoc_steps,
+    check_placed,
+    layer_width_error,
+    partition,
+    partition_cached,
+    width_error,
+)
 from .products import (
     RANGES_FORMAT,
     budgets,
@@ -100,6 +109,7 @@ __all__ = [
     "CODE",
     "COSTED",
     "COSTS",
+    "DIGESTS",
     "ERRORS",
     "FITS",
     "GC_FULL",
@@ -162,4 +172,5 @@ __all__ = [
     "tables",
     "totals",
     "verdicts",
+    "width_error",
 ]

@@ -41,7 +41,8 @@ class LRU:
 
 
 # one cache per step
-IMPORTS = LRU(8)  # (path, mtime, size, shapes) -> Model
+IMPORTS = LRU(8)  # (path, digest of the file's bytes, shapes) -> Model
+DIGESTS = LRU(64)  # a model file's stat signature -> digest of its bytes (pipeline.source.file_key)
 TABLES = LRU(8)  # model key -> cost Tables
 CAPS = LRU(16)  # (model, soc) -> capability verdicts
 PREP = LRU(8)  # model key -> (chain shapes, op arities): partition work that no edit changes
@@ -63,7 +64,7 @@ COSTED = LRU(16)  # (model, soc, plan, bit-widths) -> Costed (op costs, boundary
 VERDICTS = LRU(16)  # (model, soc, support edits, pins) -> every processor's verdict on every op
 
 
-ALL_CACHES = (IMPORTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES,
+ALL_CACHES = (IMPORTS, DIGESTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES,
               SCORES, ADDITIVE, HOSTONLY, COSTED, VERDICTS)
 PARTITION_CACHES = (VERDICTS, PARTS, CHOICES)  # what a support toggle or a pin computes anew
 
@@ -80,7 +81,7 @@ def clear_partition_caches() -> None:
 
 
 @contextlib.contextmanager
-def from_scratch(keep=(IMPORTS, SIMS)):
+def from_scratch(keep=(IMPORTS, DIGESTS, SIMS)):
     """Inside the block every step is computed anew (each cache but ``keep`` is set aside, then
     restored): what a Study built from scratch sees, for checking an incremental result against.
     The imported model and the compiled simulation are kept by default -- the same file gives the

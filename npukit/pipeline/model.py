@@ -3,6 +3,7 @@ resolved against it: node names, per-op pins and bit-widths, verdicts, config ch
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Mapping
@@ -12,13 +13,14 @@ import numpy as np
 
 from ..config import Config
 from ..cost import CostModel, Tables
-from ..errors import ConfigError, ModelError, closest
+from ..errors import ConfigError, ModelError, at_field, closest
 from ..graph import OpGraph
 from ..plan import Plan
 from ..rules import Verdict, capabilities
 from ..rules import verdicts as _verdicts
 from ..soc import BITS, SocProfile
 from .caches import CAPS, COSTS, IMPORTS, TABLES, VERDICTS
+from .source import file_key, input_shapes_of, model_label
 
 
 class Model:
@@ -123,19 +125,16 @@ def _graph_digest(g: OpGraph) -> str:
 
 def load(model, input_shapes: Mapping[str, tuple] | None = None) -> Model:
     """Import a model (a path, an onnx.ModelProto, an ExportedProgram, a Relax IRModule, or a Model),
-    once per (file, mtime, size, input shapes)."""
+    once per (file, content of its bytes, input shapes)."""
     if isinstance(model, Model):
         return model
     from ..tvm.importers import import_model  # noqa: PLC0415 - keeps `import npukit` free of tvm
 
+    input_shapes = input_shapes_of(input_shapes, model_label(model))
     key = None
     if isinstance(model, (str, os.PathLike)):
-        p = Path(model)
-        try:
-            st = p.stat()
-            key = (str(p.resolve()), st.st_mtime_ns, st.st_size, _shape_key(input_shapes))
-        except OSError:
-            key = None
+        fk = file_key(Path(model))
+        key = None if fk is None else (*fk, _shape_key(input_shapes))
         if key is not None and (hit := IMPORTS.get(key)) is not None:
             return hit
     imp = import_model(model, input_shapes)
@@ -230,19 +229,18 @@ def verdicts(model: Model, soc: SocProfile, cfg: Config) -> dict[tuple[int, str]
 
 
 def check(model: Model, soc: SocProfile, cfg: Config) -> None:
-    """Validate every name in ``cfg`` and every pin against the profile's rules (ConfigError)."""
+    """Validate every name in ``cfg`` and every pin against the profile's rules (ConfigError, marked
+    with the config field at fault: ``errors.in_config`` names it after a config file's name)."""
     from ..opset import canonical  # noqa: PLC0415
 
     g = model.graph
 
-    def proc(name):
-        soc.processor(name)  # raises the closest-names error
-
     said: dict[tuple[str, str], tuple[str, str]] = {}
     for which, entries in (("disabled", cfg.disabled), ("enabled", cfg.enabled)):
         for p, op in sorted(entries):
-            proc(p)
-            kind = canonical(op, "op")
+            with _field(which):
+                soc.processor(p)  # raises the closest-names error
+                kind = canonical(op, "op")
             if soc.processor(p).host:
                 raise ConfigError(f"{which}: {p}:{op}: {host_toggle(soc, p)}")
             other = said.get((p, kind))
@@ -253,20 +251,38 @@ def check(model: Model, soc: SocProfile, cfg: Config) -> None:
     _one_each(g, cfg.pins, "pins")
     _one_each(g, cfg.layer_bits, "layer_bits")
     for p, b in cfg.bits:
-        proc(p)
-        check_bits(soc, p, b)
+        with _field("bits", p):
+            soc.processor(p)
+            check_bits(soc, p, b)
     for node, b in cfg.layer_bits:
-        resolve(g, node)
-        if b not in BITS:
-            raise ConfigError(f"layer {node!r}: unknown bit-width {b!r}; one of {', '.join(BITS)}")
+        with _field("layer_bits", node):
+            resolve(g, node)
+            if b not in BITS:
+                raise ConfigError(f"layer {node!r}: unknown bit-width {b!r}; one of {', '.join(BITS)}")
+    for node, p in cfg.pins:
+        with _field("pins", node):
+            resolve(g, node)
+            soc.processor(p)
     pins = pins_of(g, cfg)
-    for _node, p in cfg.pins:
-        proc(p)
     vs = verdicts(model, soc, cfg)
     for i, p in sorted(pins.items()):
         v = vs[(i, p)]
         if not v.ok:
-            raise ConfigError(f"cannot pin {pinned_as(g, cfg, i)} to {p}: {p}: {v.text}")
+            raise at_field(ConfigError(f"cannot pin {pinned_as(g, cfg, i)} to {p}: {p}: {v.text}"), "pins", pin_of(g, cfg, i))
+
+
+@contextlib.contextmanager
+def _field(table: str, key=None):
+    """A ConfigError inside is marked as config field ``table.key``'s."""
+    try:
+        yield
+    except ConfigError as e:
+        raise at_field(e, table, key) from None
+
+
+def pin_of(g: OpGraph, cfg: Config, i: int) -> str:
+    """The node reference of ``cfg``'s pin that holds op ``i`` (the most specific one)."""
+    return next(n for n, _p in reversed(by_specificity(g, cfg.pins)) if i in resolve(g, n))
 
 
 def host_toggle(soc: SocProfile, proc: str) -> str:
@@ -279,7 +295,8 @@ def _one_each(g: OpGraph, entries, what: str) -> None:
     its op's name) with different values contradict each other: refused, naming both."""
     seen: dict[frozenset, tuple[str, str]] = {}
     for node, value in entries:
-        ids = frozenset(resolve(g, node))
+        with _field(what, node):
+            ids = frozenset(resolve(g, node))
         prev = seen.get(ids)
         if prev is not None and prev[1] != value:
             ops = ", ".join(f"{g.ops[i].name!r}" for i in sorted(ids)[:3]) + (" ..." if len(ids) > 3 else "")
@@ -313,7 +330,7 @@ def pinned_as(g: OpGraph, cfg: Config, i: int, kind: bool = True) -> str:
     """Op ``i`` as the user's pin named it: the node reference, and the op inside it when the node
     covers several ops under other names (a model node split into ops, or a name two nodes share)."""
     op = g.ops[i]
-    node = next((n for n, _p in reversed(by_specificity(g, cfg.pins)) if i in resolve(g, n)), op.name)
+    node = pin_of(g, cfg, i) if i in pins_of(g, cfg) else op.name
     if node == op.name or len(resolve(g, node)) == 1:  # (stored as "#<id>" for one op of several)
         return f"{op.name!r} ({op.kind})" if kind else repr(op.name)
     return f"{node!r} (its op {op.name!r}, {op.kind})"

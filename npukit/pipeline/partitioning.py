@@ -8,7 +8,7 @@ import os
 
 from ..config import Config
 from ..cost import Tables
-from ..errors import ConfigError
+from ..errors import ConfigError, at_field
 from ..graph import OpGraph
 from ..plan import Plan
 from ..rules import Verdict
@@ -21,6 +21,7 @@ from .model import (
     cost_model,
     layer_bits_of,
     op_bits,
+    pin_of,
     pinned_as,
     pins_of,
     resolve,
@@ -272,24 +273,49 @@ def byoc_steps(model: Model, soc: SocProfile, cfg: Config) -> dict:
     return steps(model.module, model.graph, soc, partition(model, soc, cfg).verdicts)
 
 
-def layer_width_error(node, p, b: str, g: OpGraph, i: int, soc: SocProfile, vs) -> ConfigError:
+def layer_width_error(node, p, b: str, g: OpGraph, i: int, soc: SocProfile, vs, pinned: str | None = None) -> ConfigError:
     """A layer whose bit-width ``b`` its processor ``p`` cannot run, with what the user can do: ``i``
     is the op that landed on ``p`` (named when the layer is several ops), ``vs`` the verdicts (the
-    processors that run ``b`` and take that op are named)."""
+    processors that run ``b`` and take that op are named).  ``pinned``: the op is on ``p`` because
+    a pin put it there (the pin as the user named it; ``vs`` then the verdicts without the pins),
+    so the pin is the conflict, and undoing it is one of the ways out."""
     node = shown(g, node)  # (as the user named it: "#12" is an op's own name)
     what, mine = "it", f"layer {node!r}"
     if len(g.resolve(node)) > 1 and g.ops[i].name != str(node):
         what = f"its op {g.ops[i].name!r}"
         mine = f"layer {node!r} (its op {g.ops[i].name!r}, {g.ops[i].kind})"
-    head = (f"{mine} would run on {p.name}, which cannot run its bit-width {b} (processors.{p.name}.macs_per_cycle "
-            f"lists {', '.join(p.bits)})")  # fmt: skip
+    lists = f"processors.{p.name}.macs_per_cycle lists {', '.join(p.bits)}"
     takers = [q.name for q in soc.processors if b in q.macs_per_cycle and vs[(i, q.name)].ok]
+    kind = g.ops[i].kind
+    if pinned is not None:
+        by = "" if pinned == repr(node) else f" by the pin of {pinned}"
+        head = (f"{mine} has bit-width {b} and is pinned to {p.name}{by}, which cannot run {b} ({lists}): the pin and "
+                f"the bit-width conflict")  # fmt: skip
+        if takers:
+            return ConfigError(f"{head}; unpin {pinned}, pin {what} to a processor that runs {b} and takes {kind} "
+                               f"({', '.join(takers)}), or give the layer a width {p.name} runs")  # fmt: skip
+        return ConfigError(f"{head}; no processor that runs {b} takes {kind} here, pinned or not: give the layer a "
+                           f"width {p.name} runs")  # fmt: skip
+    head = f"{mine} would run on {p.name}, which cannot run its bit-width {b} ({lists})"
     if takers:
         return ConfigError(f"{head}; give the layer a width {p.name} runs, or pin {what} to a processor that runs {b} "
-                           f"and takes {g.ops[i].kind}: {', '.join(takers)}")  # fmt: skip
+                           f"and takes {kind}: {', '.join(takers)}")  # fmt: skip
     alone = ", or set the widths of its ops one by one (layer=<op id>)" if what != "it" else ""
-    return ConfigError(f"{head}; no processor that runs {b} takes {g.ops[i].kind} here: give the layer a width "
+    return ConfigError(f"{head}; no processor that runs {b} takes {kind} here: give the layer a width "
                        f"{p.name} runs{alone}")  # fmt: skip
+
+
+def width_error(model: Model, soc: SocProfile, cfg: Config, node, p, b: str, i: int) -> ConfigError:
+    """``layer_width_error`` of op ``i`` of layer ``node`` on ``p`` under ``cfg``: when a pin of
+    ``cfg`` holds the op on ``p``, the error names the pin, and the processors that would take the
+    op are those of the verdicts without the pins."""
+    g = model.graph
+    if pins_of(g, cfg).get(i) == p.name:
+        free = verdicts(model, soc, dataclasses.replace(cfg, pins=()))
+        e = layer_width_error(node, p, b, g, i, soc, free, pinned=repr(shown(g, pin_of(g, cfg, i))))
+    else:
+        e = layer_width_error(node, p, b, g, i, soc, verdicts(model, soc, cfg))
+    return at_field(e, "layer_bits", node)
 
 
 def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None:
@@ -300,10 +326,10 @@ def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None
         for i in resolve(g, node):
             p = soc.processor(plan.processor[i])
             if lb[i] == b and b not in p.macs_per_cycle:  # (an op a finer edit overrides is checked there)
-                raise layer_width_error(node, p, b, g, i, soc, verdicts(model, soc, cfg))
+                raise width_error(model, soc, cfg, node, p, b, i)
     part = partition(model, soc, cfg)
     for i, p in sorted(pins_of(g, cfg).items()):
         if plan.processor[i] != p:
             why = part.verdicts[(i, p)].text
-            raise ConfigError(f"cannot pin {pinned_as(g, cfg, i, kind=False)} to {p}: the partition placed it on "
-                              f"{plan.processor[i]} ({p}: {why})")  # fmt: skip
+            raise at_field(ConfigError(f"cannot pin {pinned_as(g, cfg, i, kind=False)} to {p}: the partition placed it "
+                                       f"on {plan.processor[i]} ({p}: {why})"), "pins", pin_of(g, cfg, i))  # fmt: skip

@@ -3,6 +3,7 @@ code, with the calibration and memory figures they share."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -65,11 +66,14 @@ def simulate_float(result: Result, data, samples) -> list:
 
 
 def error(result: Result, data=None):
-    """The numeric error of ``result``'s bit-widths on ``data`` (default: the model's own data)."""
+    """The numeric error of ``result``'s bit-widths on ``data`` (default: the model's own data).
+    The measuring is shared by every data set of the same content (another study's, another
+    file's), so the source it reports is ``data``'s own, not that of whichever came first."""
     model = result.model
     data = default_data(model) if data is None else data
     rounded, eb = _error_args(result)
-    return error_model(model, data).evaluate(result.bits, rounded, eb)
+    res = error_model(model, data).evaluate(result.bits, rounded, eb)
+    return res if res.source == data.source else dataclasses.replace(res, source=data.source)
 
 
 # ---------------------------------------------------------------------------------------------

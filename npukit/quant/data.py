@@ -127,21 +127,27 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
     """Validate user data against the model's inputs.  ``x``: array (single input), a sequence of
     arrays (one per input) or a mapping input name -> array."""
     ins = [g.tensors[t] for t in g.inputs]
+    idle = unread_inputs(g)
+    read = [t for t in ins if t.name not in idle]
     if isinstance(x, Mapping):
-        missing = [t.name for t in ins if t.name not in x]
-        if missing:
-            raise DataError(f"x: no array for input(s) {missing}; the model's inputs are {[t.name for t in ins]}")
-        arrays = [x[t.name] for t in ins]
+        missing = [t.name for t in ins if t.name not in x and t.name not in idle]
+        if missing or not any(t.name in x for t in ins):
+            raise DataError(f"x: no array for input(s) {missing or [t.name for t in ins]}; the model's inputs are "
+                            f"{[t.name for t in ins]}" + (f" (no op reads {sorted(idle)}: they may be left out)" if idle else ""))  # fmt: skip
+        arrays = [x.get(t.name) for t in ins]
     elif isinstance(x, (list, tuple)) and len(ins) > 1:
         if len(x) != len(ins):
             raise DataError(f"x: {len(x)} arrays for {len(ins)} model inputs {[t.name for t in ins]}")
         arrays = list(x)
+    elif len(ins) != 1 and len(read) == 1:  # the one input an op reads; the others are filled with zeros
+        arrays = [x if t is read[0] else None for t in ins]
     else:
         if len(ins) != 1:
             raise DataError(f"x: the model has {len(ins)} inputs {[t.name for t in ins]}; pass a dict name -> array")
         arrays = [x]
-    rows = [_fit(g, t, a, f"x[{t.name!r}]" if len(ins) > 1 else "x") for t, a in zip(ins, arrays)]
-    n = len(rows[0])
+    given = {t.name: _fit(g, t, a, f"x[{t.name!r}]" if len(ins) > 1 else "x") for t, a in zip(ins, arrays) if a is not None}
+    n = len(next(iter(given.values())))
+    rows = [given[t.name] if t.name in given else np.zeros((n, *t.shape), t.dtype) for t in ins]
     if n == 0:
         raise DataError("x: no samples")
     if any(len(r) != n for r in rows):
@@ -178,6 +184,12 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
     return Data(samples, labels, cal, source)
 
 
+def unread_inputs(g: OpGraph) -> list[str]:
+    """The model inputs no op reads and no output is (an export may keep an input its graph no longer
+    uses): ``set_data`` fills those left out with zeros."""
+    return [g.tensors[t].name for t in g.inputs if not g.consumers(t) and t not in g.outputs]
+
+
 def load_npz(g: OpGraph, path: str | Path) -> Data:
     p = Path(path)
     if not p.exists():
@@ -199,9 +211,12 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
     keys = set(z.files)
     names = [g.tensors[t].name for t in g.inputs]
     # one array per input (one may be named x), unless a single input's array is given as x
-    per_input = all(n in keys for n in names) and (len(names) > 1 or "x" not in keys)
+    idle = unread_inputs(g)
+    needed = [n for n in names if n not in idle] or names
+    per_input = all(n in keys for n in needed) and (len(names) > 1 or "x" not in keys) and not (
+        "x" in keys and "x" not in names and len(needed) == 1)  # (x for the one input an op reads)
     if per_input:
-        x = {n: _npz_get(z, n, p) for n in names}
+        x = {n: _npz_get(z, n, p) for n in names if n in keys}
     elif "x" in keys:
         x = _npz_get(z, "x", p)
     else:

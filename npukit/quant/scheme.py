@@ -20,7 +20,19 @@ The scheme (docs/quantization.md says the same):
 
 Error figures compare every op output and every model output with the fp32 run on the same inputs:
 SNR dB = 10 log10(sum(ref^2) / sum((q - ref)^2)) (inf when identical), max abs error, top-1
-agreement of class outputs, and accuracy when labels are given.
+agreement, and accuracy when labels are given.
+
+* samples: the per-op figures (``study.error``) are measured on the first 64 samples of the data
+  (``quant.error.PER_OP_SAMPLES``; all of them if fewer), the model-output figures
+  (``study.error_dict()``: SNR, max abs error, top-1 agreement, accuracy) on every sample;
+  ``error_dict()["per_op_samples"]`` and ``["samples"]`` say how many each used;
+* top-1 agreement (the share of rows whose argmax agrees with fp32's) is reported for every output
+  whose shape has exactly one dimension larger than 1 ([C], [1, C], [1, 1, C] ... with C > 1),
+  whatever it holds, and row by row for a float [B, C] output with B > 1 and C > 1; None for any
+  other shape.  It means something only where the output is class scores;
+* labels (``set_data(x, y)``, an .npz's ``y``) are scored against output 0 and only where it is one
+  row of class scores ([C], [1, C] ...): they are refused (a DataError) for any other output 0,
+  a batched [B, C] one with B > 1 included.
 """
 
 from __future__ import annotations

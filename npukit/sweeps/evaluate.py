@@ -154,7 +154,7 @@ class Evaluator:
             for i in pl.resolve(g, node):
                 p = rep.processor(plan.processor[i])
                 if b not in p.macs_per_cycle:
-                    raise pl.layer_width_error(node, p, b, g, i, rep, pl.verdicts(self.model, rep, cfg))
+                    raise pl.width_error(self.model, rep, cfg, node, p, b, i)
 
     # -- one configuration ----------------------------------------------------------------------
     def result(self, values: tuple):

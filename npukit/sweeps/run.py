@@ -24,6 +24,7 @@ from ..soc import load_soc
 from .check import check_grid
 from .evaluate import ERROR_COLUMNS, MEMORY_COLUMNS, Job, flatten, run_chunk, run_remote
 from .grid import PointKeys, has_placement, load_grid
+from .opening import open_study
 from .points import axis_type
 from .store import Store, SweepError, arrow_schema, concat, dedupe
 
@@ -241,29 +242,6 @@ def _run_dask(job: Job, todo, sink, client, progress, chunk_size, slow, total, i
     finally:
         if own:
             client.close()
-
-
-def open_study(row, model, soc):
-    """The Study of one sweep row (a DataFrame row or dict holding ``config`` and the ``soc.*`` grid
-    columns), to look at that configuration in full."""
-    import json  # noqa: PLC0415
-
-    from ..study import Study  # noqa: PLC0415
-
-    r = dict(row)
-    cfg = r.get("config")
-    if cfg is None or (isinstance(cfg, float) and cfg != cfg):  # (a failed row's config: None, or NaN from a DataFrame)
-        raise SweepError(f"configuration {r.get('index')} failed ({r.get('failure')}); there is no study to open")
-    soc = load_soc(soc)
-    changes = {}
-    for k, v in r.items():
-        if isinstance(k, str) and k.startswith("soc.") and v is not None:
-            if isinstance(v, str) and v[:1] in "[{":
-                v = json.loads(v)
-            elif hasattr(v, "item"):
-                v = v.item()
-            changes[k[4:]] = v
-    return Study(model, soc.with_changes(changes) if changes else soc, json.loads(r["config"]))
 
 
 __all__ = ["sweep", "open_study", "SweepError"]

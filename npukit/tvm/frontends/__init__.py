@@ -34,6 +34,9 @@ from .common import MAC_KINDS, MODEL_EXTENSIONS, SPAN_PREFIX, Imported
 
 def import_model(model, input_shapes: dict | None = None) -> Imported:
     """Import a model file path, an ``onnx.ModelProto``, an ExportedProgram or a Relax IRModule."""
+    from ...pipeline.source import input_shapes_of, model_label  # noqa: PLC0415
+
+    input_shapes = input_shapes_of(input_shapes, model_label(model))
     if isinstance(model, (str, os.PathLike)):  # path checks first: they need no tvm
         path = Path(model)
         if not path.exists():

@@ -158,7 +158,7 @@ def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | No
     for name, dims in declared.items():
         if name in input_shapes:
             shp = tuple(input_shapes[name])
-            if not all(isinstance(d, (int, np.integer)) and d > 0 for d in shp):
+            if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and d > 0 for d in shp):
                 raise ShapeError(f"{path}: input_shapes[{name!r}] = {shp}: every dim must be a positive integer")
             if dims is not None and len(shp) != len(dims):
                 raise ShapeError(

@@ -16,6 +16,7 @@ from typing import Any
 
 from .graph import Op, OpGraph, dtype_bytes
 from .opset import channels, kernel_hw, spatial_attr
+from .rules_axis import axis_read
 from .soc import OpRule, Processor, SocProfile
 
 
@@ -47,6 +48,7 @@ class Verdict:
     fused_only: bool = False  # accepted only inside a fused kernel (a chain), never alone
     host: bool = False
     note: str = ""  # the profile's note on this op, shown with a refusal
+    read: str = ""  # how a rule read an accepted op where it is not plain (the axis rule on an image)
 
     @property
     def reasons(self) -> tuple[str, ...]:
@@ -68,7 +70,8 @@ class Verdict:
         if self.ok:
             if self.host:
                 return "runs every op (host)"
-            return "accepted, only fused into a kernel" if self.fused_only else "accepted"
+            text = "accepted, only fused into a kernel" if self.fused_only else "accepted"
+            return f"{text} ({self.read})" if self.read else text
         text = "; ".join(f.text for f in self.failures)
         return f"{text} ({self.note})" if self.note and text else text or (f"({self.note})" if self.note else "")
 
@@ -150,23 +153,12 @@ def rule_ranks(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
     return None
 
 
-def rule_axis(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
+def rule_axis(op: Op, g: OpGraph, r: OpRule, proc: Processor | None = None) -> Failure | None:
     """With axis = "last", softmax / reductions / sort / topk / layer and RMS norms must work on the
-    innermost axis."""
-    if r.axis != "last" or not op.inputs:
-        return None
-    rank = len(g.tensors[op.inputs[0]].shape)
-    axis = op.attrs.get("axes", -1) if op.kind in NORM_AXES else op.attrs.get("axis", -1)
-    axes = axis if isinstance(axis, tuple) else (axis,)
-    for a in axes:
-        if a is None:
-            continue
-        if int(a) % max(rank, 1) != rank - 1:
-            return fail("axis", f"axis {a} is not the innermost axis", axis=int(a), rank=rank)
-    return None
-
-
-NORM_AXES = ("layer_norm", "rms_norm")  # norms whose ``axes`` the axis rule reads
+    axis the processor holds innermost: of an image (a rank-4 activation a conv, pool or resize names
+    the layout of) in the processor's layout (C on NHWC or tiled, W on NCHW), of any other tensor in
+    the model's axis order; dims of one element take no place (``rules_axis``)."""
+    return axis_read(op, g, r, proc)[0]
 
 
 def rule_max_k(op: Op, g: OpGraph, r: OpRule) -> Failure | None:
@@ -277,7 +269,7 @@ def capability(op: Op, g: OpGraph, proc: Processor) -> Verdict:
     rule = proc.ops.get(op.kind)
     if rule is None:
         return Verdict(proc.name, False, (fail("unsupported", f"does not support {op.op}", op=op.op),))
-    fails = [f for fn in OP_RULES if (f := fn(op, g, rule))]
+    fails = [f for fn in OP_RULES if (f := fn(op, g, rule, proc) if fn is rule_axis else fn(op, g, rule))]
     if f := rule_dtypes(op, g, rule.dtypes or proc.dtypes):
         fails.append(f)
     if f := rule_max_tensor_bytes(op, g, proc.max_tensor_bytes):
@@ -288,7 +280,7 @@ def capability(op: Op, g: OpGraph, proc: Processor) -> Verdict:
         fails.append(f)
     if fails:
         return Verdict(proc.name, False, tuple(fails), note=rule.note)
-    return Verdict(proc.name, True, fused_only=rule.fused_only)
+    return Verdict(proc.name, True, fused_only=rule.fused_only, read=axis_read(op, g, rule, proc)[1])
 
 
 def capabilities(g: OpGraph, soc: SocProfile) -> dict[tuple[int, str], Verdict]:

@@ -143,6 +143,7 @@ def digits(study_of):
 # kernels, the property test of the BYOC replay against TVM, the torch-exported families, and every
 # test that starts the command line in a new process (each pays TVM's import).
 SLOW_FILES = frozenset({"test_families.py", "test_codegen.py", "test_codegen_outputs.py", "test_codegen_moves.py",
+                        "test_codegen_layouts.py",
                         "test_hostc.py", "test_fuzz_models.py", "test_incremental.py", "test_progress.py",
                         "test_bits_error.py", "test_kernels_build.py", "test_cli.py"})  # fmt: skip
 

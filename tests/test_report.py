@@ -21,7 +21,7 @@ def _model(tmp_path):
 
     nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], name=HOSTILE, pads=[1, 1, 1, 1]),
              h.make_node("Relu", ["c"], ["r"], name="relu"),
-             h.make_node("Softmax", ["r"], ["y"], name="soft", axis=-1)]  # fmt: skip
+             h.make_node("Softmax", ["r"], ["y"], name="soft", axis=1)]  # fmt: skip
     inits = [initializer("w", [4, 4, 3, 3], 1), initializer("b", [4], 2)]
     x, y = tensor_info("x", [1, 4, 8, 8]), tensor_info("y", [1, 4, 8, 8])
     return save_onnx(onnx_model(nodes, [x], [y], inits), tmp_path / "hostile.onnx")

@@ -25,8 +25,8 @@ def _branchy(path: Path) -> Path:
         helper.make_node("Conv", ["x", "w"], ["c"], name="branch_a/conv", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"], name="branch_a/relu"),
         helper.make_node("Conv", ["r", "w"], ["c2"], name="branch_a/conv2", pads=[1, 1, 1, 1]),
-        helper.make_node("Softmax", ["x"], ["s"], name="branch_b/softmax", axis=-1),
-        helper.make_node("Softmax", ["s"], ["s2"], name="branch_b/softmax2", axis=-1),
+        helper.make_node("Softmax", ["x"], ["s"], name="branch_b/softmax", axis=1),
+        helper.make_node("Softmax", ["s"], ["s2"], name="branch_b/softmax2", axis=1),
         helper.make_node("Sub", ["c2", "s2"], ["y"], name="join"),
     ]
     return _save(path, "branchy", nodes, [1, 16, 32, 32], [1, 16, 32, 32], [w])
@@ -44,8 +44,9 @@ def _save(path: Path, name: str, nodes, x_shape, y_shape, inits) -> Path:
 
 @pytest.fixture(scope="module")
 def branchy(tmp_path_factory):
-    # the softmaxes pinned to the DSP: along W of an NCHW tensor, the NHWC DSP fills 16 of its 64
-    # lanes (the channels), and the cost policy would run them on the host
+    # the softmaxes pinned to the DSP: along C of an NCHW image, which the NHWC DSP holds innermost
+    # (axis = "last" reads it there: along W it refuses them); C = 16 fills 16 of its 64 lanes, and
+    # the cost policy would run them on the host
     s = npukit.Study(_branchy(tmp_path_factory.mktemp("m") / "branchy.onnx"), "arm-dsp-dla")
     return s.pin("branch_b/softmax", "dsp").pin("branch_b/softmax2", "dsp")
 

@@ -10,7 +10,7 @@ from .function import Copy, Fn, _dims, _float
 from .names import comment
 from .program import Program
 from .runner import c_string
-from .storage import CTYPE, GRID
+from .storage import CTYPE, GRID, Format
 
 
 def _desc(prog: Program, c: Copy, lib: str, var: str, arena: str, view: str = "spatial") -> str:
@@ -24,11 +24,22 @@ def _desc(prog: Program, c: Copy, lib: str, var: str, arena: str, view: str = "s
             f"{lib.upper()}_{layout}, {block}, {_float(f.scale)}, {f.zero}}};  /* {comment(prog.label(c.key[0]))} */")  # fmt: skip
 
 
+def same_order(a: Format, b: Format) -> str:
+    """Why two copies of a tensor hold it in the same memory order ("same layout", or
+    ``cost.layouts.same_memory``'s words when their layouts differ), "" when they do not."""
+    if not a.spatial or a.layout == b.layout and (a.layout != "TILED" or a.block == b.block):
+        return "same layout"
+    return a.same_memory_as(b.layout, b.block)
+
+
 def _conversion_name(src: Copy, dst: Copy) -> str:
+    """The call that makes ``dst`` from ``src``: a copy when the values and their memory order are
+    the same (the transfer alone: the cost model charges no layout conversion either), else a
+    layout conversion and / or a (de/re)quantize."""
     a, b = src.fmt, dst.fmt
     ia, ib = a.dtype in GRID or a.dtype in ("U8",), b.dtype in GRID or b.dtype in ("U8",)
     if a.dtype == b.dtype and (a.scale, a.zero) == (b.scale, b.zero):
-        return "layout_convert"
+        return "copy" if same_order(a, b) else "layout_convert"
     if not ia and ib:
         return "quantize"
     if ia and not ib:
@@ -173,7 +184,9 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
             src, dst = prog.copies[skey], prog.copies[dkey]
             lib = "npk" if on == prog.soc.host else prog.lib_of(on)
             what = _conversion_name(src, dst)
-            out.append(f"    {{ /* boundary {comment(prog.label(b.tensor))}: {b.src} -> {b.dst}, {what} on {on} */")
+            same = same_order(src.fmt, dst.fmt)
+            why = f" ({same}: no layout conversion)" if same and same != "same layout" else ""
+            out.append(f"    {{ /* boundary {comment(prog.label(b.tensor))}: {b.src} -> {b.dst}, {what} on {on}{comment(why)} */")
             out.append("        " + _desc(prog, src, lib, "src", "npukit_arena"))
             out.append("        " + _desc(prog, dst, lib, "dst", "npukit_arena"))
             out.append("        " + checked(f"{lib}_{what}(&src, &dst)", f"boundary {prog.label(b.tensor)}: {b.src} -> {b.dst}, "

@@ -89,6 +89,18 @@ class KernelLowering(MacLowering):
         t = self.g.tensors[tid]
         return self.const(tid) if t.kind == "const" else self.fn.desc(tid, view)
 
+    def _held_axes(self, op: Op, axes: list[int]) -> tuple[str, list[int]]:
+        """(view, axes) of a softmax or reduction: on rank-4 buffers in and out (the same model axis
+        order, the rank kept) the buffers as held -- the "spatial" view, (N, C, H, W) in the copy's
+        own layout -- and the model's axes as that view's (N, C, H, W) indices, so an NHWC copy is
+        reduced where it lies, no conversion to the model's order and back; else the model's view
+        and axes."""
+        fi, fo = self.fn._copy(op.inputs[0]).fmt, self.fn._copy(op.outputs[0]).fmt
+        if not (fi.spatial and fo.spatial and fi.model_layout == fo.model_layout):
+            return "model", axes
+        to_nchw = (0, 2, 3, 1) if fi.model_layout == "NHWC" else (0, 1, 2, 3)  # as ``storage.semantic``
+        return "spatial", [to_nchw[_axis(x, 4)] for x in axes]
+
     # -- a kernel ----------------------------------------------------------------------------
     def kernel(self, ids: tuple[int, ...]) -> None:
         fused = self._fused(ids)
@@ -157,11 +169,12 @@ class KernelLowering(MacLowering):
             rank = len(self.g.tensors[op.inputs[0]].shape)
             ax = a.get("axis")
             axes = range(rank) if ax is None else (ax if isinstance(ax, tuple) else (ax,))
-            mask = sum(1 << _axis(x, rank) for x in axes)
-            fn.call(f"{L}_reduce_{k}", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), f"{mask}u", note=f"{name} ({k})")
+            view, axes = self._held_axes(op, [_axis(x, rank) for x in axes])
+            mask = sum(1 << x for x in axes)
+            fn.call(f"{L}_reduce_{k}", fn.desc(op.inputs[0], view), fn.desc(op.outputs[0], view), f"{mask}u", note=f"{name} ({k})")
         elif k in ("softmax", "log_softmax"):
-            fn.call(f"{L}_{k}", fn.desc(op.inputs[0], "model"), fn.desc(op.outputs[0], "model"), str(int(a.get("axis", -1))),
-                    note=f"{name} ({k})")  # fmt: skip
+            view, (ax,) = self._held_axes(op, [int(a.get("axis", -1))])
+            fn.call(f"{L}_{k}", fn.desc(op.inputs[0], view), fn.desc(op.outputs[0], view), str(ax), note=f"{name} ({k})")
         elif k in NORMS:
             lower_norm(self, op)
         elif k == "pad":

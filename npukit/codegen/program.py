@@ -10,7 +10,9 @@
   registered as ``relax.ext.<processor>`` returns for that partition function;
 * after a tensor is produced, every boundary it crosses becomes an explicit conversion call on the
   processor the profile names (``[conversion] layout_on / quantize_on``): the cost model's
-  layout / quantize items, in the same places.
+  layout / quantize items, in the same places; where neither the values nor their memory order
+  change (the same layout, or layouts that put every element at the same offset: C = 1,
+  H = W = 1), a copy (``emit.same_order``), as the cost model charges the transfer alone.
 
 Every buffer but the model's inputs and outputs lives in one static arena; ``memplan`` places them
 by lifetime (events: one per kernel, conversion or partition call).  A model without such a buffer

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cost.layouts import model_layouts, same_memory, semantic, tile_block
 from ..graph import OpGraph, Tensor
 from ..quant.scheme import INT_BITS, act_params
 from ..soc import Processor
@@ -55,8 +56,15 @@ class Format:
 
     @property
     def model_view_ok(self) -> bool:
-        """Is the buffer row-major in the model's axis order (so model-axis ops can read it)?"""
-        return not self.spatial or self.layout == self.model_layout
+        """Is the buffer row-major in the model's axis order (so model-axis ops can read it)?  So it
+        is when its layout puts every element where the model's order does (``same_memory``: an
+        NHWC buffer of an NCHW tensor with C = 1, or with H = W = 1)."""
+        return not self.spatial or self.layout == self.model_layout or self.same_memory_as(self.model_layout, 1)
+
+    def same_memory_as(self, layout: str, block: int) -> str:
+        """Why this rank-4 buffer and one of ``layout`` hold the tensor in the same memory order
+        (``cost.layouts.same_memory``), "" when they do not (or the tensor is not rank-4 spatial)."""
+        return same_memory(self.shape, self.layout, layout, self.block, block) if self.spatial else ""
 
     @property
     def nbytes(self) -> int:
@@ -65,33 +73,6 @@ class Format:
             c = self.shape[1]
             n = n // max(c, 1) * (-(-c // self.block) * self.block)
         return int(n * ITEMSIZE[self.dtype])
-
-
-def model_layouts(g: OpGraph) -> dict[str, str]:
-    """The axis order of every rank-4 tensor in the model: from the layouts of the ops touching it
-    (a conv's data / out layout, a pool's layout), else the format's convention (NHWC for TFLite)."""
-    default = "NHWC" if g.source_format == "tflite" else "NCHW"
-    out: dict[str, str] = {}
-    for op in g.ops:
-        a = op.attrs
-        lay_in = a.get("data_layout") or a.get("layout")
-        lay_out = a.get("out_layout") or lay_in
-        if lay_in and op.inputs and len(g.tensors[op.inputs[0]].shape) == 4:
-            out.setdefault(op.inputs[0], str(lay_in)[:4])
-        if lay_out and op.outputs and len(g.tensors[op.outputs[0]].shape) == 4:
-            out.setdefault(op.outputs[0], str(lay_out)[:4])
-    for tid, t in g.tensors.items():
-        if len(t.shape) == 4 and t.kind != "const":
-            out.setdefault(tid, default)
-    return out
-
-
-def semantic(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
-    """(N, C, H, W) of a rank-4 shape in the model's layout."""
-    if layout == "NHWC":
-        n, h, w, c = shape
-        return (n, c, h, w)
-    return tuple(shape)
 
 
 _KEEPS_QUANT = frozenset({"clip", "max_pool2d", "reshape", "squeeze", "expand_dims", "flatten", "permute_dims",
@@ -187,8 +168,3 @@ class Storage:
         if dtype in GRID:
             scale, zero = grid(*self.ranges.get(tid, (0.0, 0.0)), bits)
         return self._base(t, dtype, layout, block, scale, zero)
-
-
-def tile_block(p: Processor) -> int:
-    """The channel block of a TILED processor: its MAC array's output-channel lanes (at least 4)."""
-    return max(4, int(p.mac_array.get("channels_out", 1)))

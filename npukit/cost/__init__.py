@@ -91,7 +91,11 @@ before a model's input QUANTIZE moves the float tensor and converts nothing: the
   else bits(s)
 * transfer_us = latency_us + k * bytes / (bandwidth_gbps * 1000), k = 2 through shared DRAM
   (write, then read), else 1
-* layout_us (only when the layouts differ and the tensor has rank 4; any other rank is row-major): a copy, ops * elements /
+* layout_us (only when the layouts differ and the tensor has rank 4, any other rank being row-major,
+  and only when they hold it in different memory orders: none where every element stays at its
+  offset -- NCHW <-> NHWC with C = 1 or H = W = 1, a tiled layout whose C is whole tiles and is NHWC
+  apart from dims of one element; the trace says which, ``npukit.cost.layouts.same_memory``; the
+  transfer and any (de/re)quantize are charged as ever): a copy, ops * elements /
   vector_ops_per_cycle[w] + 2 * bytes(s) / dram_bytes_per_cycle, in cycles of the converting
   processor ([conversion] layout_on), bytes(s) = ceil(elements * bits(s) / 8); w is the data's own width
   (ops = 1) unless another width's vector rate moves more bits per cycle (rate * bits: a CPU without

@@ -1,7 +1,9 @@
 """Boundary costs: a tensor crossing from one processor to another (no tvm).
 
 transfer_us = latency_us + k * bytes / (bandwidth_gbps * 1000), k = 2 through shared DRAM; a layout
-conversion when the processors' layouts differ (rank-4 numeric tensors); a (de/re)quantize when
+conversion when the processors' layouts differ (rank-4 numeric tensors) and hold the tensor in
+different memory orders (none where every byte stays put: C = 1, H = W = 1 -- ``layouts.same_memory``,
+which the boundary's trace quotes); a (de/re)quantize when
 the tensor is held differently at the two bit-widths (the widths its producer and its first reader
 hold it at: ``grouping.bound_keys``); each conversion runs on the processor ``[conversion] layout_on`` /
 ``quantize_on`` names."""
@@ -13,6 +15,7 @@ from typing import NamedTuple
 
 from ..plan import Boundary
 from ..soc import BIT_WIDTH, Link, Processor, SocProfile
+from .layouts import same_memory, semantic, tile_block
 from .tables import NUMERIC, Tables, elem_bits, held_as, integer
 from .trace import Trace, num
 
@@ -56,6 +59,7 @@ class BoundaryCost(NamedTuple):
     link_energy_uj: float
     energy_uj: float
     sent_bits: str = ""  # the width it travels at (``bytes``): src_bits, or dst_bits when the sender converts
+    same_order: str = ""  # why no layout conversion where the layouts differ: "same memory order: C = 1"
 
     @property
     def layout_us(self) -> float:
@@ -149,7 +153,10 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
         if cp is ps and cp is not pd:
             sent = dst_bits
     # a layout names how a rank-4 tensor is held; any other rank is row-major on every processor
+    same = ""
     if ps.layout != pd.layout and len(tensor.shape) == 4 and numeric:
+        same = _same_order(b.tensor, t, ps, pd)
+    if ps.layout != pd.layout and len(tensor.shape) == 4 and numeric and not same:
         cp = converter(soc.layout_on)
         cb = src_bits if cp is ps else dst_bits if cp is pd else cp.default_bits
         # the receiver converts the tensor as it arrives (quantized first when the sender quantizes)
@@ -160,7 +167,19 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
     e_link = nbytes * link.energy_pj_per_byte / 1e6
     energy = e_link + sum(c.energy_uj for c in (layout, quant) if c)
     return BoundaryCost(b.tensor, b.src, b.dst, src_bits, dst_bits, nbytes, transfer, layout, quant, link, k, e_link,
-                        energy, sent)  # fmt: skip
+                        energy, sent, same)  # fmt: skip
+
+
+def _same_order(tid: str, t: Tables, ps: Processor, pd: Processor) -> str:
+    """Why ``ps`` and ``pd`` hold rank-4 tensor ``tid`` in the same memory order though their layouts
+    differ (``layouts.same_memory``, on the tensor's (N, C, H, W) in the model's axis order), else ""."""
+    ml = t.model_layouts.get(tid)
+    if not ml:
+        return ""
+    nchw = semantic(t.g.tensors[tid].shape, ml)
+    why = same_memory(nchw, ps.layout, pd.layout, tile_block(ps), tile_block(pd))
+    return why and (f"{why} ({ps.name}'s {ps.layout} and {pd.name}'s {pd.layout} put every element of (N, C, H, W) = "
+                    f"({', '.join(map(str, nchw))}) at the same offset)")  # fmt: skip
 
 
 def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
@@ -182,6 +201,8 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
                 f"{c.via_factor}*{c.bytes:,.0f}/({ln.bandwidth_gbps:g}*1000) = {num(c.transfer_us)} us"
                 + (" (via shared DRAM: write + read)" if ln.via_dram else ""),
                 ("links.bandwidth_gbps", "links.latency_us", "links.via_dram"), ())]  # fmt: skip
+    if c.layout is None and c.same_order:
+        tr.append(Trace("layout_us", f"0 us, no layout conversion: {c.same_order}", ("layout",), ("shape",)))
     for name, cv, fields in (("layout_us", c.layout, ("conversion.layout_on", "layout")),
                              ("quantize_us", c.quantize, ("conversion.quantize_on", "default_bits"))):  # fmt: skip
         if cv is None:

@@ -13,12 +13,25 @@ layout: its last dim is its innermost on every processor.
 Innermost on a processor: channels (``C``) for an ``NHWC`` or ``tiled`` processor (a tiled layout
 blocks channels innermost), the last spatial dim (``W``) for an ``NCHW`` one; a dim of one element
 takes no place, so the innermost is the last one of more than one.
+
+How a buffer lays a rank-4 tensor out (``memory_order``), which the boundary conversions and the
+generated code read: every rank-4 activation is held in the processor's layout (its axis order in
+the model from the ops that name one, else the file format's: ``model_layouts``).  Two layouts
+hold the same memory order when they put every element at the same offset: after dropping the dims
+of one element, the same dims in the same order (NCHW and NHWC of a tensor with C = 1, or with
+H = W = 1).  A tiled layout (N, ceil(C/B), H, W, B) pads channels to a whole number of B-channel
+tiles: padded, it is its own; unpadded, it is NHWC with C split in two (C = B is NHWC).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..graph import OpGraph
 from ..opset import KINDS
+
+if TYPE_CHECKING:
+    from ..soc import Processor
 
 KEEPS_ROLES = frozenset({"elementwise", "quantize", "softmax", "norm", "reduce", "pool"})
 KEEPS_COPIES = frozenset({"pad", "concat", "split", "strided_slice", "dynamic_strided_slice", "resize2d", "resize3d"})
@@ -101,3 +114,101 @@ def innermost(layout: str | None, shape: tuple[int, ...], processor_layout: str)
         if n > 1:
             return n, letter
     return 1, ""
+
+
+def image_layouts_of(g: OpGraph) -> dict[str, str]:
+    """``image_layouts(g)``, worked out once per graph (kept on the graph, which is immutable)."""
+    got = g.__dict__.get("_npk_image_layouts")
+    if got is None:
+        got = image_layouts(g)
+        object.__setattr__(g, "_npk_image_layouts", got)
+    return got
+
+
+def memory_axes(layout: str | None, rank: int, processor_layout: str) -> list[int]:
+    """The model's axes of a tensor of ``rank`` in the order a processor of ``processor_layout``
+    holds them, outermost first: an image's (``layout``, its letters in the model's order) with
+    channels innermost on an NHWC or tiled processor and after the batch on an NCHW one, as
+    ``innermost``; any other tensor's in the model's order (row-major on every processor)."""
+    if layout is None or len(layout) != rank:
+        return list(range(rank))
+    spatial = [c for c in layout if c not in "NC"]
+    letters = ["N", "C", *spatial] if processor_layout == "NCHW" else ["N", *spatial, "C"]
+    return [layout.index(c) for c in letters]
+
+
+# -- memory order of a rank-4 buffer (boundaries, generated code) ---------------------------------
+
+
+def model_layouts(g: OpGraph) -> dict[str, str]:
+    """The axis order of every rank-4 tensor in the model: from the layouts of the ops touching it
+    (a conv's data / out layout, a pool's layout), else the format's convention (NHWC for TFLite)."""
+    default = "NHWC" if g.source_format == "tflite" else "NCHW"
+    out: dict[str, str] = {}
+    for op in g.ops:
+        a = op.attrs
+        lay_in = a.get("data_layout") or a.get("layout")
+        lay_out = a.get("out_layout") or lay_in
+        if lay_in and op.inputs and len(g.tensors[op.inputs[0]].shape) == 4:
+            out.setdefault(op.inputs[0], str(lay_in)[:4])
+        if lay_out and op.outputs and len(g.tensors[op.outputs[0]].shape) == 4:
+            out.setdefault(op.outputs[0], str(lay_out)[:4])
+    for tid, t in g.tensors.items():
+        if len(t.shape) == 4 and t.kind != "const":
+            out.setdefault(tid, default)
+    return out
+
+
+def semantic(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
+    """(N, C, H, W) of a rank-4 shape in the model's layout."""
+    if layout == "NHWC":
+        n, h, w, c = shape
+        return (n, c, h, w)
+    return tuple(shape)
+
+
+def tile_block(p: Processor) -> int:
+    """The channel block of a tiled processor: its MAC array's output-channel lanes (at least 4)."""
+    return max(4, int(p.mac_array.get("channels_out", 1)))
+
+
+def memory_order(layout: str, nchw: tuple[int, ...], block: int = 1) -> tuple[tuple[str, int, int], ...] | None:
+    """How a buffer of ``layout`` (NCHW / ROW, NHWC, tiled / TILED with channel ``block``) holds a
+    rank-4 tensor of (N, C, H, W) ``nchw``: (dim, step along the dim, extent) of each piece of more
+    than one element, outermost first, a dim's pieces merged where they run on contiguously (a
+    tiled layout's channel tiles, (C / B, step B) then (B, step 1)).  None: padded (a tiled layout
+    whose C is not a whole number of tiles)."""
+    n, c, h, w = nchw
+    lay = layout.upper()
+    if lay == "TILED":
+        if c % block:
+            return None
+        pieces = [("N", 1, n), ("C", block, c // block), ("H", 1, h), ("W", 1, w), ("C", 1, block)]
+    elif lay == "NHWC":
+        pieces = [("N", 1, n), ("H", 1, h), ("W", 1, w), ("C", 1, c)]
+    else:
+        pieces = [("N", 1, n), ("C", 1, c), ("H", 1, h), ("W", 1, w)]
+    out: list[tuple[str, int, int]] = []
+    for dim, step, ext in pieces:
+        if ext == 1:
+            continue
+        if out and out[-1][0] == dim and out[-1][1] == step * ext:
+            out[-1] = (dim, step, out[-1][2] * ext)
+        else:
+            out.append((dim, step, ext))
+    return tuple(out)
+
+
+def same_memory(nchw: tuple[int, ...], a: str, b: str, block_a: int = 1, block_b: int = 1) -> str:
+    """Why buffers of layouts ``a`` and ``b`` hold a rank-4 tensor of (N, C, H, W) ``nchw`` in the
+    same memory order (every element at the same offset: converting one to the other moves no
+    byte), in words: ``"same memory order: C = 1"``; "" when they do not."""
+    ma, mb = memory_order(a, nchw, block_a), memory_order(b, nchw, block_b)
+    if ma is None or mb is None or ma != mb:
+        return ""
+    ones = [d for d, size in zip("CHW", nchw[1:]) if size == 1]
+    why = [" = ".join(ones) + " = 1"] if ones else []
+    c = nchw[1]
+    for blk in sorted({k for x, k in ((a, block_a), (b, block_b)) if x.upper() == "TILED"}):
+        why.append(f"C = {c}: {c // blk} whole {blk}-channel tile{'s' * (c // blk != 1)}, no padding")
+    return "same memory order: " + "; ".join(why or ["the same dims in the same order"])

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from ..graph import OpGraph, Tensor, dtype_bits
 from ..opset import KINDS, geometry, work
 from ..soc import BIT_WIDTH, Processor
-from .layouts import image_layouts, innermost
+from .layouts import image_layouts_of, innermost, model_layouts
 
 NUMERIC = frozenset({"float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "uint16"})
 
@@ -193,7 +193,13 @@ class Tables:
     @cached_property
     def image_layouts(self) -> dict[str, str]:
         """``layouts.image_layouts`` of the graph (worked out once, whatever the processors' layouts)."""
-        return image_layouts(self.g)
+        return image_layouts_of(self.g)
+
+    @cached_property
+    def model_layouts(self) -> dict[str, str]:
+        """``layouts.model_layouts``: every rank-4 activation's axis order in the model (a boundary
+        between layouts reads its (N, C, H, W) from it, as the generated code's buffers do)."""
+        return model_layouts(self.g)
 
     def inner(self, layout: str) -> list[tuple[int, str]]:
         """Per op: (size, letter) of its output's dim a processor of ``layout`` holds innermost, the

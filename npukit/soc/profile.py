@@ -109,12 +109,13 @@ class Link:
     energy_pj_per_byte: float
 
 
-# processor fields no partition reads under given verdicts (costs, energy, layout, library names),
-# and top-level tables likewise: profiles that differ only in these partition alike
+# processor fields no partition reads under given verdicts (costs, energy, library names), and
+# top-level tables likewise: profiles that differ only in these partition alike.  Not ``layout``:
+# the axis rule reads an image's axis in it (``rules_axis``), so a layout can change a verdict
 COST_FIELDS = frozenset({
     "description", "clock_mhz", "macs_per_cycle", "vector_ops_per_cycle", "default_bits", "mac_array", "vector_lanes",
     "efficiency", "reduction", "onchip_bytes", "dram_bytes_per_cycle", "onchip_bytes_per_cycle",
-    "weight_bytes_per_cycle", "weight_port", "output_elems_per_cycle", "layout", "op_overhead_cycles",
+    "weight_bytes_per_cycle", "weight_port", "output_elems_per_cycle", "op_overhead_cycles",
     "call_overhead_cycles", "energy_pj_per_mac", "energy_pj_per_op", "energy_pj_per_byte",
     "energy_pj_per_onchip_byte", "static_mw", "kernel_library",
 })  # fmt: skip

@@ -59,7 +59,6 @@ from .model import (
     host_toggle,
     layer_bits_of,
     load,
-    op_bits,
     per_op,
     pinned_as,
     pins_of,
@@ -90,6 +89,7 @@ from .products import (
     _ranges_file as _ranges_file,  # (benchmarks/export.py reads the calibration file)
 )
 from .results import Result, estimate, evaluate, totals
+from .widths import op_bits, settings, width_notes
 
 __all__ = [
     "ADDITIVE",
@@ -149,6 +149,8 @@ __all__ = [
     "measured_fit",
     "memory",
     "op_bits",
+    "settings",
+    "width_notes",
     "partition",
     "partition_cached",
     "per_op",

@@ -119,7 +119,10 @@ class Study(StudyEdits, StudyOutputs):
         return pl.byoc_steps(self._model, self.soc, self._config)
 
     def op_bits(self) -> tuple[str, ...]:
-        """Effective bit-width of every op: layer override, else processor setting, else its default."""
+        """The bit-width every op runs at: its setting (layer override, else processor setting, else
+        its default) but where the model or its kernel holds its values otherwise -- fp16 for a
+        float16 model's op under fp32, a kernel's width for a member whose values never leave the
+        kernel (``costs["bits_note"]`` says why)."""
         return self.result.bits
 
     def reasons(self) -> tuple[str, ...]:

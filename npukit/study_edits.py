@@ -7,6 +7,7 @@ set of ops (``_node_key``), and removing one the study does not have says what h
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -140,7 +141,23 @@ class StudyEdits:
             for p in targets:
                 cfg = cfg.with_bits(bits, processor=p)
         self._apply(cfg)
+        if layer is not None and bits is not None:
+            self._warn_idle(key, bits)
         return self
+
+    def _warn_idle(self, key: str, bits: str) -> None:
+        """Warn when a layer width just set has no effect: every op it sets runs inside a kernel its
+        values never leave, at the kernel's width (``pipeline.widths``; the per-op table and
+        ``explain`` say the same)."""
+        model, soc, cfg, g = self._model, self.soc, self._config, self.graph
+        plan = pl.partition(model, soc, cfg).plan
+        ids = set(pl.resolve(g, key))
+        mine = [i for i, b in pl.layer_bits_of(g, cfg).items() if b == bits and i in ids]
+        notes = pl.width_notes(model, soc, cfg, plan, pl.op_bits(model, soc, cfg, plan))
+        if mine and all("never leave the kernel" in notes.get(i, "") for i in mine):
+            i = mine[0]
+            warnings.warn(f"npukit: layer {pl.shown(g, key)!r} at {bits} has no effect; {g.ops[i].name} runs at {notes[i]}",
+                          stacklevel=3)  # fmt: skip
 
     def reset(self) -> Study:
         self._apply(Config())

@@ -4,6 +4,7 @@ reasons, and ``explain()``'s text rendered from the cost terms."""
 from __future__ import annotations
 
 from .pipeline import Result, resolve
+from .pipeline import width_notes as _width_notes
 from .rules import winner_reason
 
 
@@ -50,19 +51,27 @@ def partitions(r: Result):
 
 
 COST_COLUMNS = ("op_id", "name", "processor", "bits", "macs", "bytes", "compute_cycles", "memory_cycles",
-                "overhead_cycles", "cycles", "latency_us", "energy_uj", "vector_ops", "dram_bytes", "kernel", "role")  # fmt: skip
+                "overhead_cycles", "cycles", "latency_us", "energy_uj", "vector_ops", "dram_bytes", "kernel", "role",
+                "bits_note")  # fmt: skip
+
+
+def width_notes(r: Result) -> dict[int, str]:
+    """Op id -> why it runs at another width than its setting (``pipeline.width_notes``)."""
+    return _width_notes(r.model, r.soc, r.config, r.plan, r.bits)
 
 
 def costs(r: Result):
     """One row per op; ``cycles = max(compute_cycles, memory_cycles) + overhead_cycles`` in every row
-    (a fused kernel's figures are on its anchor; ``kernel`` names it, ``role`` says what the op is in it)."""
+    (a fused kernel's figures are on its anchor; ``kernel`` names it, ``role`` says what the op is in it;
+    ``bits_note`` says why ``bits`` is not the op's setting, where it is not)."""
     import pandas as pd  # noqa: PLC0415
 
     g = r.graph
+    notes = width_notes(r)
     return pd.DataFrame(
         [(c.op_id, g.ops[c.op_id].name, c.processor, c.bits, c.macs, c.bytes, c.compute_cycles, c.memory_cycles,
-          c.overhead_cycles, c.cycles, c.latency_us, c.energy_uj, c.vector_ops, c.dram_bytes, c.kernel, c.role)
-         for c in r.ops], columns=list(COST_COLUMNS))  # fmt: skip
+          c.overhead_cycles, c.cycles, c.latency_us, c.energy_uj, c.vector_ops, c.dram_bytes, c.kernel, c.role,
+          notes.get(c.op_id, "")) for c in r.ops], columns=list(COST_COLUMNS))  # fmt: skip
 
 
 def boundaries(r: Result):
@@ -112,6 +121,7 @@ def explain(r: Result, node) -> str:
     ids = resolve(g, node)
     plan = r.plan
     t = r.tables
+    notes = width_notes(r)
     lines = []
     for i in ids:
         op = g.ops[i]
@@ -130,6 +140,8 @@ def explain(r: Result, node) -> str:
         lines.append(f"  reason: {winner_reason(op, proc, plan.pattern[i], r.verdicts, r.soc, i in r.pins, r.partitioned.notes.get(i, ''))}")
         for p in r.soc.names:
             lines.append(f"    {p}: {r.verdicts[(i, p)].text}")
+        if i in notes:
+            lines.append(f"  bit-width: {notes[i]}")
         lines.append(f"  figures on {proc} at {c.bits} (profile {r.soc.name}, processors.{proc}.*):")
         for tr in c.trace:
             src = ""

@@ -22,6 +22,7 @@ from conftest import (
 )
 
 import npukit
+from npukit import pipeline
 from npukit.tvm.importers import op_id_of_span
 
 # These tests pin down the BYOC mechanics themselves (patterns, priorities, pins, pruning, read-back),
@@ -226,8 +227,11 @@ def test_an_edit_of_one_op_inside_a_node_beats_the_node_and_a_node_edit_replaces
     node = next(op.source for op in g.ops if len(g.ops_of_source(op.source)) > 1)
     first, second = g.ops_of_source(node)[:2]
     digits.set_bits("int8", layer=node)
-    digits.set_bits("fp16", layer=second)  # one op inside: it wins, whatever the spelling's sort order
-    assert digits.op_bits()[first] == "int8" and digits.op_bits()[second] == "fp16"
+    with pytest.warns(UserWarning, match="has no effect"):  # (the conv's bias add: inside the conv's kernel)
+        digits.set_bits("fp16", layer=second)  # one op inside: it wins, whatever the spelling's sort order
+    set_to = pipeline.settings(digits.soc, digits.config, digits.plan, g)
+    assert set_to[first] == "int8" and set_to[second] == "fp16"
+    assert digits.op_bits()[first] == digits.op_bits()[second] == "int8"  # (it runs at its kernel's width)
     digits.set_bits("fp16", layer=node)  # the whole node again: replaces the finer edit
     assert digits.config.layer_bits == ((node, "fp16"),)
     assert digits.op_bits()[first] == digits.op_bits()[second] == "fp16"
@@ -455,6 +459,7 @@ def test_plan_matches_module_int8(study_of):
 _DUMP = """
 import hashlib, json, sys
 import npukit
+from npukit import pipeline
 s = npukit.Study(sys.argv[1], sys.argv[2], sys.argv[3], placement="first-fit")
 print(json.dumps({
     "plan": repr(s.plan),

@@ -6,7 +6,8 @@ and affine quantization, on every processor it lives on.
   simulation rounds it.
 * An accelerator stores a float model tensor at the bit-width its producer (or, for a boundary
   copy, its first consumer there) runs at: S16 / S8 / S4 / S2 with the tensor's calibrated affine
-  range, F16, or F32; an integer model tensor (an int8 TFLite model's) keeps its dtype and the
+  range, F16, or F32 -- never wider than the model holds it (a float16 tensor is F16 at fp32, as the
+  cost model counts it: ``cost.tables.model_width``); an integer model tensor (an int8 TFLite model's) keeps its dtype and the
   model's own scale and zero point.  Rank-4 tensors take the processor's layout (NCHW, NHWC, or
   TILED with a channel block); other ranks are row-major.
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost.layouts import model_layouts, same_memory, semantic, tile_block
+from ..cost.tables import model_width
 from ..graph import OpGraph, Tensor
 from ..quant.scheme import INT_BITS, act_params
 from ..soc import Processor
@@ -163,7 +165,7 @@ class Storage:
             dtype = MODEL.get(t.dtype, "S32")
             scale, zero = (model_quant(self.g, tid) or (1.0, 0)) if dtype in ("S16", "S8", "U8") else (1.0, 0)
             return self._base(t, dtype, layout, block, scale, zero)
-        dtype = NPK[bits]
+        dtype = NPK[model_width(t, bits)]  # (a float16 tensor is never stored wider: the cost model's rule)
         scale, zero = 1.0, 0
         if dtype in GRID:
             scale, zero = grid(*self.ranges.get(tid, (0.0, 0.0)), bits)

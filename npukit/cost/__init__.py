@@ -18,6 +18,17 @@ role:
 * epilogue: an elementwise op after the anchor (add, multiply, quantize, clip, relu, ...);
 * serial: anything else, costed as its own work after the anchor's.
 
+A member whose values never leave its kernel (every reader is inside it) and that owns no weight
+runs at the anchor's width, whatever its own (``cost.members.inner_width``): nothing rounds,
+stores or converts its values there -- the simulation and the generated code leave them wide --,
+so a layer bit-width on it (a conv's bias add) has no effect; the per-op table's ``bits_note`` and
+``explain`` say so, and ``Study.set_bits`` warns.
+
+The width b an op runs at (``npukit.pipeline.widths``): its layer's bit-width, else its
+processor's setting, else the processor's default_bits -- but fp16 where that says fp32, the model
+holds every float value of the op as float16 and the processor runs fp16 (a processor without fp16
+arithmetic computes in fp32, the tensors still held as float16), and a kernel member's as above.
+
 Per op on processor p at bit-width b (the op's MACs and vector ops come from ``npukit.opset``):
 
 * util_mac = u_in * fill(OC, channels_out) * fill(pixels, pixels) where fill(n, P) =
@@ -49,14 +60,17 @@ Per kernel (``npukit.cost.kernel.kernel_cost``, the one place these are evaluate
   running in that stage at no extra cost; with an output stage and a vector anchor, the anchor's
   cycles (the epilogue runs in the same pass); without one, the anchor's cycles + the epilogue
   members' vec_cycles, at the anchor's efficiency (its class's: they run inside its loop nest).
-  Plus the serial members' cycles.  Plus, for every input an op reads from the same partition
-  held otherwise than it holds it (a layer bit-width: the producer wrote it at its width; the
-  float side of a (de)quantize, see bytes, when it is stored between two kernels), its
+  Plus the serial members' cycles.  Plus, for every input an op reads from another kernel of the
+  same partition held otherwise than it holds it (a layer bit-width: the producer wrote it at its
+  width; the float side of a (de)quantize, see bytes, when it is stored between two kernels), its
   conversion as it loads: 2 * elements / vector_ops_per_cycle[b] (b the reader's width); those
-  ops count in vector_ops and energy, and the input's bytes are read at the producer's width.
+  ops count in vector_ops and energy, and the input's bytes are read at the producer's width.  A
+  value made inside the reader's own kernel is read as it is: nothing converts it.
   Between processors the boundary converts (below).
 * bytes: every tensor at its op's bit-width (int4 / int2 packed; int32 bias when b is an integer
-  width; index tensors keep their dtype), but the float side of the model's own input quantize
+  width; index tensors keep their dtype), never wider than the model holds it (a model's integer
+  tensor keeps its width, a float16 tensor is 16 bits at fp32: ``tables.model_width``, as the
+  generated code stores it and the simulation runs it), but the float side of the model's own input quantize
   and output dequantize -- a model input a quantize reads, a model output a dequantize writes --
   in its own dtype (fp32 for float32) whatever the op's width: the op itself converts it
   (``tables.own_widths``; inside the model a (de)quantize stands for an integer op's

@@ -10,6 +10,7 @@ from ..graph import OpGraph
 from ..opset import KINDS
 from ..plan import Plan
 from ..soc import SocProfile
+from .members import anchor_of, inner_width
 from .tables import NUMERIC, Tables, held_as, input_bits
 
 
@@ -142,10 +143,12 @@ def _contexts(g: OpGraph, t: Tables, bits_of: Callable[[int], str], kernel_list:
         overhead = c is None or kernel_list[c][0] == i
         cv, bi = None, None
         for k, (tid, p) in enumerate(spec):
-            if p >= 0 and partition[p] == part_i and tensors[tid].dtype in NUMERIC:
+            # (a value made inside the kernel is read as it is: nothing converts it there)
+            if p >= 0 and not fused_in[k] and partition[p] == part_i and tensors[tid].dtype in NUMERIC:
                 bp = bits_of(p)
                 if bi is None:
-                    bi = bits_of(i)
+                    a = anchor_of(kernel_list[c], t) if fused_out else i
+                    bi = bits_of(a if inner_width(t, i, a, fused_out) else i)
                 bq = bi
                 if own and not fused_in[k]:  # stored between two kernels: a (de)quantize's float side in its dtype
                     bp = own.get((p, tid)) or bp

@@ -11,9 +11,9 @@ from typing import NamedTuple
 from ..opset import KINDS
 from ..soc import Processor
 from .grouping import OpContext
+from .members import anchor_of, inner_width
 from .tables import Tables, Util, fill, util_mac
 
-_QDQ = frozenset({"quantize", "dequantize", "astype"})
 LOOKUPS = frozenset({"take", "gather_elements", "gather_nd"})  # their first input is the table read from
 
 
@@ -109,29 +109,6 @@ def role(kind: str, i: int, anchor: int, bits: str) -> str:
     if i > anchor and k.epilogue:
         return "epilogue"
     return "serial"
-
-
-def anchor_of(ids: Sequence[int], t: Tables) -> int:
-    """The member with the most MACs, then real (not (de)quantize / view) work, then the most vector
-    work; on ties the first."""
-    if len(ids) == 1:
-        return ids[0]
-    key = ("anchor", tuple(ids))  # static per member set: memoized beside the plans
-    a = t.plan_memo.get(key)
-    if a is None:
-        a = t.plan_memo[key] = _anchor(key[1], t)
-    return a
-
-
-def _anchor(ids: tuple[int, ...], t: Tables) -> int:
-    ops = t.g.ops
-
-    def key(i: int):
-        w = t.work[i]
-        k = ops[i].kind
-        return (w.macs, k not in _QDQ and not KINDS[k].view, w.vector_ops, -i)
-
-    return max(ids, key=key)
 
 
 class UtilMemo(dict):
@@ -242,25 +219,27 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
     um = UtilMemo() if um is None else um
     ops = t.g.ops
     a = anchor_of(ids, t)
-    ab = bits[a]
+    # a member whose values never leave the kernel runs at the anchor's width (``inner_width``)
+    eb = {i: bits[a] if i != a and inner_width(t, i, a, ctxs[i].fused_out) else bits[i] for i in ids}
+    ab = eb[a]
     stage = p.output_elems_per_cycle
     a_cls = t.kernel_class(a)
     roles, comps, mems = [], [], []
     epi = ser = act_dram = onchip = weights = 0.0
     for i in ids:
-        r = role(ops[i].kind, i, a, bits[i])
+        r = role(ops[i].kind, i, a, eb[i])
         roles.append(r)
         if r == "anchor" or r == "serial":
-            c = compute_of(i, t, p, bits[i], um)
+            c = compute_of(i, t, p, eb[i], um)
             if r == "serial":
                 ser += c.vec_cycles + c.mac_cycles
         elif r == "epilogue" and stage <= 0:  # in the anchor's loop nest: at the anchor's efficiency
-            c = compute_of(i, t, p, bits[i], um, a_cls)
+            c = compute_of(i, t, p, eb[i], um, a_cls)
             epi += c.vec_cycles + c.mac_cycles
         else:
             c = NO_COMPUTE
         comps.append(c)
-        m = memory_of(i, t, p, bits[i], ctxs[i])
+        m = memory_of(i, t, p, eb[i], ctxs[i])
         mems.append(m)
         act_dram += m.act_dram
         onchip += m.onchip
@@ -271,10 +250,10 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
         for tid, frm in zip(ops[i].inputs, cv) if cv else ():
             if frm:
                 n = t.g.tensors[tid].size
-                rate = p.vector_ops_per_cycle[bits[i]]  # (at the op's own width, even into a (de)quantize's float side)
+                rate = p.vector_ops_per_cycle[eb[i]]  # (at the op's own width, even into a (de)quantize's float side)
                 conv_cycles += CONVERT_OPS * n / rate
                 conv_ops += CONVERT_OPS * n
-                convs.append((i, tid, frm, t.held(i, tid, bits[i]), n, rate, bits[i]))
+                convs.append((i, tid, frm, t.held(i, tid, eb[i]), n, rate, eb[i]))
     ca = comps[ids.index(a)]
     wa = t.work[a]
     stage_cycles = 0.0
@@ -302,10 +281,10 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
         w = t.work[i]
         if w.macs:
             macs += w.macs
-            e_mac += w.macs * pj_mac[bits[i]]
+            e_mac += w.macs * pj_mac[eb[i]]
         if w.vector_ops and (r == "anchor" or r == "serial" or (r == "epilogue" and stage <= 0)):
             vec_ops += w.vector_ops
-            e_op += w.vector_ops * pj_op[bits[i]]
+            e_op += w.vector_ops * pj_op[eb[i]]
     stage_ops = t.out_elems[a] if stage_cycles else 0
     e_op += stage_ops * pj_op[ab]
     for _i, _tid, _frm, _to, n, _rate, at in convs:
@@ -313,7 +292,7 @@ def kernel_cost(ids: Sequence[int], t: Tables, p: Processor, bits: Sequence[str]
     e_mem = (act_dram + weights) * p.energy_pj_per_byte + onchip * p.energy_pj_per_onchip_byte
     e_static = p.static_mw * lat / 1e3
     energy = (e_mac + e_op + e_mem) / 1e6 + e_static
-    return KernelCost(ids, a, p, tuple(bits[i] for i in ids), tuple(roles), tuple(comps), tuple(mems), stage_cycles,
+    return KernelCost(ids, a, p, tuple(eb[i] for i in ids), tuple(roles), tuple(comps), tuple(mems), stage_cycles,
                       main, ser, compute, act_dram, onchip, weights, act_cyc, w_cyc, memory, op_over, call_over,
                       overhead, cycles, lat, macs, vec_ops + stage_ops + conv_ops, stage_ops, e_mac, e_op, e_mem, e_static,
                       energy, tuple(convs))  # fmt: skip

@@ -34,9 +34,57 @@ def elem_bits(t: Tensor, bits: str) -> float:
     b = BIT_WIDTH[bits]
     if t.kind == "const" and bits.startswith("int") and t.size > 1 and sum(d > 1 for d in t.shape) <= 1:
         return 32  # bias vectors (shape (C,) or (1, C, 1, 1)) stay int32 in integer kernels
-    if "int" in t.dtype:  # an integer tensor of the model keeps its width unless narrowed further
+    if "int" in t.dtype or t.dtype == HALF:  # the model's integer or float16 tensor: never held wider
         return min(b, dtype_bits(t.dtype))
     return b
+
+
+HALF = "float16"  # the one float dtype narrower than fp32 a bit-width names (fp16)
+
+
+def model_width(t: Tensor, bits: str) -> str:
+    """The width a tensor is held at when its op runs at ``bits``: never wider than the model holds
+    it -- a float16 tensor at fp32 is fp16 (the generated code stores it as float16, the simulation
+    runs the model's float16 ops), as an integer tensor keeps its own width (``elem_bits``)."""
+    return "fp16" if bits == "fp32" and t.dtype == HALF else bits
+
+
+def op_model_widths(g: OpGraph) -> tuple[str, ...]:
+    """Per op: "fp16" when every float tensor it reads from another op or writes is float16 (the
+    model holds all its values as float16: an fp32 setting runs it at fp16 where the processor
+    runs fp16), else "" (a float32 tensor among them, or no float tensor: its setting stands)."""
+    out = g.__dict__.get("_model_widths")
+    if out is not None:
+        return out
+    tensors = g.tensors
+    col = []
+    for op in g.ops:
+        fl = [tensors[x].dtype for x in (*op.inputs, *op.outputs)
+              if tensors[x].kind != "const" and tensors[x].dtype.startswith(("float", "bfloat"))]  # fmt: skip
+        col.append("fp16" if fl and all(d == HALF for d in fl) else "")
+    out = tuple(col)
+    object.__setattr__(g, "_model_widths", out)
+    return out
+
+
+def narrowed(cap: str, bits: str, p) -> str:
+    """The width an op set to ``bits`` runs at on processor ``p`` when the model holds its values at
+    ``cap`` (``op_model_widths``): fp16 for an fp32 setting where ``p`` runs fp16, else ``bits`` (a
+    processor without fp16 arithmetic computes in fp32; its tensors are still held as float16)."""
+    return "fp16" if cap == "fp16" and bits == "fp32" and "fp16" in p.macs_per_cycle else bits
+
+
+def weight_tensors(g: OpGraph) -> list[str]:
+    """Const tensors that are weights of MAC ops (rank >= 2, float), in first-use order: the weights
+    the simulation and the generated code quantize at their first reader's bit-width."""
+    out: list[str] = []
+    for op in g.ops:
+        if KINDS[op.kind].mac:
+            for t in op.inputs[1:]:
+                tt = g.tensors[t]
+                if tt.kind == "const" and len(tt.shape) >= 2 and "float" in tt.dtype and t not in out:
+                    out.append(t)
+    return out
 
 
 def integer(tensor) -> bool:
@@ -95,7 +143,7 @@ def own_widths(g: OpGraph) -> dict[tuple[int, str], str]:
 
 def held_width(g: OpGraph, i: int, tid: str, bits: str) -> str:
     """``Tables.held`` without the tables: the width op ``i`` at ``bits`` holds ``tid`` at."""
-    return own_widths(g).get((i, tid)) or bits
+    return own_widths(g).get((i, tid)) or model_width(g.tensors[tid], bits)
 
 
 class Util(NamedTuple):
@@ -175,6 +223,9 @@ class Tables:
         self.act_inputs = [tuple(t for t in op.inputs if g.tensors[t].kind != "const") for op in g.ops]
         # the (op, tensor) pairs held in the tensor's own dtype at any op width (a (de)quantize's float side)
         self.own = own_widths(g)
+        self.half = frozenset(tid for tid, x in g.tensors.items() if x.dtype == HALF)  # held at fp16 at most
+        self.model_widths = op_model_widths(g)  # per op: "fp16" when the model holds all its values so
+        self.weighted = frozenset(g.consumers(w)[0] for w in weight_tensors(g))  # ops whose weights are quantized
         self._inner: dict[str, list[tuple[int, str]]] = {}  # processor layout -> per op (``inner``)
         self._bytes: dict[tuple[str, str], float] = {}
         self._geo: dict[int, tuple] = {}
@@ -294,8 +345,12 @@ class Tables:
 
     def held(self, i: int, tid: str, bits: str) -> str:
         """The width op ``i``, running at ``bits``, holds its input or output ``tid`` at: ``bits``,
-        or the tensor's own dtype for the float side of a (de)quantize (``own_widths``)."""
-        return self.own.get((i, tid)) or bits
+        or the tensor's own dtype for the float side of a (de)quantize (``own_widths``), never wider
+        than the model holds it (a float16 tensor: fp16, ``model_width``)."""
+        w = self.own.get((i, tid))
+        if w:
+            return w
+        return "fp16" if bits == "fp32" and tid in self.half else bits
 
     def nbytes(self, tid: str, bits: str) -> float:
         k = (tid, bits)

@@ -177,8 +177,11 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
     ctext = terms[0] if len(terms) == 1 and terms[0].endswith(total) else " + ".join(terms) + total  # (one term: its own sum)
     tr.append(Trace("compute_cycles", ctext, tuple(fields), ("shapes",)))
     bterms = [x for op, m in zip(ops, k.memory) for x in memory_terms(m, op, t.g.tensor_label)]
+    half = " (the model's float16 tensors at 16 bits: never held wider)" if ab == "fp32" and any(
+        x in t.half for op in ops for x in (*op.inputs, *op.outputs)) else ""  # fmt: skip
     tr.append(Trace("bytes", " + ".join(bterms) + f" = {k.bytes:,.0f} B (DRAM {k.act_dram:,.0f}, "
-                    f"weights {k.weights:,.0f}, on chip {k.onchip:,.0f}) at {ab}", ("onchip_bytes",), ("shapes", "dtypes")))  # fmt: skip
+                    f"weights {k.weights:,.0f}, on chip {k.onchip:,.0f}) at {ab}{half}", ("onchip_bytes",),
+                    ("shapes", "dtypes")))  # fmt: skip
     wbpc = p.weight_bytes_per_cycle or p.dram_bytes_per_cycle
     act_f = (f"dram_bytes / dram_bytes_per_cycle + onchip / onchip_bytes_per_cycle = {k.act_dram:,.0f} / "
              f"{p.dram_bytes_per_cycle:g} + {k.onchip:,.0f} / {p.onchip_bytes_per_cycle:g} = {num(k.act_cycles)}")  # fmt: skip

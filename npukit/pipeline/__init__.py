@@ -60,7 +60,6 @@ from .model import (
     host_toggle,
     layer_bits_of,
     load,
-    op_bits,
     per_op,
     pinned_as,
     pins_of,
@@ -99,6 +98,7 @@ from .products import (
     _ranges_file as _ranges_file,  # (benchmarks/export.py reads the calibration file)
 )
 from .results import Result, estimate, evaluate, totals
+from .widths import op_bits, settings, width_notes
 
 __all__ = [
     "ADDITIVE",
@@ -159,6 +159,8 @@ __all__ = [
     "measured_fit",
     "memory",
     "op_bits",
+    "settings",
+    "width_notes",
     "partition",
     "partition_cached",
     "per_op",

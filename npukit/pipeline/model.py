@@ -15,7 +15,6 @@ from ..config import Config
 from ..cost import CostModel, Tables
 from ..errors import ConfigError, ModelError, at_field, closest
 from ..graph import OpGraph
-from ..plan import Plan
 from ..rules import Verdict, capabilities
 from ..rules import verdicts as _verdicts
 from ..soc import BITS, SocProfile
@@ -334,15 +333,3 @@ def pinned_as(g: OpGraph, cfg: Config, i: int, kind: bool = True) -> str:
     if node == op.name or len(resolve(g, node)) == 1:  # (stored as "#<id>" for one op of several)
         return f"{op.name!r} ({op.kind})" if kind else repr(op.name)
     return f"{node!r} (its op {op.name!r}, {op.kind})"
-
-
-def op_bits(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> tuple[str, ...]:
-    """Effective bit-width of every op: layer override, else its processor's setting, else the
-    processor's default."""
-    pb = dict(cfg.bits)
-    of = {p.name: pb.get(p.name) or p.default_bits for p in soc.processors}
-    bits = tuple(map(of.__getitem__, plan.processor))
-    if cfg.layer_bits:
-        lb = layer_bits_of(model.graph, cfg)
-        bits = tuple(lb.get(i) or b for i, b in enumerate(bits))
-    return bits

@@ -8,6 +8,7 @@ import os
 
 from ..config import Config
 from ..cost import Tables
+from ..cost.tables import narrowed, op_model_widths
 from ..errors import ConfigError, at_field
 from ..graph import OpGraph
 from ..plan import Plan
@@ -20,7 +21,6 @@ from .model import (
     by_specificity,
     cost_model,
     layer_bits_of,
-    op_bits,
     pin_of,
     pinned_as,
     pins_of,
@@ -29,6 +29,7 @@ from .model import (
     tables,
     verdicts,
 )
+from .widths import op_bits
 
 
 def _byoc(model: Model, soc: SocProfile, vs):
@@ -93,25 +94,31 @@ def _tvm_module(model: Model, soc: SocProfile, obeyed, plan: Plan, shapes, ar):
 
 def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
     """``bits_of(op, processor)``: the bit-width an op runs at on a processor (layer override, else the
-    processor's setting, else its default), and ``runs(op, processor)``: can it run there at all.
-    For the placement search, which reads them for every op: ``bits_of.table`` holds every answer
-    (processor -> per op) and ``runs.layered`` the only ops ``runs`` can refuse."""
+    processor's setting, else its default; fp16 where the model holds the op's values as float16,
+    ``widths``), and ``runs(op, processor)``: can it run there at all.  For the placement search,
+    which reads them for every op: ``bits_of.table`` holds every answer (processor -> per op) and
+    ``runs.layered`` the only ops ``runs`` can refuse.  (A kernel member whose values never leave
+    its kernel runs at its anchor's width: the cost model sees to that, ``cost.members``.)"""
     pb = dict(cfg.bits)
     lb = layer_bits_of(g, cfg)
     procs = {p.name: p for p in soc.processors}
+    mw = op_model_widths(g)
+    half = "fp16" in mw
 
     table = {}  # processor -> every op's bit-width there
     for p, pr in procs.items():
         col = table[p] = [pb.get(p) or pr.default_bits] * len(g.ops)
         for i, b in lb.items():
-            if b in pr.macs_per_cycle:  # (a layer that cannot run here is refused later)
+            if narrowed(mw[i], b, pr) in pr.macs_per_cycle:  # (a layer that cannot run here is refused later)
                 col[i] = b
+        if half:
+            table[p] = col = [narrowed(c, b, pr) for c, b in zip(mw, col)]
 
     def bits_of(i, p):
         return table[p][i] if i is not None else pb.get(p) or procs[p].default_bits
 
     def runs(i, p):
-        return i not in lb or lb[i] in procs[p].macs_per_cycle
+        return i not in lb or narrowed(mw[i], lb[i], procs[p]) in procs[p].macs_per_cycle
 
     bits_of.table = table
     runs.layered = lb  # the ops runs() can refuse
@@ -141,7 +148,7 @@ def _partition(model: Model, soc: SocProfile, cfg: Config, key):
     from ..placement.groups import refuse_widths  # noqa: PLC0415
 
     # a processor that cannot run an op's layer bit-width refuses it: first-fit takes the next one
-    vs = refuse_widths(verdicts(model, soc, cfg), soc, layer_bits_of(model.graph, cfg))
+    vs = refuse_widths(verdicts(model, soc, cfg), soc, layer_bits_of(model.graph, cfg), tables(model).model_widths)
     ff = _byoc(model, soc, vs)
     settle(model)
     if cfg.placement == "first-fit":
@@ -325,7 +332,7 @@ def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None
     for node, b in by_specificity(g, cfg.layer_bits):
         for i in resolve(g, node):
             p = soc.processor(plan.processor[i])
-            if lb[i] == b and b not in p.macs_per_cycle:  # (an op a finer edit overrides is checked there)
+            if lb[i] == b and narrowed(tables(model).model_widths[i], b, p) not in p.macs_per_cycle:  # (an op a finer edit overrides is checked there)
                 raise width_error(model, soc, cfg, node, p, b, i)
     part = partition(model, soc, cfg)
     for i, p in sorted(pins_of(g, cfg).items()):

@@ -15,8 +15,9 @@ from ..rules import Verdict
 from ..soc import SocProfile
 from ..timeline import Schedule
 from .caches import RESULTS, gc_paused
-from .model import Model, op_bits, pins_of, tables
+from .model import Model, pins_of, tables
 from .partitioning import costed, partition
+from .widths import op_bits
 
 
 @dataclass(frozen=True, eq=False)

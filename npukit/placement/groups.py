@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..cost.tables import narrowed
 from ..graph import OpGraph
 from ..patterns import chains
 from ..rules import Verdict, fail
@@ -113,16 +114,17 @@ def width_refusal(pr, b: str) -> Verdict:
                                                  f"macs_per_cycle lists {', '.join(pr.bits)})", bits=b),))  # fmt: skip
 
 
-def refuse_widths(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile,
-                  layered: Mapping[int, str]) -> Mapping[tuple[int, str], Verdict]:  # fmt: skip
+def refuse_widths(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, layered: Mapping[int, str],
+                  caps: Sequence[str] = ()) -> Mapping[tuple[int, str], Verdict]:  # fmt: skip
     """The verdicts with every accelerator that cannot run an op's layer bit-width (``layered``: op ->
-    the user's width) refusing it, as first-fit obeys them: the op goes to the next processor that
-    takes it and runs its width, as under the cost policy."""
+    the user's width; ``caps``: per op, the width the model holds its values at, ``tables.narrowed``)
+    refusing it, as first-fit obeys them: the op goes to the next processor that takes it and runs
+    its width, as under the cost policy."""
     out = None
     for i, b in layered.items():
         for a in soc.accelerators:
             pr = soc.processor(a)
-            if b not in pr.macs_per_cycle and vs[(i, a)].ok:
+            if (narrowed(caps[i], b, pr) if caps else b) not in pr.macs_per_cycle and vs[(i, a)].ok:
                 if out is None:
                     out = dict(vs)
                 out[(i, a)] = width_refusal(pr, b)

@@ -18,6 +18,13 @@ The scheme (docs/quantization.md says the same):
   its own dtype whatever the op's width (the cost model's rule, ``npukit.cost.tables.own_widths``);
 * fp16: round to IEEE half and back at the same places; fp32: untouched.
 
+The width of each op is the one the cost model charges and the generated code uses
+(``npukit.pipeline.widths``): a kernel member whose values never leave the kernel runs at the
+kernel's anchor's width, so a layer bit-width set on it (a conv's bias add) rounds nothing, and
+the cost model charges no conversion for it either; a float16 model's op under an fp32 setting
+runs at fp16, and rounds nothing (its values are float16 already: the simulation runs the
+model's own float16 ops, the code stores them as float16).
+
 Error figures compare every op output and every model output with the fp32 run on the same inputs:
 SNR dB = 10 log10(sum(ref^2) / sum((q - ref)^2)) (inf when identical), max abs error, top-1
 agreement, and accuracy when labels are given.
@@ -41,7 +48,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..cost.tables import held_width
+from ..cost.tables import own_widths
 from ..graph import OpGraph, dtype_bits
 
 INT_BITS = {"int2": 2, "int4": 4, "int8": 8, "int16": 16}
@@ -119,6 +126,7 @@ def act_params(lo: float, hi: float, bits: str) -> np.ndarray:
 def rounded_ops(g: OpGraph, kernels: Sequence[Sequence[int]], bits: Sequence[str]) -> frozenset[int]:
     """The ops whose outputs a deployment stores at the op's bit-width (see the module docstring)."""
     out: set[int] = set()
+    own = own_widths(g)
     for k in kernels:
         ks = set(k)
         for i in k:
@@ -127,7 +135,7 @@ def rounded_ops(g: OpGraph, kernels: Sequence[Sequence[int]], bits: Sequence[str
             if not leaves:
                 continue
             if op.kind == "dequantize" and op.inputs:
-                if all(held_width(g, i, t, bits[i]) != bits[i] for t in op.outputs):
+                if all((i, t) in own for t in op.outputs):
                     continue  # the model's output, in its own dtype at any width (exact)
                 b = bits[i]
                 if b == "fp32" or (b in INT_BITS and INT_BITS[b] >= dtype_bits(g.tensors[op.inputs[0]].dtype)):

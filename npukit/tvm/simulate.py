@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cost.tables import weight_tensors
 from ..errors import UnsupportedOpError
 from ..graph import OpGraph
 from ..opset import KINDS
@@ -52,18 +53,6 @@ class SimLayout:
     fq_out: tuple[str, ...]  # the tensor id each fq kernel rounds
     n_outputs: int  # model outputs first in the result tuple
     edges: tuple[tuple[int, str], ...] = ()  # (consumer op id, tensor id): a fake-quantize on that input
-
-
-def weight_tensors(g: OpGraph) -> list[str]:
-    """Const tensors that are weights of MAC ops (rank >= 2), in first-use order."""
-    out: list[str] = []
-    for op in g.ops:
-        if KINDS[op.kind].mac:
-            for t in op.inputs[1:]:
-                tt = g.tensors[t]
-                if tt.kind == "const" and len(tt.shape) >= 2 and "float" in tt.dtype and t not in out:
-                    out.append(t)
-    return out
 
 
 class Simulator:

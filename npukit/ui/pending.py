@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from .. import pipeline as pl
 from ..config import Config
+from ..cost.tables import narrowed
 from ..study import Study
 
 ON_SCREEN = "estimates on the current placement meanwhile"  # how a provisional view was made
@@ -84,7 +85,9 @@ def obeys(study: Study, cfg: Config, plan) -> bool:
     if any(plan.processor[i] != p for i, p in pl.pins_of(g, cfg).items()):
         return False
     procs = {p.name: p for p in soc.processors}
-    return all(b in procs[plan.processor[i]].macs_per_cycle for i, b in pl.layer_bits_of(g, cfg).items())
+    caps = pl.tables(model).model_widths
+    return all(narrowed(caps[i], b, pr := procs[plan.processor[i]]) in pr.macs_per_cycle
+               for i, b in pl.layer_bits_of(g, cfg).items())  # fmt: skip
 
 
 class Placing:

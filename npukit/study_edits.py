@@ -153,11 +153,14 @@ class StudyEdits:
         plan = pl.partition(model, soc, cfg).plan
         ids = set(pl.resolve(g, key))
         mine = [i for i, b in pl.layer_bits_of(g, cfg).items() if b == bits and i in ids]
-        notes = pl.width_notes(model, soc, cfg, plan, pl.op_bits(model, soc, cfg, plan))
-        if mine and all("never leave the kernel" in notes.get(i, "") for i in mine):
-            i = mine[0]
-            warnings.warn(f"npukit: layer {pl.shown(g, key)!r} at {bits} has no effect; {g.ops[i].name} runs at {notes[i]}",
-                          stacklevel=3)  # fmt: skip
+        ran = pl.op_bits(model, soc, cfg, plan)
+        notes = pl.width_notes(model, soc, cfg, plan, ran)
+        idle = "its values never leave the kernel"
+        if mine and all(idle in notes.get(i, "") for i in mine):
+            i, layer = mine[0], pl.shown(g, key)
+            on = "" if g.ops[i].name == str(layer) else f" on its op {g.ops[i].name!r}"
+            why = notes[i][notes[i].index(idle):]
+            warnings.warn(f"npukit: layer {layer!r} at {bits} has no effect{on}: {why} ({ran[i]})", stacklevel=3)
 
     def reset(self) -> Study:
         self._apply(Config())

@@ -27,8 +27,8 @@ from npukit import pipeline
 from npukit.quant.boundary import edge_bits
 
 HALF_NOTE = "fp16, not the fp32 of arm's default_bits: the model holds its values as float16"
-INSIDE = ("its values never leave the kernel of 'convA' (conv2d) -- nothing rounds, stores or converts them there, "
-          "so a width of its own has no effect: it runs at the kernel's width (that of 'convA')")  # fmt: skip
+INSIDE = ("its values never leave the kernel of 'convA' (conv2d), where nothing rounds, stores or converts them, "
+          "so it runs at that kernel's width")  # fmt: skip
 
 
 def _convnet(tmp_path, half: bool):
@@ -181,8 +181,7 @@ def test_a_layer_width_inside_a_kernel_has_no_effect(tmp_path):
     path = _convnet(tmp_path, half=False)
     base = _host_only(path)
     s = _host_only(path)
-    with pytest.warns(UserWarning, match=re.escape(f"layer 'convA/add' at int8 has no effect; convA/add runs at "
-                                                   f"fp32, not the int8 of layer 'convA/add': {INSIDE}")):  # fmt: skip
+    with pytest.warns(UserWarning, match=re.escape(f"layer 'convA/add' at int8 has no effect: {INSIDE} (fp32)")):
         s.set_bits("int8", layer="convA/add")
     c = s.costs.set_index("name")
     assert list(c["bits"]) == ["fp32"] * 5

@@ -83,9 +83,8 @@ def width_notes(model: Model, soc: SocProfile, cfg: Config, plan: Plan, bits) ->
         a = anchors.get(i)
         if a is not None and narrowed(mw[i], s, procs[p]) != b:
             aop = g.ops[a]
-            why = (f"its values never leave the kernel of {aop.name!r} ({aop.kind}) -- nothing rounds, stores or "
-                   f"converts them there, so a width of its own has no effect: it runs at the kernel's width "
-                   f"(that of {aop.name!r})")  # fmt: skip
+            why = (f"its values never leave the kernel of {aop.name!r} ({aop.kind}), where nothing rounds, stores "
+                   f"or converts them, so it runs at that kernel's width")  # fmt: skip
         else:
             why = "the model holds its values as float16"
         out[i] = f"{b}, not the {s} of {src}: {why}"

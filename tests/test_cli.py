@@ -225,7 +225,7 @@ def test_study_config_file_round_trip(tmp_path):
     other = tmp_path / "other.toml"
     other.write_text('[pins]\n"/conv9/Conv" = "arm"\n')
     r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", other)
-    assert assert_cli_error(r, limit_s=60).startswith(f"{other}: unknown node '/conv9/Conv'; closest valid names: ")
+    assert assert_cli_error(r, limit_s=60).startswith(f"{other}: pins.\"/conv9/Conv\": unknown node '/conv9/Conv'; closest valid names: ")
 
 
 def test_explain_of_an_unknown_node_fails_before_anything_is_printed_or_written(tmp_path):

@@ -411,3 +411,40 @@ def test_host_code_with_tvms_unroll_pragma_builds_under_werror(tmp_path):
     assert "#pragma unroll" in "".join(s.code.values())
     r = s.build(tmp_path / "export", samples=2)
     assert r["outputs_agree"], r["mismatches"]
+
+
+@pytest.mark.parametrize("norm", ["InstanceNormalization", "LayerNormalization"])
+def test_a_dequantized_norm_is_one_host_kernel_matching_onnxruntime(tmp_path, norm):
+    """Every normalisation is a root of a host kernel, as layer_norm was: the dequantize feeding an
+    instance norm joins its kernel, and the C computes what onnxruntime does."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    ch = 4
+    inits = [numpy_helper.from_array(np.float32(0.05), "s"), numpy_helper.from_array(np.int8(0), "z"),
+             numpy_helper.from_array(rng.uniform(0.5, 1.5, ch if norm != "LayerNormalization" else 5).astype(np.float32), "g"),
+             numpy_helper.from_array(rng.uniform(-0.5, 0.5, ch if norm != "LayerNormalization" else 5).astype(np.float32), "b")]  # fmt: skip
+    attrs = {"epsilon": 1e-5} if norm == "InstanceNormalization" else {"axis": -1, "epsilon": 1e-5}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dq"),
+             helper.make_node(norm, ["d", "g", "b"], ["y"], name="norm", **attrs)]  # fmt: skip
+    graph = helper.make_graph(nodes, "n", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, ch, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, ch, 5, 5])], inits)  # fmt: skip
+    path = tmp_path / "qnorm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    imp = import_model(path)
+    g = imp.graph
+    groups = hostc.chain_groups(g)
+    kinds = [[g.ops[i].kind for i in grp] for grp in groups]
+    assert kinds == [["quantize"], ["dequantize", "instance_norm" if norm == "InstanceNormalization" else "layer_norm"]]
+    hc = hostc.host_kernels(imp.mod, g, groups)
+    xs = rng.normal(0, 1.5, (2, 1, ch, 5, 5)).astype(np.float32)
+    inp = g.inputs[0]
+    out = g.outputs[0]
+    write_project(hc, g, tmp_path, {inp: xs}, [out])
+    got = run(build(hc, tmp_path), g, [out])[out]
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    ref = np.stack([sess.run(None, {"x": xs[i]})[0] for i in range(len(xs))])
+    np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-4, atol=1e-4)

@@ -74,6 +74,12 @@ def narrowed(cap: str, bits: str, p) -> str:
     return "fp16" if cap == "fp16" and bits == "fp32" and "fp16" in p.macs_per_cycle else bits
 
 
+def runs_at(cap: str, bits: str, p) -> bool:
+    """Can processor ``p`` run an op set to ``bits`` whose values the model holds at ``cap``: does it
+    run the width the op would run at there (``narrowed``)?"""
+    return narrowed(cap, bits, p) in p.macs_per_cycle
+
+
 def weight_tensors(g: OpGraph) -> list[str]:
     """Const tensors that are weights of MAC ops (rank >= 2, float), in first-use order: the weights
     the simulation and the generated code quantize at their first reader's bit-width."""

@@ -8,7 +8,7 @@ import os
 
 from ..config import Config
 from ..cost import Tables
-from ..cost.tables import narrowed, op_model_widths
+from ..cost.tables import narrowed, op_model_widths, runs_at
 from ..errors import ConfigError, at_field
 from ..graph import OpGraph
 from ..plan import Plan
@@ -109,7 +109,7 @@ def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
     for p, pr in procs.items():
         col = table[p] = [pb.get(p) or pr.default_bits] * len(g.ops)
         for i, b in lb.items():
-            if narrowed(mw[i], b, pr) in pr.macs_per_cycle:  # (a layer that cannot run here is refused later)
+            if runs_at(mw[i], b, pr):  # (a layer that cannot run here is refused later)
                 col[i] = b
         if half:
             table[p] = col = [narrowed(c, b, pr) for c, b in zip(mw, col)]
@@ -118,7 +118,7 @@ def bits_policy(soc: SocProfile, cfg: Config, g: OpGraph):
         return table[p][i] if i is not None else pb.get(p) or procs[p].default_bits
 
     def runs(i, p):
-        return i not in lb or narrowed(mw[i], lb[i], procs[p]) in procs[p].macs_per_cycle
+        return i not in lb or runs_at(mw[i], lb[i], procs[p])
 
     bits_of.table = table
     runs.layered = lb  # the ops runs() can refuse
@@ -332,7 +332,7 @@ def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None
     for node, b in by_specificity(g, cfg.layer_bits):
         for i in resolve(g, node):
             p = soc.processor(plan.processor[i])
-            if lb[i] == b and narrowed(tables(model).model_widths[i], b, p) not in p.macs_per_cycle:  # (an op a finer edit overrides is checked there)
+            if lb[i] == b and not runs_at(tables(model).model_widths[i], b, p):  # (an op a finer edit overrides is checked there)
                 raise width_error(model, soc, cfg, node, p, b, i)
     part = partition(model, soc, cfg)
     for i, p in sorted(pins_of(g, cfg).items()):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..cost.tables import narrowed
+from ..cost.tables import runs_at
 from ..graph import OpGraph
 from ..patterns import chains
 from ..rules import Verdict, fail
@@ -124,7 +124,7 @@ def refuse_widths(vs: Mapping[tuple[int, str], Verdict], soc: SocProfile, layere
     for i, b in layered.items():
         for a in soc.accelerators:
             pr = soc.processor(a)
-            if (narrowed(caps[i], b, pr) if caps else b) not in pr.macs_per_cycle and vs[(i, a)].ok:
+            if not (runs_at(caps[i], b, pr) if caps else b in pr.macs_per_cycle) and vs[(i, a)].ok:
                 if out is None:
                     out = dict(vs)
                 out[(i, a)] = width_refusal(pr, b)

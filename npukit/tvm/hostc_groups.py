@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ..errors import ConfigError
 from ..graph import OpGraph
+from ..opset import KINDS
 
 
 def _check_groups(graph: OpGraph, groups: list[tuple[int, ...]]) -> None:
@@ -36,8 +37,9 @@ def _check_groups(graph: OpGraph, groups: list[tuple[int, ...]]) -> None:
 # kinds that join the group of the op feeding them (a conv2d / matmul epilogue, QDQ wrappers)
 _EPILOGUE = frozenset({"add", "subtract", "multiply", "divide", "relu", "clip", "sigmoid", "tanh", "gelu",
                        "gelu_tanh", "silu", "leakyrelu", "hardswish", "quantize", "minimum", "maximum"})  # fmt: skip
+# (every normalisation is one: a group / instance / rms norm is a layer norm over other axes)
 _ROOTS = frozenset({"conv1d", "conv2d", "conv3d", "conv2d_transpose", "matmul", "max_pool2d", "avg_pool2d",
-                    "mean", "softmax", "layer_norm"})  # fmt: skip
+                    "mean", "softmax"} | {k for k, v in KINDS.items() if v.role == "norm"})  # fmt: skip
 
 
 def chain_groups(graph: OpGraph, op_ids: Sequence[int] | None = None) -> list[tuple[int, ...]]:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from .. import pipeline as pl
 from ..config import Config
-from ..cost.tables import narrowed
+from ..cost.tables import runs_at
 from ..study import Study
 
 ON_SCREEN = "estimates on the current placement meanwhile"  # how a provisional view was made
@@ -86,7 +86,7 @@ def obeys(study: Study, cfg: Config, plan) -> bool:
         return False
     procs = {p.name: p for p in soc.processors}
     caps = pl.tables(model).model_widths
-    return all(narrowed(caps[i], b, pr := procs[plan.processor[i]]) in pr.macs_per_cycle
+    return all(runs_at(caps[i], b, procs[plan.processor[i]])
                for i, b in pl.layer_bits_of(g, cfg).items())  # fmt: skip
 
 

@@ -148,9 +148,10 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
         if not slower(a, options[0][0][0]):  # (a baseline certainly slower than the search's best cannot win)
             options.append((score(a), order, name, tuple(a)))
     (lat, _e), _, method, chosen = min(options, key=lambda o: (o[0][0], o[0][1], o[1]))
-    if (method in ("first-fit", "host") or method.startswith("all on ")) and add is not None:
+    if (method in ("first-fit", "host") or method.startswith("all on ")) and add is not None and chosen != tuple(best):
         # a baseline beat the search's local optimum: it lies in another basin, so the same moves
-        # run from it too (else its reasons could show a single move that is faster)
+        # run from it too (else its reasons could show a single move that is faster).  (A baseline
+        # that is the search's own result, kept for the tie, is that local optimum already.)
         b, _d = moves(add, cands, list(chosen))
         if len(g.ops) <= VIRTUAL_MOVES_MAX_OPS:
             b = _moves_virtual(score, cands, b, add, exhaustive=len(g.ops) <= EXACT_REASONS_MAX_OPS, slower=slower)

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 from conftest import missing_tool
-from test_same_memory_order import across, c1_model, pooled_model, softmax_model
+from test_same_memory_order import across, attention_model, c1_model, pooled_model, softmax_model
 
 import npukit
 from npukit import pipeline
@@ -44,7 +44,7 @@ def _onnxruntime(path, study: npukit.Study, n: int = 4) -> list[np.ndarray]:
     return [sess.run(None, {name: np.asarray(study.data.samples[i][0], np.float32).reshape(shape)})[0] for i in range(n)]
 
 
-@pytest.mark.parametrize("make_model", [c1_model, pooled_model])
+@pytest.mark.parametrize("make_model", [c1_model, pooled_model, attention_model])
 def test_a_boundary_copy_without_layout_conversion_matches_onnxruntime(make_model, tmp_path):
     path = make_model(tmp_path)
     s = across(path)

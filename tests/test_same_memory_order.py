@@ -142,6 +142,33 @@ def test_a_layout_conversion_that_moves_bytes_is_still_charged_and_emitted(tmp_p
     assert "xi_dsp_layout_convert(&src, &dst)" in s.code["src/model.c"]
 
 
+def attention_model(tmp_path):
+    """Attention scores with no convolution: q [1, 2, 4, 8] @ k [1, 2, 8, 4] -> [1, 2, 4, 4] (batch,
+    heads, seq, seq) -> sigmoid -> relu.  Rank 4, but no image: no op that has a layout reaches it."""
+    from onnx import helper as h
+
+    nodes = [h.make_node("MatMul", ["q", "k"], ["a"], name="scores"),
+             h.make_node("Sigmoid", ["a"], ["s"], name="sig"), h.make_node("Relu", ["s"], ["y"], name="relu")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("q", [1, 2, 4, 8])], [tensor_info("y", [1, 2, 4, 4])],
+                   [initializer("k", [1, 2, 8, 4])])  # fmt: skip
+    return save_onnx(m, tmp_path / "attn.onnx")
+
+
+def test_a_rank4_tensor_that_is_no_image_crosses_layouts_without_conversion(tmp_path):
+    """An attention's [batch, heads, seq, seq] between the NCHW host and the NHWC DSP: every processor
+    holds it row-major in the model's order (heads are no channels), so nothing converts it; the cost
+    model charged 'layout NCHW->NHWC' for it, and the code transposed it."""
+    s = across(attention_model(tmp_path))
+    assert dict(zip(s.placement["name"], s.placement["processor"]))["sig"] == "dsp"
+    b = s.boundaries.set_index("tensor")
+    assert sorted(zip(b.index, b.src, b.dst)) == [("a", "arm", "dsp"), ("s", "dsp", "arm")]
+    assert list(b.loc[["a", "s"], "conversion"]) == ["", ""] and (b.loc[["a", "s"], "layout_us"] == 0).all()
+    assert "layout_us: 0 us, no layout conversion: not an image: no op that has a layout (a convolution, a pool) " \
+           "reaches it, so every processor holds it row-major in the model's axis order" in s.explain("sig")  # fmt: skip
+    code = s.code["src/model.c"]
+    assert "layout_convert" not in code and code.count("xi_dsp_copy(&src, &dst)") == code.count("npk_copy(&src, &dst)") == 1
+
+
 # -- 2. axis = "last" reads the axis where the processor holds it ------------------------------------
 
 

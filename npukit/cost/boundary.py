@@ -1,8 +1,8 @@
 """Boundary costs: a tensor crossing from one processor to another (no tvm).
 
 transfer_us = latency_us + k * bytes / (bandwidth_gbps * 1000), k = 2 through shared DRAM; a layout
-conversion when the processors' layouts differ (rank-4 numeric tensors) and hold the tensor in
-different memory orders (none where every byte stays put: C = 1, H = W = 1 -- ``layouts.same_memory``,
+conversion when the processors' layouts differ (rank-4 numeric image tensors: ``layouts.model_layouts``)
+and hold the tensor in different memory orders (none where every byte stays put: C = 1, H = W = 1 -- ``layouts.same_memory``,
 which the boundary's trace quotes); a (de/re)quantize when
 the tensor is held differently at the two bit-widths (the widths its producer and its first reader
 hold it at: ``grouping.bound_keys``); each conversion runs on the processor ``[conversion] layout_on`` /
@@ -174,8 +174,9 @@ def _same_order(tid: str, t: Tables, ps: Processor, pd: Processor) -> str:
     """Why ``ps`` and ``pd`` hold rank-4 tensor ``tid`` in the same memory order though their layouts
     differ (``layouts.same_memory``, on the tensor's (N, C, H, W) in the model's axis order), else ""."""
     ml = t.model_layouts.get(tid)
-    if not ml:
-        return ""
+    if not ml:  # (an attention's [batch, heads, seq, seq]: no op gives it a layout)
+        return ("not an image: no op that has a layout (a convolution, a pool) reaches it, so every processor "
+                "holds it row-major in the model's axis order")  # fmt: skip
     nchw = semantic(t.g.tensors[tid].shape, ml)
     why = same_memory(nchw, ps.layout, pd.layout, tile_block(ps), tile_block(pd))
     return why and (f"{why} ({ps.name}'s {ps.layout} and {pd.name}'s {pd.layout} put every element of (N, C, H, W) = "

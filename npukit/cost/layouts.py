@@ -15,8 +15,9 @@ blocks channels innermost), the last spatial dim (``W``) for an ``NCHW`` one; a 
 takes no place, so the innermost is the last one of more than one.
 
 How a buffer lays a rank-4 tensor out (``memory_order``), which the boundary conversions and the
-generated code read: every rank-4 activation is held in the processor's layout (its axis order in
-the model from the ops that name one, else the file format's: ``model_layouts``).  Two layouts
+generated code read: every rank-4 image activation is held in the processor's layout (its axis
+order in the model from the ops that name one: ``model_layouts``); a rank-4 tensor that is not an
+image is held row-major in the model's order everywhere, and never converted.  Two layouts
 hold the same memory order when they put every element at the same offset: after dropping the dims
 of one element, the same dims in the same order (NCHW and NHWC of a tensor with C = 1, or with
 H = W = 1).  A tiled layout (N, ceil(C/B), H, W, B) pads channels to a whole number of B-channel
@@ -141,22 +142,13 @@ def memory_axes(layout: str | None, rank: int, processor_layout: str) -> list[in
 
 
 def model_layouts(g: OpGraph) -> dict[str, str]:
-    """The axis order of every rank-4 tensor in the model: from the layouts of the ops touching it
-    (a conv's data / out layout, a pool's layout), else the format's convention (NHWC for TFLite)."""
-    default = "NHWC" if g.source_format == "tflite" else "NCHW"
-    out: dict[str, str] = {}
-    for op in g.ops:
-        a = op.attrs
-        lay_in = a.get("data_layout") or a.get("layout")
-        lay_out = a.get("out_layout") or lay_in
-        if lay_in and op.inputs and len(g.tensors[op.inputs[0]].shape) == 4:
-            out.setdefault(op.inputs[0], str(lay_in)[:4])
-        if lay_out and op.outputs and len(g.tensors[op.outputs[0]].shape) == 4:
-            out.setdefault(op.outputs[0], str(lay_out)[:4])
-    for tid, t in g.tensors.items():
-        if len(t.shape) == 4 and t.kind != "const":
-            out.setdefault(tid, default)
-    return out
+    """The axis order (``"NCHW"`` / ``"NHWC"``) of every rank-4 image activation in the model
+    (``image_layouts``: seeded by the ops that name a layout, carried through the ops that keep a
+    tensor's axes).  A rank-4 tensor that is not an image -- an attention's [batch, heads, seq,
+    seq] -- has none: every processor holds it row-major in the model's order, so it crosses
+    processors without a layout conversion (TVM's ConvertLayout, likewise, only moves the tensors
+    of ops that have a layout)."""
+    return {tid: lay for tid, lay in image_layouts_of(g).items() if lay in ("NCHW", "NHWC")}
 
 
 def semantic(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:

@@ -254,7 +254,7 @@ class Tables:
 
     @cached_property
     def model_layouts(self) -> dict[str, str]:
-        """``layouts.model_layouts``: every rank-4 activation's axis order in the model (a boundary
+        """``layouts.model_layouts``: every rank-4 image activation's axis order in the model (a boundary
         between layouts reads its (N, C, H, W) from it, as the generated code's buffers do)."""
         return model_layouts(self.g)
 

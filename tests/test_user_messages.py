@@ -4,6 +4,8 @@ words (never a raw Python error, never a stale or unrelated cause), and the stud
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import DIGITS_ONNX, assert_cli_error, onnx_model, run_cli, save_onnx, tensor_info
@@ -248,6 +250,28 @@ def test_a_sweep_row_opened_on_a_profile_without_its_processor_says_so(dla_sweep
     assert str(e.value).startswith("sweep row 5: its config {\"pins\": {\"/nope\": \"dla\"}} does not fit this model: "
                                    "unknown node '/nope'; ")
     assert str(e.value).endswith("; open the row on the model its sweep ran on")
+
+
+def test_a_sweep_row_opened_on_an_edited_profile_of_the_same_name_says_so(dla_sweep, tmp_path):
+    """The profile edited since the sweep (the DSP at half its clock, same name): the study would not
+    be the row's, so it is refused, with the figures that differ and what to do."""
+    from npukit.sweeps import SweepError
+
+    text = (Path(npukit.__file__).parent / "profiles" / "arm-dsp-dla.toml").read_text()
+    edited = tmp_path / "arm-dsp-dla.toml"
+    edited.write_text(text.replace("clock_mhz = 1200", "clock_mhz = 600", 1))  # the host, arm
+    assert npukit.load_soc(edited).name == "arm-dsp-dla" and npukit.load_soc(edited).processor("arm").clock_mhz == 600
+    row = dla_sweep.iloc[0]
+    with pytest.raises(SweepError) as e:
+        npukit.sweep_study(row, DIGITS_ONNX, edited)
+    got = npukit.Study(DIGITS_ONNX, npukit.load_soc(edited).with_changes({"processors.dla.clock_mhz": 500}),
+                       row["config"]).totals["latency_us"]  # fmt: skip
+    assert str(e.value) == (f"sweep row 0: opened on digits_cnn.onnx and profile 'arm-dsp-dla', its configuration "
+                            f"estimates latency_us = {got:,.6g} us where the sweep recorded {row['latency_us']:,.6g} us: "
+                            "the model or the profile is not the one the sweep ran on (edited since?); open the row on "
+                            "the files the sweep ran on, or study its config on these: npukit.Study(model, soc, "
+                            "json.loads(row['config']))")  # fmt: skip
+    assert npukit.sweep_study(row, DIGITS_ONNX, "arm-dsp-dla").totals["latency_us"] == row["latency_us"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -67,8 +67,9 @@ Per kernel (``npukit.cost.kernel.kernel_cost``, the one place these are evaluate
   ops count in vector_ops and energy, and the input's bytes are read at the producer's width.  A
   value made inside the reader's own kernel is read as it is: nothing converts it.
   Between processors the boundary converts (below).
-* bytes: every tensor at its op's bit-width (int4 / int2 packed; int32 bias when b is an integer
-  width; index tensors keep their dtype), never wider than the model holds it (a model's integer
+* bytes: every tensor at its op's bit-width (int4 / int2 packed, in whole bytes; int32 bias when b
+  is an integer width -- a constant with one dimension above 1 that no MAC op reads as its weight: a
+  1x1 depthwise conv's [C, 1, 1, 1] weight is held at b; index tensors keep their dtype), never wider than the model holds it (a model's integer
   tensor keeps its width, a float16 tensor is 16 bits at fp32: ``tables.model_width``, as the
   generated code stores it and the simulation runs it), but the float side of the model's own input quantize
   and output dequantize -- a model input a quantize reads, a model output a dequantize writes --

@@ -27,13 +27,16 @@ def fill(n: int, p: int) -> float:
     return n / (math.ceil(n / p) * p)
 
 
-def elem_bits(t: Tensor, bits: str) -> float:
-    """Bits per element of tensor ``t`` when its op runs at ``bits``."""
+def elem_bits(t: Tensor, bits: str, weight: bool = False) -> float:
+    """Bits per element of tensor ``t`` when its op runs at ``bits``; ``weight``: ``t`` is a MAC op's
+    weight operand (``mac_weights``), held at ``bits`` whatever its shape."""
     if t.dtype not in NUMERIC:
         return dtype_bits(t.dtype)  # indices, masks, int32 accumulators keep their width
     b = BIT_WIDTH[bits]
-    if t.kind == "const" and bits.startswith("int") and t.size > 1 and sum(d > 1 for d in t.shape) <= 1:
-        return 32  # bias vectors (shape (C,) or (1, C, 1, 1)) stay int32 in integer kernels
+    if not weight and t.kind == "const" and bits.startswith("int") and t.size > 1 and sum(d > 1 for d in t.shape) <= 1:
+        # a bias vector ((C,) or (1, C, 1, 1)) stays int32 in integer kernels; a MAC's weight of
+        # that shape -- a 1x1 depthwise conv's [C, 1, 1, 1], a one-output layer's [K, 1] -- does not
+        return 32
     if "int" in t.dtype or t.dtype == HALF:  # the model's integer or float16 tensor: never held wider
         return min(b, dtype_bits(t.dtype))
     return b
@@ -105,9 +108,20 @@ def held_as(tensor, bits: str) -> tuple[float, bool]:
     return elem_bits(tensor, bits), bits.startswith("fp") and not integer(tensor)
 
 
-def tensor_bytes(t: Tensor, bits: str) -> float:
-    """Bytes of tensor ``t`` held at ``bits``: whole bytes (seven packed int4 values take 4)."""
-    return float(math.ceil(t.size * elem_bits(t, bits) / 8))
+def tensor_bytes(t: Tensor, bits: str, weight: bool = False) -> float:
+    """Bytes of tensor ``t`` held at ``bits``: whole bytes (seven packed int4 values take 4);
+    ``weight`` as in ``elem_bits``."""
+    return float(math.ceil(t.size * elem_bits(t, bits, weight) / 8))
+
+
+def mac_weights(g: OpGraph) -> frozenset[str]:
+    """The constants MAC ops read as weights (every operand after the data): held at the op's width
+    whatever their shape (``elem_bits``).  Worked out once per graph."""
+    got = g.__dict__.get("_mac_weights")
+    if got is None:
+        got = frozenset(t for op in g.ops if KINDS[op.kind].mac for t in op.inputs[1:] if g.tensors[t].kind == "const")
+        object.__setattr__(g, "_mac_weights", got)
+    return got
 
 
 def input_bits(t: Tensor) -> str:
@@ -362,7 +376,7 @@ class Tables:
         k = (tid, bits)
         b = self._bytes.get(k)
         if b is None:
-            b = self._bytes[k] = tensor_bytes(self.g.tensors[tid], bits)
+            b = self._bytes[k] = tensor_bytes(self.g.tensors[tid], bits, tid in mac_weights(self.g))
         return b
 
 

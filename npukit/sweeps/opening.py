@@ -5,7 +5,9 @@ configuration does not fit, is said as such, not as an error of the parts it was
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
+from pathlib import Path
 
 from ..config import Config
 from ..errors import ConfigError, closest
@@ -41,10 +43,30 @@ def open_study(row, model, soc):
             changes[k[4:]] = v
     _fits(r, config, soc, changes)
     try:
-        return Study(model, soc.with_changes(changes) if changes else soc, config)
+        study = Study(model, soc.with_changes(changes) if changes else soc, config)
     except ConfigError as e:
         raise ConfigError(f"{_it(r)}: its config {cfg} does not fit this model: {e}; open the row on the model its "
                           "sweep ran on") from None  # fmt: skip
+    _same_figures(r, study, soc)
+    return study
+
+
+def _same_figures(r: dict, study, soc) -> None:
+    """The study estimates what the row recorded (the same model, profile and config give the same
+    figures, to the bit): else the model or the profile is not the one the sweep ran on -- a profile
+    edited under the same name -- and the study would be taken for the row's."""
+    for col in ("latency_us", "energy_uj"):
+        want = r.get(col)
+        if want is None or isinstance(want, str) or want != want:  # (not recorded, or NaN)
+            continue
+        got = study.totals[col]
+        if not math.isclose(got, float(want), rel_tol=1e-9, abs_tol=1e-12):
+            unit = "us" if col == "latency_us" else "uJ"
+            raise SweepError(f"{_it(r)}: opened on {Path(str(study.graph.path)).name} and profile {soc.name!r}, its "
+                             f"configuration estimates {col} = {got:,.6g} {unit} where the sweep recorded "
+                             f"{float(want):,.6g} {unit}: the model or the profile is not the one the sweep ran on "
+                             f"(edited since?); open the row on the files the sweep ran on, or study its config on "
+                             f"these: npukit.Study(model, soc, json.loads(row['config']))")  # fmt: skip
 
 
 def _row(row) -> dict:

@@ -211,7 +211,10 @@ class Study(StudyEdits, StudyOutputs):
         """Per-op numeric error of the chosen bit-widths (SNR dB and max abs error against fp32),
         measured by running the model on the first 64 samples of the data (all if fewer:
         ``error_dict()["per_op_samples"]``); see ``error_dict()`` for the model outputs and accuracy,
-        which are measured on every sample."""
+        which are measured on every sample.  One row per op whose output the widths round: a view
+        (reshape: its values unchanged), an op with several outputs (split) and an op whose output
+        is the model's own integer or boolean tensor (an int8 model's quantize, clip and pool;
+        indices, masks) have none."""
         return tables.error(self.result, self._error_result())
 
     def error_dict(self) -> dict:

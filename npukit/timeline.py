@@ -10,6 +10,13 @@ thing at a time while independent branches on other processors overlap.  A tenso
 crosses processors is converted on the source side first when the profile says so (``src``),
 travels on its link lane, and is converted on the destination (or host) side before its consumer.
 
+Every lane serves its items in program order, an in-order queue as the generated AOT entry point
+issues them one after another: an item never starts before one issued earlier on its lane, even
+when it is ready first (no later item fills an idle gap).  So two files that differ only in the
+order they list independent branches can give the same placement different latencies (a transfer
+of the branch listed first waits for its slower producer, and the other branch's transfer behind
+it) -- as the two generated programs, which run in those orders, would.
+
 Which items exist, in which order, on which lane and after which others depends only on the plan and
 on which conversions each boundary needs (not on any duration), so it is worked out once per plan
 and boundary shape (``Program``); a schedule is then one pass over that program with the

@@ -33,7 +33,9 @@ def cost_model() -> str:
         "## Placement policy (`npukit/placement/`)\n\n"
         "`placement=\"cost\"` (the default) lets the cost model above choose among the processors whose rules "
         "accept an op; `\"first-fit\"` takes the first in the profile's preference order that accepts it and runs its layer bit-width (a processor that cannot run a layer's width refuses its ops under both policies).\n\n```text\n"
-        + (inspect.getdoc(placement) or "") + "\n```\n"
+        + (inspect.getdoc(placement) or "") + "\n```\n\n"
+        "## Schedule: the lane timeline and the latency (`npukit/timeline.py`)\n\n```text\n"
+        + (inspect.getdoc(__import__("npukit.timeline", fromlist=["x"])) or "") + "\n```\n"
     )
 
 

@@ -224,7 +224,9 @@ def reference_markdown() -> str:
         "A profile is a TOML (or JSON) file: top-level fields, one `[processors.NAME]` table per "
         "processor (exactly one is the host; NAME is a C identifier -- ASCII letters, digits and `_`, not "
         "starting with a digit, distinct from the others without case -- since the generated code names "
-        "its files and functions after it), per-op limits in `[processors.NAME.ops.OP]`, and "
+        "its files and functions after it; an accelerator's NAME is also the default C prefix of its "
+        "kernel calls, `kernel_library`, which starts with a letter: a name starting with `_` needs its "
+        "own `kernel_library`), per-op limits in `[processors.NAME.ops.OP]`, and "
         "`[[links]]` joining every pair of processors. Load one with `npukit.load_soc(name_or_path)`. "
         "Every field is validated on load; an error names the file and the field, e.g. "
         "`soc.toml: processors.dla.macs_per_cycle.int4: must be a positive number, got -3`.",

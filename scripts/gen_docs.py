@@ -46,8 +46,18 @@ def quantization() -> str:
 
 
 def support_rules() -> str:
+    from npukit.codegen.calls import CALLS, CHECKED
+
     rows = "\n".join(f"| `{name}` | {doc} |" for name, doc in rules.rule_docs())
-    return ("# Support rules\n\n" + HEADER + (inspect.getdoc(rules) or "") + "\n\n| rule | what it checks |\n|---|---|\n" + rows + "\n")
+    calls = ", ".join(f"`{k}`" for k in sorted(CALLS))
+    checked = ", ".join(f"`{k}`" for k in sorted(CHECKED))
+    return ("# Support rules\n\n" + HEADER + (inspect.getdoc(rules) or "") + "\n\n| rule | what it checks |\n|---|---|\n" + rows + "\n"
+            "\n## Ops an accelerator's generated code can call (`npukit/codegen/calls.py`)\n\n"
+            "The `codegen` rule above refuses every other op on an accelerator, whatever its profile lists. "
+            "An op a user enables with `set_support(processor, op, True)` where the profile does not list it "
+            "is taken as the user says (a what-if of the hardware): it is placed and costed, and exporting "
+            "the code then fails naming it, until it is pinned to the host.\n\n"
+            f"* always: {calls};\n* for some of their attributes (the `codegen` verdict says which): {checked}.\n")
 
 
 PAGES = {

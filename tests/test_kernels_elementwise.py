@@ -261,6 +261,40 @@ def test_round_to_bits(bits):
     assert call("round_to_bits", ptr(got), c_int32(1), c_int32(bits), c_float(scale), c_int32(hi + 1)) == 5
 
 
+@pytest.mark.parametrize("bits", [2, 4, 8, 16])
+def test_round_to_bits_f16_rounds_every_half_as_the_simulation_does(bits):
+    """A float16 tensor stored at an integer width (an int8 host running a float16 model): every
+    half bit pattern widened to float, put on the grid as round_to_bits does, and stored back to
+    the nearest half (ties to even) -- the simulation's ``fake_quant`` on a float16 tensor (rounded
+    in fp32, ``astype`` back to float16).  It touches exactly ``count`` halves (2 bytes each): the
+    generated code used to pass the halves to round_to_bits as floats, reading and writing twice
+    the tensor's bytes."""
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    scale, zero = 0.37 / (2**bits - 1), lo + (2**bits - 1) // 3
+    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    n = halves.size
+    buf = np.full(n + 16, 0xABCD, np.uint16)
+    buf[:n] = halves
+    ok("round_to_bits_f16", ptr(buf), c_int32(n), c_int32(bits), c_float(scale), c_int32(zero))
+    assert (buf[n:] == 0xABCD).all()  # nothing past the tensor
+    x = halves.view(np.float16).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = np.clip(round_half_away((x / np.float32(scale)).astype(np.float64)), lo - zero, hi - zero)
+    # an integer times the scale (so -0.0 rounds to +0.0); NaN -> 0, as in the float version
+    want = np.where(np.isnan(x), 0.0, r).astype(np.int64).astype(np.float32) * np.float32(scale)
+    np.testing.assert_array_equal(buf[:n], want.astype(np.float16).view(np.uint16))
+    # the same as round_to_bits on the widened values, then the nearest half
+    wide = x.copy()
+    ok("round_to_bits", ptr(wide), c_int32(n), c_int32(bits), c_float(scale), c_int32(zero))
+    np.testing.assert_array_equal(buf[:n], wide.astype(np.float16).view(np.uint16))
+    assert call("round_to_bits_f16", ptr(buf), c_int32(1), c_int32(3), c_float(scale), c_int32(0)) == 6
+    assert call("round_to_bits_f16", ptr(buf), c_int32(1), c_int32(bits), c_float(0.0), c_int32(0)) == 5
+    assert call("round_to_bits_f16", ptr(buf), c_int32(1), c_int32(bits), c_float(scale), c_int32(hi + 1)) == 5
+    assert call("round_to_bits_f16", ptr(buf), c_int32(-1), c_int32(bits), c_float(scale), c_int32(0)) == 3
+    assert call("round_to_bits_f16", None, c_int32(1), c_int32(bits), c_float(scale), c_int32(0)) == 1
+    assert call("round_to_bits_f16", None, c_int32(0), c_int32(bits), c_float(scale), c_int32(0)) == 0
+
+
 def test_tensor_helpers():
     t = T((2, 5, 3, 3), "s8", "tiled", block=4, scale=0.1)
     f = lib().npk_tensor_bytes

@@ -21,6 +21,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -53,6 +54,31 @@ def make(directory: Path, *targets: str, env_overrides=None) -> str:
     return r.stdout
 
 
+def exit_status(returncode: int) -> str:
+    """How a process ended, in words: ``exit 3``, or ``killed by signal 11 (SIGSEGV)`` for the
+    negative return code :mod:`subprocess` gives a process a signal ended."""
+    if returncode >= 0:
+        return f"exit {returncode}"
+    try:
+        name = f" ({signal.Signals(-returncode).name})"
+    except ValueError:
+        name = ""
+    return f"killed by signal {-returncode}{name}"
+
+
+def failure_message(cmd, r: subprocess.CompletedProcess) -> str:
+    """One failed run of a program: its command, how it ended, and the end of what it wrote to
+    stderr -- or that it wrote nothing there (then stdout's end, if it wrote any)."""
+    err, out = (r.stderr or "").strip(), (r.stdout or "").strip()
+    if err:
+        said = err[-800:]
+    elif out:
+        said = f"nothing on stderr; stdout: {out[-800:]}"
+    else:
+        said = "no output (stderr and stdout empty)"
+    return f"{' '.join(map(str, cmd))}: {exit_status(r.returncode)}: {said}"
+
+
 def run_program(directory: Path, argv0, inputs: list[np.ndarray], shapes, workdir: Path) -> list[np.ndarray]:
     """Run the built runner on one sample: inputs written as .npy, outputs read back.  ``argv0`` is
     the command to which the runner's arguments are appended, or a function of those arguments
@@ -70,7 +96,7 @@ def run_program(directory: Path, argv0, inputs: list[np.ndarray], shapes, workdi
     cmd = argv0(args) if callable(argv0) else [*argv0, *args]
     r = _run(cmd, directory, timeout=300)
     if r.returncode:
-        raise BuildFailed(f"{' '.join(cmd)}: exit {r.returncode}: {(r.stderr or r.stdout).strip()[-800:]}")
+        raise BuildFailed(failure_message(cmd, r))
     got, k = [], 0
     while (out / f"{k}.npy").exists():
         got.append(np.load(out / f"{k}.npy"))

@@ -199,14 +199,21 @@ def entry_source(prog: Program, libs: list[str], model_name: str, config_text: s
             n = 1
             for d in f.model_shape:
                 n *= d
-            ptr = f"(float *)({prog.data_expr(c, 'npukit_arena')})"
-            out.append(f"    /* {comment(prog.label(key[0]))} stored at {f.grid_bits} on the host: rounded in place */")
+            # the buffer holds the tensor's own dtype: float, or IEEE halves for a float16 tensor
+            # (the simulation rounds those in float and stores them back as float16)
+            half = f.dtype == "F16"
+            if f.dtype not in ("F32", "F16") or (half and f.grid_bits == "fp16"):
+                raise AssertionError(f"npukit: no in-place rounding of a {f.dtype} buffer to {f.grid_bits}; please report this")
+            ptr = f"({'uint16_t' if half else 'float'} *)({prog.data_expr(c, 'npukit_arena')})"
+            held = " (float16)" if half else ""
+            out.append(f"    /* {comment(prog.label(key[0]))}{held} stored at {f.grid_bits} on the host: rounded in place */")
             rounding = f"rounding {prog.label(key[0])} to {f.grid_bits}"
             if f.grid_bits == "fp16":
                 out.append("    " + checked(f"npk_round_to_fp16({ptr}, {n})", rounding))
             else:
                 bits = {"int16": 16, "int8": 8, "int4": 4, "int2": 2}[f.grid_bits]
-                out.append("    " + checked(f"npk_round_to_bits({ptr}, {n}, {bits}, {_float(f.scale)}, {f.zero})", rounding))
+                fn = "npk_round_to_bits_f16" if half else "npk_round_to_bits"
+                out.append("    " + checked(f"{fn}({ptr}, {n}, {bits}, {_float(f.scale)}, {f.zero})", rounding))
     out += _fills(prog, late=True)
     out += ["    npukit_model_failed_step = 0;", "    return st;", "}", ""]
     return "\n".join(out)

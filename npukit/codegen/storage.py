@@ -3,7 +3,8 @@ and affine quantization, on every processor it lives on.
 
 * The host (TVM's C) keeps the model's own dtype and axis order.  A float tensor the host stores at
   a narrower bit-width (an int8 host) stays float, rounded to that grid in place, exactly as the
-  simulation rounds it.
+  simulation rounds it (a float16 tensor stays float16: each half rounded in float and stored back
+  as the nearest half, ``npk_round_to_bits_f16``).
 * An accelerator stores a float model tensor at the bit-width its producer (or, for a boundary
   copy, its first consumer there) runs at: S16 / S8 / S4 / S2 with the tensor's calibrated affine
   range, F16, or F32 -- never wider than the model holds it (a float16 tensor is F16 at fp32, as the

@@ -412,6 +412,9 @@ int32_t npk_requantize(const npk_tensor *in, const npk_tensor *out);       /* in
  * -2^(bits-1), 2^(bits-1) - 1) - zero) for bits in {2, 4, 8, 16} (npukit's signed storage of an
  * n-bit grid, zero in that convention), rounding half away from zero. */
 int32_t npk_round_to_bits(float *data, int32_t count, int32_t bits, float scale, int32_t zero);
+/* The same on `count` IEEE halves (a float16 tensor stored at an integer width): each widened to
+ * float, rounded as above, and stored back to the nearest half (ties to even). */
+int32_t npk_round_to_bits_f16(uint16_t *data, int32_t count, int32_t bits, float scale, int32_t zero);
 /* x -> the nearest IEEE half (ties to even), back to float. */
 int32_t npk_round_to_fp16(float *data, int32_t count);
 

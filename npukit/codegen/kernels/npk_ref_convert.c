@@ -131,7 +131,10 @@ int32_t npk_requantize(const npk_tensor *in, const npk_tensor *out)
 
 /* ---- fake quantization --------------------------------------------------------------------- */
 
-int32_t npk_round_to_bits(float *data, int32_t count, int32_t bits, float scale, int32_t zero)
+/* the arguments of a fake quantization checked (NPK_OK or the status to return), its grid's
+   signed bounds in *lo, *hi */
+static int32_t npk__grid_args(const void *data, int32_t count, int32_t bits, float scale, int32_t zero,
+                              int64_t *lo, int64_t *hi)
 {
     if (count < 0) {
         return NPK_ERR_SHAPE;
@@ -142,13 +145,37 @@ int32_t npk_round_to_bits(float *data, int32_t count, int32_t bits, float scale,
     if (bits != 2 && bits != 4 && bits != 8 && bits != 16) {
         return NPK_ERR_PARAM;
     }
-    int64_t lo = -((int64_t)1 << (bits - 1)), hi = ((int64_t)1 << (bits - 1)) - 1;
-    if (!(scale > 0.0f) || !isfinite(scale) || zero < lo || zero > hi) {
+    *lo = -((int64_t)1 << (bits - 1));
+    *hi = ((int64_t)1 << (bits - 1)) - 1;
+    if (!(scale > 0.0f) || !isfinite(scale) || zero < *lo || zero > *hi) {
         return NPK_ERR_QUANT;
     }
+    return NPK_OK;
+}
+
+/* one value on the grid: scale * (clamp(round(x / scale) + zero, lo, hi) - zero), in float */
+static inline float npk__on_grid(float x, int64_t lo, int64_t hi, float scale, int32_t zero)
+{
+    int64_t q = npk__round_sat((double)(x / scale), lo - zero, hi - zero, 0) + zero;
+    return (float)(q - zero) * scale;
+}
+
+int32_t npk_round_to_bits(float *data, int32_t count, int32_t bits, float scale, int32_t zero)
+{
+    int64_t lo = 0, hi = 0;
+    NPK_TRY(npk__grid_args(data, count, bits, scale, zero, &lo, &hi));
     for (int32_t i = 0; i < count; ++i) {
-        int64_t q = npk__round_sat((double)(data[i] / scale), lo - zero, hi - zero, 0) + zero;
-        data[i] = (float)(q - zero) * scale;
+        data[i] = npk__on_grid(data[i], lo, hi, scale, zero);
+    }
+    return NPK_OK;
+}
+
+int32_t npk_round_to_bits_f16(uint16_t *data, int32_t count, int32_t bits, float scale, int32_t zero)
+{
+    int64_t lo = 0, hi = 0;
+    NPK_TRY(npk__grid_args(data, count, bits, scale, zero, &lo, &hi));
+    for (int32_t i = 0; i < count; ++i) { /* widened to float, rounded there, stored back as a half */
+        data[i] = npk_f32_to_f16(npk__on_grid(npk_f16_to_f32(data[i]), lo, hi, scale, zero));
     }
     return NPK_OK;
 }

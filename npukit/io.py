@@ -23,10 +23,31 @@ def _umask() -> int:
     return mask
 
 
-def _target(path: str | os.PathLike) -> Path:
+def _in_the_way(path: Path) -> str | None:
+    """Why ``path``'s directory cannot be created: its nearest ancestor there is not a directory
+    (``"afile is a file, not a directory"``); None where that ancestor is a directory."""
+    for up in path.parents:
+        if os.path.lexists(up):
+            if up.is_dir():
+                return None
+            return f"{up} is {'a file, not' if up.is_file() else 'not'} a directory"
+    return None
+
+
+def check_file_target(path: str | os.PathLike) -> Path:
+    """An NpukitError unless a file can be written at ``path``: it is no directory and its directory
+    exists or can be created (no file of that name is in the way)."""
     path = Path(path)
     if path.is_dir():
         raise NpukitError(f"{path}: is a directory; give a file path to write to")
+    why = _in_the_way(path)
+    if why:
+        raise NpukitError(f"{path}: cannot create its directory: {why}")
+    return path
+
+
+def _target(path: str | os.PathLike) -> Path:
+    path = check_file_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -110,6 +131,53 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _unremovable(d: Path, shown: Path) -> str | None:
+    """Why this process could not remove the tree ``d`` (given as ``shown``) once an export has
+    swapped it out: a directory in it, ``d`` too, that holds entries it cannot remove because it is
+    not writable (``chmod -R a-w``), or that it cannot list (symbolic links are not followed); None
+    where it can."""
+    if not os.path.isdir(d):
+        return None
+    failed: list[OSError] = []
+    for root, dirs, files in os.walk(d, onerror=failed.append):
+        if (dirs or files) and not os.access(root, os.W_OK | os.X_OK):
+            return f"{shown / os.path.relpath(root, d)} is not writable"
+    if failed:
+        e = failed[0]
+        return f"{shown / os.path.relpath(e.filename, d)} cannot be read ({e.strerror or e})"
+    return None
+
+
+def _writable_dirs(tree: Path) -> None:
+    """Give the owner write access to every directory of ``tree``, a temporary sibling of npukit's
+    own (an earlier export moved aside keeps the modes it had), so that it can be removed; links are
+    not followed, what cannot be changed is left."""
+    if os.path.islink(tree):
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(tree, 0o700)
+    for root, dirs, _files in os.walk(tree):
+        for x in dirs:
+            p = os.path.join(root, x)
+            if not os.path.islink(p):
+                with contextlib.suppress(OSError):
+                    os.chmod(p, 0o700)
+
+
+def _remove_tree(tree: Path) -> None:
+    """Remove a temporary sibling of npukit's own whole (read-only directories in it too); an
+    OSError where it cannot."""
+    import shutil  # noqa: PLC0415
+
+    try:
+        shutil.rmtree(tree)
+    except OSError:
+        if not os.path.lexists(tree):
+            return
+        _writable_dirs(tree)
+        shutil.rmtree(tree)
+
+
 def _sweep_stale(parent: Path, name: str) -> None:
     """Remove the temporary siblings that exports of ``name`` killed mid-way left behind (their
     names carry the writing process's id; a live writer's are left alone).  Where the filesystem has
@@ -120,8 +188,6 @@ def _sweep_stale(parent: Path, name: str) -> None:
         entries = sorted(parent.iterdir())
     except OSError:
         return
-    import shutil  # noqa: PLC0415
-
     stale = []
     for e in entries:
         rest = e.name[len(prefix):] if e.name.startswith(prefix) else ""
@@ -142,7 +208,8 @@ def _sweep_stale(parent: Path, name: str) -> None:
             with contextlib.suppress(OSError):
                 e.unlink()
         else:
-            shutil.rmtree(e, ignore_errors=True)
+            with contextlib.suppress(OSError):  # (what cannot be removed stays)
+                _remove_tree(e)
 
 
 def _stat_dir(p: Path) -> os.stat_result | None:
@@ -154,14 +221,33 @@ def _stat_dir(p: Path) -> os.stat_result | None:
     return st if stat.S_ISDIR(st.st_mode) else None
 
 
+def _manifest_problem(d: Path) -> str | None:
+    """Why ``d``'s ``manifest.json`` is not an npukit manifest (the reason in the words of ``npukit
+    build``'s message, e.g. the JSON parse error), ``""`` where there is no such file, None where it
+    is one."""
+    man = d / "manifest.json"
+    if not os.path.lexists(man):
+        return ""
+    try:
+        m = json.loads(man.read_text(encoding="utf-8"))
+    except OSError as e:
+        return f"cannot read it: {e.strerror or e}"
+    except ValueError as e:  # (JSON and UTF-8 decoding errors)
+        return str(e)
+    if not isinstance(m, dict):
+        return f"a JSON {type(m).__name__}, not an object"
+    missing = [k for k in ("files", "profile", "ops") if k not in m]
+    if missing:
+        return f"missing {', '.join(repr(k) for k in missing)}"
+    if not isinstance(m["files"], list):
+        return "'files' is not a list"
+    return None
+
+
 def is_export(d: Path) -> bool:
     """Did an npukit export write ``d``?  Its ``manifest.json`` lists the files it wrote, the profile
     and the ops."""
-    try:
-        m = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(m, dict) and isinstance(m.get("files"), list) and "profile" in m and "ops" in m
+    return _manifest_problem(d) is None
 
 
 def check_export_target(directory: str | os.PathLike) -> None:
@@ -176,11 +262,9 @@ def check_export_target(directory: str | os.PathLike) -> None:
         raise NpukitError(f"{shown}: is the current directory or holds it; an export replaces its directory "
                           f"whole, so give a new directory (e.g. {shown / 'export'})")  # fmt: skip
     if not os.path.lexists(d):
-        for up in d.parents:  # the nearest one there must be a directory to create it in
-            if os.path.lexists(up):
-                if not up.is_dir():
-                    raise NpukitError(f"{shown}: cannot create a directory there: {up} is a file, not a directory")
-                break
+        why = _in_the_way(d)  # the nearest one there must be a directory to create it in
+        if why:
+            raise NpukitError(f"{shown}: cannot create a directory there: {why}")
         return
     if not d.is_dir():
         raise NpukitError(f"{shown}: is a file; give a directory to export into")
@@ -189,10 +273,14 @@ def check_export_target(directory: str | os.PathLike) -> None:
             empty = next(entries, None) is None
     except OSError as e:
         raise NpukitError(f"{shown}: cannot read the directory: {e.strerror or e}") from None
-    if not empty and not is_export(d):
+    why = None if empty else _manifest_problem(d)
+    if why == "":
         raise NpukitError(f"{shown}: the directory is not empty and no npukit export wrote it (no npukit "
                           "manifest.json); an export replaces its directory whole, so give a new or empty "
                           "directory")  # fmt: skip
+    if why is not None:  # (as npukit build says it of the same file)
+        raise NpukitError(f"{shown}: the directory is not empty and its manifest.json is not an npukit manifest "
+                          f"({why}); an export replaces its directory whole, so give a new or empty directory")  # fmt: skip
 
 
 def users_files(d: Path, built: Iterable[str] = ()) -> list[str]:
@@ -248,9 +336,10 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
     earlier export wrote (``check_export_target``), is replaced: anything else there is the user's.
     Over an earlier export, what that export and its build (``built``, see ``users_files``) wrote
     goes and the user's own files in it (notes, inputs, ``make run`` outputs) are copied into the
-    new tree; one where the new export writes a file is refused.
+    new tree; one where the new export writes a file is refused, and so is an earlier export this
+    process could not remove once swapped out (a directory in it not writable: ``chmod -R a-w``).
     A path that is absolute or climbs out of the directory (``..``) is refused before anything is
-    written.  Killed at any point, the
+    written.  An export that returns left no temporary sibling behind.  Killed at any point, the
     directory is either as it was or complete; two exports at once leave one complete result.  The
     temporary siblings a killed export leaves (``.<name>.<pid>.*.tmp``) are removed by the next one."""
     shown = Path(directory)
@@ -267,6 +356,10 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
     if clash:
         raise NpukitError(f"{shown}: the export would write {clash[0]}, where the directory holds a file of "
                           "yours (no earlier export wrote it); move it out first or give a new directory")  # fmt: skip
+    stuck = _unremovable(d, shown)
+    if stuck:
+        raise NpukitError(f"{shown}: cannot replace the earlier export: {stuck}, so its files cannot be removed; "
+                          f"make it writable (chmod -R u+w {shown}) or give a new directory")  # fmt: skip
     parent = d.parent
     stem = f".{d.name}.{os.getpid()}."
     try:
@@ -275,8 +368,7 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
         tmp = Path(tempfile.mkdtemp(prefix=stem, suffix=".tmp", dir=parent))
     except OSError as e:
         raise NpukitError(f"{shown}: cannot create a directory there: {e.strerror or e}") from None
-    import shutil  # noqa: PLC0415
-
+    replaced: Path | None = None
     try:
         mode = 0o666 & ~_umask()
         before = _stat_dir(parent / d.name)
@@ -292,8 +384,8 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
                 raise NpukitError(f"{shown}: cannot keep your {rel} in the new export: {e.strerror or e}; nothing "
                                   "was changed") from None  # fmt: skip
         target = parent / d.name
-        # the directory keeps its mode and group (a shared, setgid or read-only one stays so); a new
-        # one gets the umask's
+        # the directory keeps its mode and group (a shared, setgid or -- where this process may replace
+        # it -- read-only one stays so); a new one gets the umask's
         os.chmod(tmp, stat.S_IMODE(before.st_mode) if before is not None else 0o777 & ~_umask())
         if before is not None and before.st_gid != os.stat(tmp).st_gid:
             with contextlib.suppress(OSError):
@@ -305,6 +397,7 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
                 os.rename(target, old)
                 os.rename(tmp, target)
                 tmp = old
+            replaced = tmp  # the tree that was there, now in the temporary sibling
         else:
             try:
                 os.rename(tmp, target)
@@ -312,9 +405,17 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
             except OSError:  # another export created it meanwhile: swap with theirs
                 if not _exchange(tmp, target):
                     raise
+                replaced = tmp
     except OSError as e:
         raise NpukitError(f"{shown}: cannot write the export: {e.strerror or e}") from None
     finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None and tmp is not replaced:  # a failed export's own new tree (an error is raised)
+            with contextlib.suppress(OSError):
+                _remove_tree(tmp)
+    if replaced is not None:
+        try:
+            _remove_tree(replaced)
+        except OSError as e:  # the export is in place, but not cleanly: no success reported
+            raise NpukitError(f"{shown}: the export is written, but the tree it replaced, moved to {replaced}, "
+                              f"could not be removed ({e.filename}: {e.strerror or e}); remove it") from None  # fmt: skip
     return shown

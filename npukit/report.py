@@ -233,6 +233,7 @@ def report_html(study, include_error: bool = False, include_memory: bool = True)
 
 
 def write_report(study, path, include_error: bool = False, include_memory: bool = True) -> Path:
-    from .io import atomic_write_text  # noqa: PLC0415
+    from .io import atomic_write_text, check_file_target  # noqa: PLC0415
 
+    check_file_target(path)  # a wrong path fails before the page is made
     return atomic_write_text(path, report_html(study, include_error, include_memory))

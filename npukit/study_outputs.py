@@ -30,7 +30,8 @@ class StudyOutputs:
         """Write the generated project to ``directory`` atomically; ``make`` builds it.  Returns the
         Project (files, manifest, memory figures).  ``directory`` must be new, empty, or an earlier
         export (what it and its build wrote is replaced, your own files in it are kept); a
-        directory holding anything else is refused (NpukitError) and left as it was."""
+        directory holding anything else, or an earlier export made read-only (``chmod -R a-w``), is
+        refused (NpukitError) and left as it was."""
         from .codegen.project import build_outputs, check_io_dtypes  # noqa: PLC0415
         from .io import atomic_write_tree, check_export_target  # noqa: PLC0415
 

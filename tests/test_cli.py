@@ -323,6 +323,21 @@ def test_export_never_replaces_a_directory_it_did_not_write(tmp_path):
     assert {str(q.relative_to(exp)): q.read_bytes() for q in exp.rglob("*") if q.is_file()} == before
 
 
+def test_study_output_files_under_a_file_name_the_file_in_the_way(tmp_path):
+    """``--report afile/r.html`` where ``afile`` is a regular file said "cannot create its directory:
+    File exists"; it names the file in the way, as an export into ``afile/sub`` does, and nothing is
+    written (not the other output either)."""
+    (tmp_path / "afile").write_text("x")
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "c.toml", "--report", "afile/r.html",
+                cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r, limit_s=60) == "afile/r.html: cannot create its directory: afile is a file, not a directory"
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "afile/sub/c.toml", "--report", "r.html",
+                cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r, limit_s=60) == ("afile/sub/c.toml: cannot create its directory: afile is a file, not a "
+                                               "directory")  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"] and (tmp_path / "afile").read_text() == "x"
+
+
 def test_build_runs_an_export_on_the_data_it_was_calibrated_on(tmp_path):
     """An export made after set_data(path) records that file (and its digest) in its manifest;
     `npukit build` reads it again, so the comparison uses the calibration baked into the C (it once

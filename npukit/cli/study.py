@@ -160,11 +160,11 @@ def cmd_study(args) -> int:
         from ..report import report_html  # noqa: PLC0415
 
         html = report_html(s, want_error)
-    from ..io import atomic_write_text  # noqa: PLC0415
+    from ..io import atomic_write_text, check_file_target  # noqa: PLC0415
 
-    for out in (args.save_config, args.report):
-        if out and Path(out).is_dir():
-            raise NpukitError(f"{out}: is a directory; give a file path to write to")
+    for out in (args.save_config, args.report):  # (a directory, or a file where its directory would be)
+        if out:
+            check_file_target(out)
 
     if args.save_config:
         p = Path(args.save_config)

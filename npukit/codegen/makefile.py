@@ -11,6 +11,10 @@
   runs that under its emulator;
 - ``make clean`` removes what was built.
 
+What a build writes into the project -- ``./model``, the target's program and the stamp file
+``.build`` (``BUILD_STAMP``), which every ``make`` rewrites when the compiler or flags change -- is
+what ``codegen.project.build_outputs`` lists (an export over the project replaces it).
+
 Each program is compiled and linked by one compiler command (no object files), so host and target
 builds never mix objects.  The text depends only on the arguments (deterministic).
 """
@@ -25,6 +29,7 @@ from collections.abc import Sequence
 from npukit.codegen.targets import Target, get_target
 
 NPK_CFLAGS = "-std=c11 -Wall -Wextra -Werror -O2"
+BUILD_STAMP = ".build"  # every make writes the compiler and flags of the last build there
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
 
 
@@ -136,13 +141,13 @@ def makefile(target_name: str | Target, sources: Sequence[str], *, program: str 
         "",
         "all: $(PROGRAM)",
         "",
-        "# .build holds the compiler and flags of the last build: another CC or other flags rebuild the program",
+        f"# {BUILD_STAMP} holds the compiler and flags of the last build: another CC or other flags rebuild the program",
         f"BUILD = $(strip $(CC) $(NPK_CFLAGS) {dflag}$(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(LDLIBS))",
-        "ifneq ($(strip $(shell cat .build 2>/dev/null)),$(BUILD))",
-        "$(shell echo '$(BUILD)' > .build)",
+        f"ifneq ($(strip $(shell cat {BUILD_STAMP} 2>/dev/null)),$(BUILD))",
+        f"$(shell echo '$(BUILD)' > {BUILD_STAMP})",
         "endif",
         "",
-        "$(PROGRAM): $(SRCS) $(HEADERS) Makefile .build",
+        f"$(PROGRAM): $(SRCS) $(HEADERS) Makefile {BUILD_STAMP}",
         f"\t$(CC) $(NPK_CFLAGS) {dflag}$(INCLUDES) $(CPPFLAGS) $(CFLAGS) -o $@ $(SRCS) $(LDFLAGS) $(LDLIBS)",
         "",
         "run: $(PROGRAM) check-io",
@@ -155,7 +160,7 @@ def makefile(target_name: str | Target, sources: Sequence[str], *, program: str 
         "{ echo 'usage: make run IN=\"in0.npy ...\" OUT=outdir (or make run-target ...)' >&2; exit 2; }",
         "",
         "clean:",
-        "\trm -f $(PROGRAM) .build" + ("" if not t.program_suffix else " $(TARGET_PROGRAM)"),
+        f"\trm -f $(PROGRAM) {BUILD_STAMP}" + ("" if not t.program_suffix else " $(TARGET_PROGRAM)"),
         "",
     ]
     return "\n".join(lines)

@@ -182,11 +182,15 @@ def check_io_dtypes(g) -> None:
 
 
 def build_outputs() -> tuple[str, ...]:
-    """What building an export writes into it: the programs ``make`` / ``make target`` build (for any
-    target) and ``npukit build``'s runs (``.runs/``); an export over it replaces them."""
+    """What building an export writes into it: every file its Makefile writes -- the programs ``make``
+    / ``make target`` build (for any target) and the stamp file ``.build`` of the last build's
+    compiler and flags -- and ``npukit build``'s runs (``.runs/``); an export over it replaces them.
+    (``make run OUT=dir`` writes where the user says: those outputs are the user's.)"""
+    from .makefile import BUILD_STAMP  # noqa: PLC0415
     from .targets import TARGETS  # noqa: PLC0415
 
-    return (PROGRAM, *sorted({t.program_name(PROGRAM) for t in TARGETS.values()} - {PROGRAM}), ".runs/")
+    programs = sorted({t.program_name(PROGRAM) for t in TARGETS.values()} - {PROGRAM})
+    return (PROGRAM, *programs, BUILD_STAMP, ".runs/")
 
 
 def _where(path: str) -> str:

@@ -322,3 +322,85 @@ def test_layout_pairs_add_and_sigmoid(in_layout, out_layout):
         assert_close(out, (a.real() + b.real()).astype(np.float64))
         ok("sigmoid", a.p, out.p)
         assert_close(out, 1 / (1 + np.exp(-a.real().astype(np.float64))))
+
+
+# ---------------------------------------------------------------------------------------------
+# the model's own integer arithmetic (npk_binary_int / npk_unary_int): exact, wrapping, scale and
+# zero ignored -- what ONNX, onnxruntime, TVM and C compute for an int8 Add with no quantization
+
+PLAIN_INT = ("s8", "s16", "s32", "s64", "u8")
+BITS = {"s8": 8, "s16": 16, "s32": 32, "s64": 64, "u8": 8}
+
+
+def wrap(v: int, dtype: str) -> int:
+    """v modulo 2^bits as ``dtype``'s value (two's complement for the signed ones)."""
+    b = BITS[dtype]
+    return v % (1 << b) if dtype == "u8" else (v + (1 << (b - 1))) % (1 << b) - (1 << (b - 1))
+
+
+def _int_ref(op: str, x: int, y: int) -> int:
+    if op == "divide":
+        return 0 if y == 0 else (abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1)  # truncates toward zero
+    return {"add": x + y, "subtract": x - y, "multiply": x * y, "maximum": max(x, y), "minimum": min(x, y)}[op]
+
+
+def _extreme_ints(rng, shape, dtype):
+    lo, hi = QRANGE[dtype]
+    edges = np.array([lo, lo + 1, -1 if lo < 0 else 1, 0, 1, hi - 1, hi], dtype=object)
+    return np.asarray(rng.choice(np.concatenate([edges, rng.integers(lo, hi, 16, dtype=np.int64, endpoint=True)]),
+                                 size=shape), dtype=object)  # fmt: skip
+
+
+@pytest.mark.parametrize("op", list(BINARY))
+@pytest.mark.parametrize("dtype", PLAIN_INT)
+def test_binary_int_wraps_like_the_model(dtype, op):
+    rng = rng_for("binint", dtype, op)
+    xa, xb = _extreme_ints(rng, (2, 3, 1, 4), dtype), _extreme_ints(rng, (3, 1, 1), dtype)
+    xb[0, 0, 0] = 0  # x / 0 gives 0
+    # a scale and zero point that npk_binary would apply: plain integers ignore them
+    a = T(xa.shape, dtype, "nhwc", scale=0.37, zero=3).set_raw(xa.astype(np.int64).astype(NP_INT[dtype]))
+    b = T(xb.shape, dtype, scale=2.5, zero=-1 if dtype != "u8" else 1).set_raw(xb.astype(np.int64).astype(NP_INT[dtype]))
+    out = T(xa.shape, dtype, "tiled", scale=0.5, zero=0)
+    want = np.vectorize(lambda x, y: wrap(_int_ref(op, int(x), int(y)), dtype), otypes=[object])(xa, xb[None])
+    ok("binary_int", a.p, b.p, out.p, c_int32(BINARY_CODE[op]))
+    assert out.padding_ok()
+    assert out.raw().astype(object).tolist() == want.tolist()
+    ok("nvdla_binary_int", a.p, b.p, out.p, c_int32(BINARY_CODE[op]))  # the vendor-prefixed wrapper
+    assert out.raw().astype(object).tolist() == want.tolist()
+
+
+NP_INT = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64, "u8": np.uint8}
+
+
+def test_binary_int_the_testers_int8_add_and_errors():
+    x = np.array([[-128, -100, -64, -1], [0, 63, 64, 127]], np.int8)
+    a, out = T(x.shape, "s8").set_raw(x), T(x.shape, "s8")
+    ok("binary_int", a.p, a.p, out.p, c_int32(BINARY_CODE["add"]))
+    assert out.raw().tolist() == [[0, 56, -128, -2], [0, 126, -128, -2]]  # onnxruntime's, wrapped
+    ok("add", a.p, a.p, out.p)  # the quantized-value add saturates, as documented
+    assert out.raw().tolist() == [[-128, -128, -128, -2], [0, 126, 127, 127]]
+    for bad in ("f32", "f16", "s4", "s2", "bool"):  # plain integer dtypes only
+        assert call("binary_int", T(x.shape, bad).p, a.p, out.p, c_int32(0)) == 2
+        assert call("binary_int", a.p, a.p, T(x.shape, bad).p, c_int32(0)) == 2
+    assert call("binary_int", a.p, a.p, out.p, c_int32(6)) == 6
+    assert call("binary_int", a.p, T((3,), "s8").p, out.p, c_int32(0)) == 3
+
+
+@pytest.mark.parametrize("dtype", PLAIN_INT)
+def test_unary_int_wraps_like_the_model(dtype):
+    from ctypes import c_int64
+
+    rng = rng_for("unint", dtype)
+    xs = _extreme_ints(rng, (2, 5, 3, 3), dtype)
+    x = T(xs.shape, dtype, "tiled", scale=0.25, zero=2).set_raw(xs.astype(np.int64).astype(NP_INT[dtype]))
+    lo, hi = QRANGE[dtype]
+    cl, ch = (lo // 3, hi // 3) if dtype != "u8" else (10, 200)
+    refs = {"relu": lambda v: max(v, 0), "clip": lambda v: min(max(v, cl), ch), "negative": lambda v: -v, "abs": abs}
+    codes = {"relu": 0, "clip": 1, "negative": 10, "abs": 11}
+    for op, f in refs.items():
+        out = T(xs.shape, dtype, "nhwc")
+        ok("unary_int", x.p, out.p, c_int32(codes[op]), c_int64(cl), c_int64(ch))
+        want = np.vectorize(lambda v: wrap(f(int(v)), dtype), otypes=[object])(xs)  # noqa: B023
+        assert out.raw().astype(object).tolist() == want.tolist(), op
+    assert call("unary_int", x.p, T(xs.shape, dtype, "nhwc").p, c_int32(3), c_int64(0), c_int64(0)) == 6  # sigmoid
+    assert call("unary_int", T(xs.shape, "f32").p, x.p, c_int32(0), c_int64(0), c_int64(0)) == 2

@@ -119,3 +119,72 @@ def test_a_folded_batch_norm_keeps_the_names_the_model_reads(tmp_path, bias):
                                    "(inference form)")  # fmt: skip
     x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
     _close(_vm_run(imp.mod, x), _ort(path, {"x": x}))
+
+
+def _one_hot(tmp_path, idt, vdt, ddt, axis=1):
+    """``OneHot(i, depth 5, values)`` of a [2, 3] index input, the values [off, on] of ``vdt``."""
+    from onnx import helper as h
+    from onnx import numpy_helper
+    from onnx.helper import np_dtype_to_tensor_dtype as tt
+
+    vals = np.asarray([0.25, 3.5] if np.dtype(vdt).kind == "f" else [-7, 9], vdt)
+    inits = [numpy_helper.from_array(np.asarray(5, ddt), "depth"), numpy_helper.from_array(vals, "values")]
+    out = [2, 5, 3] if axis == 1 else [2, 3, 5]
+    nodes = [h.make_node("OneHot", ["i", "depth", "values"], ["y"], name="enc/one_hot", axis=axis)]
+    m = onnx_model(nodes, [tensor_info("i", [2, 3], tt(np.dtype(idt)))], [tensor_info("y", out, tt(np.dtype(vdt)))], inits)
+    return save_onnx(m, tmp_path / f"onehot_{np.dtype(idt).name}_{np.dtype(vdt).name}_{axis}.onnx")
+
+
+# negative indices count from the end; 5 and -6 lie outside [-5, 5): a row of off values
+ONE_HOT_INDICES = [[-1, 0, 4], [5, -6, 2]]
+
+
+@pytest.mark.parametrize(("idt", "vdt", "ddt", "axis"), [(np.int64, np.float32, np.int64, 1), (np.int64, np.float32, np.int64, -1),
+                                                          (np.int32, np.float32, np.int32, 1), (np.int64, np.int32, np.float32, 1),
+                                                          (np.int64, np.int64, np.int64, 1)])  # fmt: skip
+def test_one_hot_has_the_dtype_of_its_values(tmp_path, idt, vdt, ddt, axis):
+    """TVM's converter read the values as Python numbers: float32 values gave a float64 output (export
+    refused the model: "model output 'y' is float64 ...; cast it in the model"), int32 ones int64."""
+    path = _one_hot(tmp_path, idt, vdt, ddt, axis)
+    imp = npukit.import_model(path)
+    g = imp.graph
+    oh = g.ops[-1]
+    assert (oh.name, oh.kind) == ("enc/one_hot", "one_hot")
+    assert g.tensors[oh.outputs[0]].dtype == g.tensors[g.outputs[0]].dtype == np.dtype(vdt).name
+    i = np.asarray(ONE_HOT_INDICES, idt)
+    got, want = _vm_run(imp.mod, i), _ort(path, {"i": i})
+    assert got.dtype == want.dtype == vdt and np.array_equal(got, want), (got, want)
+
+
+@pytest.mark.slow
+def test_the_testers_argmax_one_hot_model_exports_builds_and_matches_onnxruntime(tmp_path):
+    """The tester's model (ArgMax -> OneHot with float32 values): float32 out, and its program, built
+    with the host compiler, computes what onnxruntime does."""
+    import shutil
+
+    from conftest import missing_tool
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    from npukit.codegen.build import make, run_program
+
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        missing_tool("make / cc is not installed")
+    nodes = [h.make_node("ArgMax", ["x"], ["am"], axis=1, keepdims=0, name="am"),
+             h.make_node("OneHot", ["am", "depth", "vals"], ["y"], axis=-1, name="oh")]  # fmt: skip
+    inits = [numpy_helper.from_array(np.array(5, np.int64), "depth"), numpy_helper.from_array(np.array([0, 1], np.float32), "vals")]
+    path = save_onnx(onnx_model(nodes, [tensor_info("x", [3, 5])], [tensor_info("y", [3, 5])], inits), tmp_path / "oh.onnx")
+    s = npukit.Study(path, "arm-dsp-dla")
+    assert s.graph.tensors[s.graph.outputs[0]].dtype == "float32"
+    x = np.random.default_rng(7).random((4, 3, 5), np.float32)
+    s.set_data(x)
+    d = tmp_path / "e"
+    s.export(d)  # refused before: "model output 'y' is float64"
+    make(d)
+    (d / ".w").mkdir()
+    for k in range(len(x)):
+        got = run_program(d, ["./model"], [x[k]], [(3, 5)], d / ".w")[0]
+        want = _ort(path, {"x": x[k]})
+        assert got.dtype == want.dtype == np.float32 and np.array_equal(got, want), (got, want)
+    r = s.build(tmp_path / "b", samples=len(x))
+    assert r["outputs_agree"] is True and r["mismatches"] == []

@@ -20,6 +20,9 @@ CALLS = frozenset({
 })  # fmt: skip
 CHECKED = frozenset({"conv2d", "layer_norm", "batch_norm", "group_norm", "instance_norm", "pad", "resize2d"})  # a call for some of their attributes
 KNOWN = CALLS | CHECKED  # the kinds the kernel library has a call for, at all
+# the kinds with a call of the model's own integer arithmetic (``npk_binary_int`` / ``npk_unary_int``)
+INT_UNARY = {"relu": "RELU", "clip": "CLIP", "negative": "NEGATIVE", "abs": "ABS"}
+PLAIN_INT = frozenset({"int8", "int16", "int32", "int64", "uint8"})  # the dtypes those calls take
 PAD_MODES = {"constant": "CONSTANT", "replicate": "REPLICATE", "reflect": "REFLECT", "circular": "CIRCULAR"}
 COORD_MODES = {"half_pixel": "HALF_PIXEL", "align_corners": "ALIGN_CORNERS", "asymmetric": "ASYMMETRIC",
                "pytorch_half_pixel": "PYTORCH_HALF_PIXEL", "tf_half_pixel_for_nn": "TF_HALF_PIXEL_FOR_NN"}  # fmt: skip
@@ -41,9 +44,30 @@ def resize_modes(a) -> tuple[str | None, str, str]:
     return method, cmode, rnd
 
 
+def integer_arithmetic(g: OpGraph, op: Op) -> bool:
+    """Is ``op`` the model's own integer arithmetic: an elementwise op (add, subtract, multiply,
+    divide, maximum, minimum, relu, clip, negative, abs) whose inputs and output are integer tensors
+    of the model (an int8 Add of an int8 model that carries no quantization, a Cast -> Add -> Cast)?  Its
+    integers are the values: it wraps modulo 2^bits, as ONNX, onnxruntime, TVM (the simulation, the
+    host's code) and C compute it, and lowers to ``npk_binary_int`` / ``npk_unary_int``.  A quantized
+    value saturates to its grid instead: a float tensor held at an integer width on an accelerator,
+    or a QDQ / TFLite add, which imports as dequantize -> float add -> quantize; its op is float."""
+    if op.kind not in BINARY and op.kind not in INT_UNARY and op.kind not in UNARY:
+        return False
+    return bool(op.outputs) and all(g.tensors[t].dtype in PLAIN_INT for t in (*op.inputs, *op.outputs))
+
+
 def missing_call(g: OpGraph, op: Op) -> str | None:
     """Why the kernel library has no call for ``op`` (None: it has one)."""
     k, a = op.kind, op.attrs
+    if k in UNARY and k not in INT_UNARY and integer_arithmetic(g, op):
+        return f"the kernel library has no call for {k} of integer tensors"
+    if k in ("sum", "max", "min") and op.outputs and g.tensors[op.outputs[0]].dtype in PLAIN_INT:
+        # its reductions read real values in float and saturate: the model's integer sum wraps, and
+        # an int32 / int64 value above 2^24 does not survive a float
+        dt = g.tensors[op.inputs[0]].dtype
+        if k == "sum" or dt in ("int32", "int64"):
+            return f"the kernel library has no call for {k} of the model's {dt} integers (its reductions compute in float)"
     if k in CALLS:
         return None
     if k not in KNOWN:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import NpukitError
 from ..graph import Op
-from .calls import BINARY, KNOWN, UNARY, missing_call, resize_modes
+from .calls import BINARY, INT_UNARY, KNOWN, UNARY, integer_arithmetic, missing_call, resize_modes
 from .calls import COORD_MODES as _COORD_MODES
 from .calls import PAD_MODES as _PAD_MODES
 from .calls import ROUNDING as _ROUNDING
@@ -59,6 +59,21 @@ def no_kernel_call(g, op: Op, where: str) -> str:
 def _c_list(xs) -> str:
     """A C brace initializer of integers: ``{1, 2, 3}``."""
     return "{" + ", ".join(map(str, xs)) + "}"
+
+
+def _int_bounds(a, dtype: str) -> tuple[int, int]:
+    """A clip's [min, max] on integers of ``dtype``: its bounds rounded inward (the integers between
+    them), within the dtype's range (an unbounded side is the dtype's end)."""
+    info = np.iinfo(dtype)
+    lo, hi = float(a.get("min", -math.inf)), float(a.get("max", math.inf))
+    lo = info.min if not lo > info.min else min(math.ceil(lo), info.max)
+    hi = info.max if not hi < info.max else max(math.floor(hi), info.min)
+    return int(lo), int(hi)
+
+
+def _c_int64(v: int) -> str:
+    """An int64_t argument in C (the minimum has no literal of its own)."""
+    return "INT64_MIN" if v == -(2**63) else f"INT64_C({v})"
 
 
 class KernelLowering(MacLowering):
@@ -122,7 +137,9 @@ class KernelLowering(MacLowering):
             host = self.p.soc.host
             pin = f"; pin it to the host ({host})" if fn.where != host else ""
             raise Unsupported((no_kernel_call(self.g, op, fn.where) if k not in KNOWN else f"{name}: {why}") + pin)
-        if k in BINARY:
+        if integer_arithmetic(self.g, op):  # the model's own integers: wrap as the model does, never saturate
+            self._integer(op)
+        elif k in BINARY:
             x, y = (self.operand(t, "model") for t in op.inputs[:2])
             fn.call(f"{L}_{k}", x, y, fn.desc(op.outputs[0], "model"), note=f"{name} ({k})")
         elif k in UNARY:
@@ -226,6 +243,23 @@ class KernelLowering(MacLowering):
         else:
             host = self.p.soc.host
             raise Unsupported(no_kernel_call(self.g, op, fn.where) + (f"; pin it to the host ({host})" if fn.where != host else ""))
+
+    def _integer(self, op: Op) -> None:
+        """An op of the model's own integer arithmetic (``calls.integer_arithmetic``): one
+        ``npk_binary_int`` / ``npk_unary_int`` call, exact on the stored integers and wrapping to the
+        output's dtype as ONNX, TVM and C do (``npk_binary`` / ``npk_unary`` compute on quantized real
+        values and saturate)."""
+        fn, L, k = self.fn, self.fn.lib, op.kind
+        U = L.upper()
+        note = f"{op.name} ({k} of the model's integers: wraps)"
+        out = fn.desc(op.outputs[0], "model")
+        if k in BINARY:
+            x, y = (self.operand(t, "model") for t in op.inputs[:2])
+            fn.call(f"{L}_binary_int", x, y, out, f"{U}_{BINARY[k]}", note=note)
+            return
+        lo, hi = _int_bounds(op.attrs, self.g.tensors[op.inputs[0]].dtype) if k == "clip" else (0, 0)
+        fn.call(f"{L}_unary_int", fn.desc(op.inputs[0], "model"), out, f"{U}_{INT_UNARY[k]}", _c_int64(lo), _c_int64(hi),
+                note=note)  # fmt: skip
 
     def _float_const(self, tid: str) -> str:
         t = self.g.tensors[tid]

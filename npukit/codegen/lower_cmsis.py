@@ -15,8 +15,10 @@ declared in the wrapper, so Arm's library links in place of npukit's reference `
 * max / average pooling with the same quantization in and out -> ``arm_max_pool_s8`` /
   ``arm_avgpool_s8``;
 * softmax over the last axis into int8 with scale 1/256 and zero point -128 -> ``arm_softmax_s8``;
-* add / multiply of two int8 activations of one shape and layout -> ``arm_elementwise_add_s8`` /
-  ``arm_elementwise_mul_s8``.
+* add / multiply of two quantized int8 activations of one shape and layout (a float model's at int8,
+  a QDQ / TFLite add) -> ``arm_elementwise_add_s8`` / ``arm_elementwise_mul_s8``, which saturate to
+  the output's grid.  The model's own int8 arithmetic (an Add of int8 tensors with no quantization)
+  wraps instead, as ONNX and TVM compute it: it falls back to npk's ``npk_binary_int``.
 
 A kernel's scratch buffer (``cmsis_nn_context``) comes from the arena: npukit reserves what the
 reference ``*_get_buffer_size`` returns (the size Arm's Cortex-M DSP build asks for) and the
@@ -34,6 +36,7 @@ import math
 import numpy as np
 
 from ..graph import Op
+from .calls import integer_arithmetic
 from .kernels import cmsis_add_params, cmsis_mul_params, cmsis_softmax_params
 from .lower import KernelLowering
 
@@ -311,6 +314,10 @@ class CmsisLowering(KernelLowering):
     def _elementwise(self, op: Op) -> bool:
         fn, g = self.fn, self.g
         if len(op.inputs) != 2 or any(g.tensors[t].kind == "const" for t in op.inputs):
+            return False
+        if integer_arithmetic(g, g.ops[op.op_id]):  # (an island's op is the float op between its dequantize
+            # and quantize): the model's own int8 add / multiply wraps; CMSIS-NN's requantizing calls
+            # saturate, so it lowers to npk_binary_int (``KernelLowering``)
             return False
         cs = [self._s8(t, False) for t in (*op.inputs, op.outputs[0])]
         if any(c is None for c in cs):

@@ -15,7 +15,9 @@
  * - S4 / S2 activations hold one value per int8_t (ranges [-8, 7] and [-2, 1]); S4 / S2 WEIGHTS
  *   are packed: two per byte, low nibble first / four per byte, lowest bits first, sign-extended,
  *   over the weight array's flat element order.
- * - Stores to integer tensors round half away from zero and saturate to the dtype's range.
+ * - Stores to integer tensors round half away from zero and saturate to the dtype's range,
+ *   except in npk_binary_int / npk_unary_int: the model's own integer arithmetic (plain integers,
+ *   no quantization) wraps modulo 2^bits, as ONNX, TVM and C compute it.
  * - Every kernel returns 0 (NPK_OK) or a nonzero npk_status naming what was wrong.
  * - Outputs must not overlap inputs, except that elementwise kernels (unary, binary, convert,
  *   round_to_bits) may write over an input with the same dtype, shape and layout.
@@ -182,6 +184,15 @@ int32_t npk_maximum(const npk_tensor *a, const npk_tensor *b, const npk_tensor *
 int32_t npk_minimum(const npk_tensor *a, const npk_tensor *b, const npk_tensor *out);
 int32_t npk_divide(const npk_tensor *a, const npk_tensor *b, const npk_tensor *out);
 
+/* The model's own integer arithmetic: a binary op of plain integers (an ONNX Add / Sub / Mul / Div /
+ * Max / Min of int8, int32 ... tensors that carry no quantization), as ONNX, onnxruntime, TVM and C
+ * compute it.  op is NPK_ADD ... NPK_DIVIDE; a, b and out are S8 / S16 / S32 / S64 / U8 (else
+ * NPK_ERR_DTYPE), broadcast as in npk_binary; their scale and zero are ignored (the stored integers
+ * are the values).  The result is exact and WRAPS to out's dtype (two's complement, modulo 2^bits:
+ * int8 100 + 100 = -56) where npk_binary, computing on quantized real values, saturates.  divide
+ * truncates toward zero; x / 0 gives 0 (undefined in C and in the model). */
+int32_t npk_binary_int(const npk_tensor *a, const npk_tensor *b, const npk_tensor *out, int32_t op);
+
 /* Unary ops (same logical shape in and out), computed in float on real values:
  *   relu max(x, 0); clip min(max(x, lo), hi); leaky_relu x >= 0 ? x : alpha * x;
  *   sigmoid 1 / (1 + exp(-x)); tanh; gelu x/2 (1 + erf(x / sqrt 2)) (computed as x/2 erfc(-x / sqrt 2));
@@ -215,6 +226,12 @@ int32_t npk_negative(const npk_tensor *in, const npk_tensor *out);
 int32_t npk_abs(const npk_tensor *in, const npk_tensor *out);
 int32_t npk_sqrt(const npk_tensor *in, const npk_tensor *out);
 int32_t npk_rsqrt(const npk_tensor *in, const npk_tensor *out);
+
+/* The model's own integer arithmetic on one tensor: NPK_RELU, NPK_CLIP (to [lo, hi]), NPK_NEGATIVE or
+ * NPK_ABS of plain integers (S8 / S16 / S32 / S64 / U8 in and out, scale and zero ignored), exact
+ * and wrapped to out's dtype like npk_binary_int (int8 -(-128) = abs(-128) = -128, as in C, ONNX
+ * and TVM); any other op NPK_ERR_PARAM.  lo / hi are read by NPK_CLIP only. */
+int32_t npk_unary_int(const npk_tensor *in, const npk_tensor *out, int32_t op, int64_t lo, int64_t hi);
 
 /* ---- pooling and reductions ---------------------------------------------------------------- */
 

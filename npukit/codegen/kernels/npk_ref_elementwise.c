@@ -73,6 +73,117 @@ int32_t npk_maximum(const npk_tensor *a, const npk_tensor *b, const npk_tensor *
 int32_t npk_minimum(const npk_tensor *a, const npk_tensor *b, const npk_tensor *out) { return npk__binary_op(a, b, out, NPK_MINIMUM); }
 int32_t npk_divide(const npk_tensor *a, const npk_tensor *b, const npk_tensor *out) { return npk__binary_op(a, b, out, NPK_DIVIDE); }
 
+/* ---- the model's own integer arithmetic (wraps) ------------------------------------------- */
+
+static int npk__plain_int(int32_t dtype)
+{
+    return dtype == NPK_S8 || dtype == NPK_S16 || dtype == NPK_S32 || dtype == NPK_S64 || dtype == NPK_U8;
+}
+
+/* u modulo 2^bits of `dtype`, as that dtype's value (two's complement for the signed ones). */
+static int64_t npk__wrap(uint64_t u, int32_t dtype)
+{
+    if (dtype == NPK_U8) {
+        return (int64_t)(u & 0xFFu);
+    }
+    const int bits = dtype == NPK_S8 ? 8 : dtype == NPK_S16 ? 16 : dtype == NPK_S32 ? 32 : 64;
+    const uint64_t mask = bits == 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
+    u &= mask;
+    if (u >> (bits - 1)) { /* negative: -(2^bits - u), without a signed overflow */
+        return -(int64_t)(~u & mask) - 1;
+    }
+    return (int64_t)u;
+}
+
+static int64_t npk__int_binop(int32_t op, int64_t x, int64_t y, int32_t dtype)
+{
+    const uint64_t ux = (uint64_t)x, uy = (uint64_t)y; /* unsigned: the wrap-around is defined */
+    switch (op) {
+    case NPK_ADD: return npk__wrap(ux + uy, dtype);
+    case NPK_SUBTRACT: return npk__wrap(ux - uy, dtype);
+    case NPK_MULTIPLY: return npk__wrap(ux * uy, dtype);
+    case NPK_MAXIMUM: return npk__wrap((uint64_t)(x > y ? x : y), dtype);
+    case NPK_MINIMUM: return npk__wrap((uint64_t)(x < y ? x : y), dtype);
+    default:
+        if (y == 0) {
+            return 0;
+        }
+        if (y == -1) { /* x / -1 = -x, which overflows for the minimum: wraps */
+            return npk__wrap((uint64_t)0 - ux, dtype);
+        }
+        return npk__wrap((uint64_t)(x / y), dtype); /* C truncates toward zero */
+    }
+}
+
+int32_t npk_binary_int(const npk_tensor *a, const npk_tensor *b, const npk_tensor *out, int32_t op)
+{
+    npk_view va, vb, vo;
+    NPK_TRY(npk__view(a, &va));
+    NPK_TRY(npk__view(b, &vb));
+    NPK_TRY(npk__view(out, &vo));
+    if (!npk__plain_int(va.dtype) || !npk__plain_int(vb.dtype) || !npk__plain_int(vo.dtype)) {
+        return NPK_ERR_DTYPE;
+    }
+    if (op < NPK_ADD || op > NPK_DIVIDE) {
+        return NPK_ERR_PARAM;
+    }
+    if (vo.rank < va.rank || vo.rank < vb.rank) {
+        return NPK_ERR_SHAPE;
+    }
+    for (int32_t d = 0; d < vo.rank; ++d) { /* out must have the broadcast shape */
+        int32_t ia = d - (vo.rank - va.rank), ib = d - (vo.rank - vb.rank);
+        int32_t da = ia >= 0 ? va.shape[ia] : 1, db = ib >= 0 ? vb.shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            return NPK_ERR_SHAPE;
+        }
+        if (vo.shape[d] != (da == 1 ? db : da)) {
+            return NPK_ERR_SHAPE;
+        }
+    }
+    int32_t idx[NPK_MAX_RANK] = {0};
+    if (vo.numel > 0) {
+        do {
+            int64_t q = npk__int_binop(op, npk__load_int(&va, npk__off_bcast(&va, idx, vo.rank)),
+                                       npk__load_int(&vb, npk__off_bcast(&vb, idx, vo.rank)), vo.dtype);
+            npk__store_int(&vo, npk__off(&vo, idx), q); /* in range already: stored as it is */
+        } while (npk__next(idx, vo.shape, vo.rank));
+    }
+    npk__fill_pad(&vo);
+    return NPK_OK;
+}
+
+int32_t npk_unary_int(const npk_tensor *in, const npk_tensor *out, int32_t op, int64_t lo, int64_t hi)
+{
+    npk_view vi, vo;
+    NPK_TRY(npk__view(in, &vi));
+    NPK_TRY(npk__view(out, &vo));
+    if (!npk__plain_int(vi.dtype) || !npk__plain_int(vo.dtype)) {
+        return NPK_ERR_DTYPE;
+    }
+    if (op != NPK_RELU && op != NPK_CLIP && op != NPK_NEGATIVE && op != NPK_ABS) {
+        return NPK_ERR_PARAM;
+    }
+    if (!npk__same_shape(&vi, &vo)) {
+        return NPK_ERR_SHAPE;
+    }
+    int32_t idx[NPK_MAX_RANK] = {0};
+    if (vo.numel > 0) {
+        do {
+            int64_t x = npk__load_int(&vi, npk__off(&vi, idx));
+            uint64_t r;
+            switch (op) {
+            case NPK_RELU: r = (uint64_t)(x > 0 ? x : 0); break;
+            case NPK_CLIP: r = (uint64_t)(x < lo ? lo : (x > hi ? hi : x)); break;
+            case NPK_NEGATIVE: r = (uint64_t)0 - (uint64_t)x; break;
+            default: r = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x; break;
+            }
+            npk__store_int(&vo, npk__off(&vo, idx), npk__wrap(r, vo.dtype));
+        } while (npk__next(idx, vo.shape, vo.rank));
+    }
+    npk__fill_pad(&vo);
+    return NPK_OK;
+}
+
 /* ---- unary --------------------------------------------------------------------------------- */
 
 static float npk__unop(const npk_unary_params *p, float x)

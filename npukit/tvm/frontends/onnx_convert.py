@@ -204,5 +204,32 @@ def _pairwise(name: str):
     return convert
 
 
+def _one_hot(relax, inputs, attrs, opset):
+    """ONNX ``OneHot`` with constant depth and values as ``relax.one_hot`` whose output has the
+    values' dtype, as ONNX defines it.  TVM's converter reads the values as Python numbers, so float32
+    values made a float64 output (which export then refused: "model output 'y' is float64 ...; cast
+    it in the model") and int32 ones an int64 output.  A negative index counts from the end (index +
+    depth, from opset 11: the less / add / where TVM's converter writes too); an index outside
+    [-depth, depth) gives a row of off values.  None (TVM's conversion) for a computed depth or values, or non-integer
+    indices."""
+    tvm = _load_tvm()
+    if len(inputs) < 3 or any(x is None for x in inputs[:3]):
+        return None
+    depth, values = _const_array(tvm, inputs[1]), _const_array(tvm, inputs[2])
+    idt = str(getattr(getattr(inputs[0], "ty", None), "dtype", ""))
+    if depth is None or values is None or depth.size != 1 or values.size != 2 or not idt.startswith(("int", "uint")):
+        return None
+    vdt = str(values.dtype)
+    if not vdt.startswith(("float", "int", "uint", "bool")):
+        return None
+    off, on = (relax.prim_value(v.item(), vdt) for v in values.ravel())
+    n = int(depth.reshape(()))  # (a float depth is cast to an integer, as ONNX says)
+    indices = inputs[0]
+    if opset >= 11 and not idt.startswith("uint"):  # (OneHot-9 has no negative indices)
+        indices = relax.op.where(relax.op.less(indices, relax.const(0, idt)), relax.op.add(indices, relax.const(n, idt)),
+                                 indices)  # fmt: skip
+    return relax.op.one_hot(indices, on, off, n, int(attrs.get("axis", -1)))
+
+
 _OWN = {"Clip": _clip, "Pad": _pad, "Einsum": _einsum, "Tile": _tile, "CumSum": _cumsum, "Min": _pairwise("minimum"),
-        "Max": _pairwise("maximum")}  # fmt: skip
+        "Max": _pairwise("maximum"), "OneHot": _one_hot}  # fmt: skip

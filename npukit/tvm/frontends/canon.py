@@ -308,7 +308,9 @@ def _shared_dequantize(p: Pass, bindings, live) -> dict:
             for a in _reads(relax, b.value):
                 if p.call(a, "relax.dequantize") is not None:
                     lst = readers.setdefault(a, [])
-                    if not lst or lst[-1] is not b.var:
+                    # (one reader reading it twice, add(dq, dq), is one reader: compared by
+                    # identity of the var, not of its Python wrapper, which each access makes anew)
+                    if not lst or not lst[-1].same_as(b.var):
                         lst.append(b.var)
     return {a: r for a, r in readers.items() if len(r) > 1 and p.const(p.defs[a].args[0]) is None}
 

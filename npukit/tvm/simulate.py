@@ -36,6 +36,7 @@ from ..graph import OpGraph
 from ..opset import KINDS
 from . import load as _load_tvm
 from . import remapper
+from .intdiv import INT_DIVISIONS, int_division
 
 # Relax ops the VM runs without a lowering of their own (memory, calls, shapes)
 _LOWERED = frozenset({"relax.call_tir", "relax.call_dps_packed", "relax.call_tir_with_grad", "relax.call_tir_inplace",
@@ -161,7 +162,9 @@ class Simulator:
                             if i is not None and (i, t) in evars:
                                 x = bb.emit_te(fq, x, evars[(i, t)])
                             args.append(x)
-                        nv = bb.emit(relax.Call(v.op, args, v.attrs, v.ty_args, v.span))  # (the span names the op)
+                        call = relax.Call(v.op, args, v.attrs, v.ty_args, v.span)  # (the span names the op)
+                        nv = int_division(bb, relax, call) if v.op.name in INT_DIVISIONS else None
+                        nv = bb.emit(call) if nv is None else nv
                         if i is not None and i in pvar_of and len(op_by_id[i].outputs) == 1:
                             nv = bb.emit_te(fq, nv, pvar_of[i])
                             outs.append(nv)

@@ -62,11 +62,11 @@ def missing_call(g: OpGraph, op: Op) -> str | None:
     k, a = op.kind, op.attrs
     if k in UNARY and k not in INT_UNARY and integer_arithmetic(g, op):
         return f"the kernel library has no call for {k} of integer tensors"
-    if k in ("sum", "max", "min") and op.outputs and g.tensors[op.outputs[0]].dtype in PLAIN_INT:
-        # its reductions read real values in float and saturate: the model's integer sum wraps, and
-        # an int32 / int64 value above 2^24 does not survive a float
+    if k in ("sum", "mean", "max", "min") and op.outputs and g.tensors[op.outputs[0]].dtype in PLAIN_INT:
+        # its reductions read real values in float and saturate: the model's integer sum (and the
+        # sum a mean divides) wraps, and an int32 / int64 value above 2^24 does not survive a float
         dt = g.tensors[op.inputs[0]].dtype
-        if k == "sum" or dt in ("int32", "int64"):
+        if k in ("sum", "mean") or dt in ("int32", "int64"):
             return f"the kernel library has no call for {k} of the model's {dt} integers (its reductions compute in float)"
     if k in CALLS:
         return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..graph import OpGraph
 from .hostc_emit import C_DTYPES
 from .hostc_lower import Unsupported
+from .intdiv import INT_DIVISIONS, int_division
 
 
 def group_signature(graph: OpGraph, grp: tuple[int, ...], lift_all: bool):
@@ -100,7 +101,13 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
                     if src is None or args[0] not in src.functions:
                         raise Unsupported(f"op #{i} calls {args[0].name_hint}, which its module does not define")
                     prims[args[0]] = src[args[0]]
-                out = bb.emit(relax.Call(call.op, args, call.attrs, call.ty_args))
+                new = relax.Call(call.op, args, call.attrs, call.ty_args)
+                name = getattr(call.op, "name", "")
+                # (an integer x / 0 gives 0 as npk_binary_int's, where TVM's C would trap)
+                out = int_division(bb, relax, new) if name in INT_DIVISIONS else None
+                if name == "relax.mean":
+                    out = _int_mean(bb, relax, new)
+                out = bb.emit(new) if out is None else out
                 if len(op.outputs) == 1 and not isinstance(out.ty, relax.TupleType):
                     env[op.outputs[0]] = out
                 else:
@@ -110,3 +117,25 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
             gv = bb.emit_output(res)
         bb.emit_func_output(gv)
     return bb.get()["main"], tuple(params), inlined, prims
+
+
+def _int_mean(bb, relax, call):
+    """An integer mean as its sum divided by the count, in the mean's own dtype, else None (a float
+    mean is emitted as it is).  TVM's legalized mean of an int32 tensor divides by an int64 count and
+    writes int64 (``call_tir`` out_ty int64) where the op's output is int32: the host C wrote 8-byte
+    values into the caller's 4-byte buffer (every other output element garbage, the rest overwritten).
+    The sum wraps in the input's dtype and the division truncates, as TVM computes the mean (the
+    simulation's values)."""
+    call = bb.normalize(call)
+    x = call.args[0]
+    dtype = str(getattr(call.ty, "dtype", ""))
+    if not dtype.startswith(("int", "uint")) or str(getattr(x.ty, "dtype", "")) != dtype:
+        return None
+    shape = [int(d) for d in x.ty.shape]
+    axis = call.attrs.axis
+    axes = range(len(shape)) if axis is None else [int(a) % len(shape) for a in axis]
+    count = 1
+    for a in axes:
+        count *= shape[a]
+    total = bb.emit(relax.op.sum(x, axis=call.attrs.axis, keepdims=bool(call.attrs.keepdims)))
+    return bb.emit(relax.op.divide(total, relax.const(count, dtype)))

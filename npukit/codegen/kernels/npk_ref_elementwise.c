@@ -15,6 +15,26 @@ static float npk__binop(int32_t op, float x, float y)
     }
 }
 
+/* Is ``vo`` the broadcast shape of ``va`` and ``vb`` (numpy's rule: dims aligned from the last,
+ * each pair equal or one of them 1)? */
+static int32_t npk__broadcast_shape(const npk_view *va, const npk_view *vb, const npk_view *vo)
+{
+    if (vo->rank < va->rank || vo->rank < vb->rank) {
+        return NPK_ERR_SHAPE;
+    }
+    for (int32_t d = 0; d < vo->rank; ++d) {
+        int32_t ia = d - (vo->rank - va->rank), ib = d - (vo->rank - vb->rank);
+        int32_t da = ia >= 0 ? va->shape[ia] : 1, db = ib >= 0 ? vb->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            return NPK_ERR_SHAPE;
+        }
+        if (vo->shape[d] != (da == 1 ? db : da)) {
+            return NPK_ERR_SHAPE;
+        }
+    }
+    return NPK_OK;
+}
+
 int32_t npk_binary(const npk_tensor *a, const npk_tensor *b, const npk_tensor *out, const npk_binary_params *p)
 {
     npk_view va, vb, vo;
@@ -27,19 +47,7 @@ int32_t npk_binary(const npk_tensor *a, const npk_tensor *b, const npk_tensor *o
     if (p->op < NPK_ADD || p->op > NPK_DIVIDE) {
         return NPK_ERR_PARAM;
     }
-    if (vo.rank < va.rank || vo.rank < vb.rank) {
-        return NPK_ERR_SHAPE;
-    }
-    for (int32_t d = 0; d < vo.rank; ++d) { /* out must have the broadcast shape */
-        int32_t ia = d - (vo.rank - va.rank), ib = d - (vo.rank - vb.rank);
-        int32_t da = ia >= 0 ? va.shape[ia] : 1, db = ib >= 0 ? vb.shape[ib] : 1;
-        if (da != db && da != 1 && db != 1) {
-            return NPK_ERR_SHAPE;
-        }
-        if (vo.shape[d] != (da == 1 ? db : da)) {
-            return NPK_ERR_SHAPE;
-        }
-    }
+    NPK_TRY(npk__broadcast_shape(&va, &vb, &vo));
     const int has_act = npk__has_act(p->act_min, p->act_max);
     int32_t idx[NPK_MAX_RANK] = {0};
     if (vo.numel > 0) {
@@ -127,19 +135,7 @@ int32_t npk_binary_int(const npk_tensor *a, const npk_tensor *b, const npk_tenso
     if (op < NPK_ADD || op > NPK_DIVIDE) {
         return NPK_ERR_PARAM;
     }
-    if (vo.rank < va.rank || vo.rank < vb.rank) {
-        return NPK_ERR_SHAPE;
-    }
-    for (int32_t d = 0; d < vo.rank; ++d) { /* out must have the broadcast shape */
-        int32_t ia = d - (vo.rank - va.rank), ib = d - (vo.rank - vb.rank);
-        int32_t da = ia >= 0 ? va.shape[ia] : 1, db = ib >= 0 ? vb.shape[ib] : 1;
-        if (da != db && da != 1 && db != 1) {
-            return NPK_ERR_SHAPE;
-        }
-        if (vo.shape[d] != (da == 1 ? db : da)) {
-            return NPK_ERR_SHAPE;
-        }
-    }
+    NPK_TRY(npk__broadcast_shape(&va, &vb, &vo));
     int32_t idx[NPK_MAX_RANK] = {0};
     if (vo.numel > 0) {
         do {

@@ -45,11 +45,12 @@ def resize_modes(a) -> tuple[str | None, str, str]:
 
 
 def integer_arithmetic(g: OpGraph, op: Op) -> bool:
-    """Is ``op`` the model's own integer arithmetic: an elementwise op (add, subtract, multiply,
-    divide, maximum, minimum, relu, clip, negative, abs) whose inputs and output are integer tensors
-    of the model (an int8 Add of an int8 model that carries no quantization, a Cast -> Add -> Cast)?  Its
-    integers are the values: it wraps modulo 2^bits, as ONNX, onnxruntime, TVM (the simulation, the
-    host's code) and C compute it, and lowers to ``npk_binary_int`` / ``npk_unary_int``.  A quantized
+    """Is ``op`` the model's own integer arithmetic: an elementwise op (binary or unary) whose inputs
+    and output are integer tensors of the model (an int8 Add of an int8 model that carries no
+    quantization, a Cast -> Add -> Cast)?  Its integers are the values: it wraps modulo 2^bits, as
+    ONNX, onnxruntime, TVM (the simulation, the host's code) and C compute it.  The binary ops and
+    relu, clip, negative, abs (``INT_UNARY``) lower to ``npk_binary_int`` / ``npk_unary_int``; any
+    other unary op of integers has no call (``missing_call`` refuses it on accelerators).  A quantized
     value saturates to its grid instead: a float tensor held at an integer width on an accelerator,
     or a QDQ / TFLite add, which imports as dequantize -> float add -> quantize; its op is float."""
     if op.kind not in BINARY and op.kind not in INT_UNARY and op.kind not in UNARY:

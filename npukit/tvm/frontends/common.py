@@ -146,6 +146,30 @@ def _fix_hint(name: str, shape_hint: str) -> str:
     return f"pin it with npukit.Study(..., input_shapes={{{name!r}: ({shape_hint})}}) or --input-shape {arg}"
 
 
+_PLACEHOLDER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}")
+
+
+def _shape_hint(dims) -> tuple[str, list[str]]:
+    """The shape to suggest for an input with symbolic dims, and the placeholders in it: the batch
+    (a symbolic dim 0, and every dim of the same name) is 1; any other symbolic dim is a size only
+    the user can choose (1 would be no image row, no sequence), so it stands as a placeholder named
+    after the dim (``H`` for ``'h'``, ``D2`` for an unnamed dim 2), one per name."""
+    first = dims[0] if dims and not isinstance(dims[0], int) else None
+    out, open_ = [], []
+    for k, d in enumerate(dims):
+        if isinstance(d, int) and d > 0:
+            out.append(str(d))
+        elif k == 0 or (first and d == first):
+            out.append("1")
+        else:
+            named = isinstance(d, str) and _PLACEHOLDER.fullmatch(d) and not d.startswith("unk__")  # (ONNX's unnamed)
+            ph = d.upper() if named else f"D{k}"
+            out.append(ph)
+            if ph not in open_:
+                open_.append(ph)
+    return ", ".join(out), open_
+
+
 def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | None, about: dict | None = None) -> dict:
     """Validate user shapes against declared inputs; raise ShapeError for symbolic dims left.
     ``about``: (input, axis) -> a symbolic dim in the model's words, where its name alone does not
@@ -184,11 +208,16 @@ def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | No
         if bad:
             i, d = bad[0]
             label = (about or {}).get((name, i)) or (f"{d!r}" if isinstance(d, str) and d else "unknown")
-            hint = ", ".join(str(x if isinstance(x, int) and x > 0 else 1) for x in dims)
+            hint, open_ = _shape_hint(dims)
+            sizes = ""
+            if open_:
+                these = " and ".join(open_) if len(open_) < 3 else ", ".join(open_[:-1]) + f" and {open_[-1]}"
+                sizes = (f", with {these} the size{'s' if len(open_) > 1 else ''} to study (the model leaves "
+                         f"{'them' if len(open_) > 1 else 'it'} open{'; dim 0 is given 1, a batch of one' if bad[0][0] == 0 else ''})")  # fmt: skip
             raise ShapeError(
                 f"{path}: input {name!r} dim {i} is symbolic ({label}) in shape "
                 f"[{', '.join(str(x) if isinstance(x, int) and x > 0 else (x or '?') for x in dims)}]; "
-                f"npukit needs static shapes: {_fix_hint(name, hint)}"
+                f"npukit needs static shapes: {_fix_hint(name, hint)}{sizes}"
             )
         out[name] = list(dims)
     return out

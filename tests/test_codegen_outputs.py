@@ -258,7 +258,7 @@ def test_a_target_build_differing_from_the_host_build_is_explained_or_a_mismatch
     of the transformer's GELU differed from the host build and the build still said nothing but
     'DIFFERS', exit 0).  A difference the host code's C library calls explain is said so, with its
     size; any other (integer outputs, larger, or no such calls) is a mismatch (exit 1)."""
-    from npukit.codegen.build import host_difference, libm_calls
+    from npukit.codegen.compare import host_difference, libm_calls
 
     host = tmp_path / "host"
     host.mkdir()
@@ -321,7 +321,7 @@ def test_selected_rows_are_compared_whatever_their_count():
     """NMS's selected indices: the program writes its static row count, the rows past the selected
     ones -1; the simulation returns the selected rows alone.  A row selected beyond the reference's,
     or one missing, is an error (only the rows both had were compared, so an extra box passed)."""
-    from npukit.codegen.build import compare
+    from npukit.codegen.compare import compare
 
     ref = np.array([[0, 0, 3], [0, 0, 1], [0, 0, 5], [0, 0, 2]])
     pad = np.full((4, 3), -1)

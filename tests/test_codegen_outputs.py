@@ -196,6 +196,28 @@ def test_npukit_build_fails_when_an_output_disagrees(tmp_path):
     assert r["runs"]["host"]["outputs"]["y"]["within_tolerance"] is True
 
 
+def test_an_output_of_zeros_fails_at_int2_too(tmp_path):
+    """At int2 the simulation is far from the float model (relative RMS ~0.85 for the digits CNN), so
+    twice that distance was a tolerance of 1.7 and a program writing zeros (1) passed.  The cap
+    (0.5) keeps the check able to fail; the intact program is bit-exact with the simulation."""
+    s = npukit.Study(ROOT / "sample_models/digits_cnn.onnx", "riscv-accel", {"bits": {"accel": "int2"}})
+    d = tmp_path / "e"
+    s.export(d)
+    r = build_and_compare(s, d, samples=4, regenerate=False)
+    o = r["runs"]["host"]["outputs"]["probs"]
+    assert (o["rel_rms"], o["tolerance"], r["outputs_agree"]) == (0.0, 0.5, True)
+    src = d / "src/model.c"
+    lines = src.read_text().splitlines(keepends=True)
+    (k,) = [k for k, ln in enumerate(lines) if '"rounding probs to int8"' in ln]  # the output's last write
+    lines.insert(k + 1, "    for (int z = 0; z < 10; z++) ((float *)outputs->out0)[z] = 0.0f;\n")
+    src.write_text("".join(lines))
+    r = build_and_compare(s, d, samples=4, regenerate=False)
+    o = r["runs"]["host"]["outputs"]["probs"]
+    assert (o["rel_rms"], o["tolerance"], o["within_tolerance"], r["outputs_agree"]) == (1.0, 0.5, False, False)
+    assert r["mismatches"] == ["host: output 'probs': relative RMS difference 1 from the simulation (max abs "
+                               f"{o['max_abs']:.3g}), tolerance 0.5"]  # fmt: skip
+
+
 def test_fills_are_byte_identical_across_processes(tmp_path):
     from onnx import helper as h
 

@@ -3,12 +3,16 @@
 The verdict on each output is its relative RMS difference from the simulation over the samples run,
 ``||program - simulation|| / ||simulation||``, held against a tolerance: ``REL_RMS_FLOOR``, or
 ``NOISE_FACTOR`` times the simulation's own distance from the float model (the same norm over the
-same samples) when that is larger.  The program applies the same quantization grids as the
+same samples) when that is larger, and at most ``REL_RMS_CAP``.  The program applies the same quantization grids as the
 simulation, but a value on a rounding boundary may round the other way in integer arithmetic, and
 such a step travels through the layers after it like quantization noise; so a program can be as far
 from the simulation as the quantization moves the simulation from the float model, and not much
 further.  An output that is not written, or holds another tensor, is off by about its own size
-(a relative RMS of 1 when it is all zeros).  ``outputs_agree`` is False, and ``mismatches`` says
+(a relative RMS of 1 when it is all zeros): the cap keeps the check able to fail at every width (at
+int2 the simulation is so far from the float model that twice its distance reached 1.0-3.7 on the
+sample models, and a program writing zeros passed).  On the bundled samples under riscv-accel at
+int2 / int4 / int8 (42 outputs, both policies) the largest difference was 0.24, a detector's boxes
+after NMS selected another row; most were bit-exact.  ``outputs_agree`` is False, and ``mismatches`` says
 which, when any output of any run is beyond its tolerance or has another shape.
 """
 
@@ -22,6 +26,7 @@ import numpy as np
 
 REL_RMS_FLOOR = 0.02  # the least tolerance of an output's relative RMS difference from the simulation
 NOISE_FACTOR = 2.0  # ... or this many times the simulation's own relative RMS distance from the float model
+REL_RMS_CAP = 0.5  # ... but never more: an output of zeros (1) or of another tensor (about 1 or more) always fails
 
 
 def _selected(x: np.ndarray) -> int:
@@ -179,7 +184,7 @@ def verdict(outputs: dict[str, dict], noise: dict[str, float]) -> list[str]:
     docstring); the words for those beyond it."""
     bad = []
     for name, o in outputs.items():
-        tol = max(REL_RMS_FLOOR, NOISE_FACTOR * noise.get(name, 0.0))
+        tol = min(max(REL_RMS_FLOOR, NOISE_FACTOR * noise.get(name, 0.0)), REL_RMS_CAP)
         o["tolerance"] = tol
         if o.get("shape_mismatches"):
             o["within_tolerance"] = False

@@ -33,7 +33,7 @@ class StudyOutputs:
         directory holding anything else, or an earlier export made read-only (``chmod -R a-w``), is
         refused (NpukitError) and left as it was."""
         from .codegen.project import build_outputs, check_io_dtypes  # noqa: PLC0415
-        from .io import atomic_write_tree, check_export_target  # noqa: PLC0415
+        from .export_dir import atomic_write_tree, check_export_target  # noqa: PLC0415
 
         check_export_target(directory)  # before the code is generated: a wrong directory fails fast
         check_io_dtypes(self.graph)

@@ -386,11 +386,11 @@ def test_build_runs_an_export_on_the_data_it_was_calibrated_on(tmp_path):
 
 
 def test_export_refuses_paths_outside_its_directory(tmp_path):
-    from npukit import io
+    from npukit import export_dir
 
     for bad in ("../escape.c", "/tmp/abs.c", "a/../../b.c"):
         with pytest.raises(npukit.NpukitError, match=r"refusing to write .*: outside the export directory"):
-            io.atomic_write_tree(tmp_path / "out", {"ok.c": "int x;\n", bad: "int y;\n"})
+            export_dir.atomic_write_tree(tmp_path / "out", {"ok.c": "int x;\n", bad: "int y;\n"})
         assert not (tmp_path / "out").exists() and not (tmp_path / "escape.c").exists()
 
 

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow
 
 WRITER = """
 import os, pickle, signal, sys
+import npukit.export_dir as export_dir
 import npukit.io as io
 files = pickle.load(open(sys.argv[1], "rb"))
 kill_at, no_exchange = int(sys.argv[3]), sys.argv[4] == "1"
@@ -49,7 +50,7 @@ io._exchange = counted_exchange
 print("ready", flush=True)
 sys.stdin.readline()
 sys.addaudithook(audit)
-io.atomic_write_tree(sys.argv[2], files)
+export_dir.atomic_write_tree(sys.argv[2], files)
 print("done", steps, flush=True)
 """
 

@@ -162,7 +162,7 @@ def test_a_model_explorer_export_leaves_no_overlay_of_an_earlier_graph(study, tm
 def _an_export(d: Path, text: str = "one") -> dict[str, str]:
     """Write a small earlier export into ``d`` (a manifest listing its files, as ``is_export`` reads
     it) with ``atomic_write_tree``, the writer of ``Study.export``; returns its files."""
-    from npukit.io import atomic_write_tree
+    from npukit.export_dir import atomic_write_tree
 
     files = {"Makefile": f"# {text}\n", "src/model.c": f"/* {text} */\n", "include/model.h": "/* h */\n"}
     files["manifest.json"] = json.dumps({"files": sorted(files), "profile": "p", "ops": []})
@@ -224,7 +224,7 @@ def test_an_export_over_a_read_only_earlier_export_is_refused_and_leaves_nothing
     tree behind as one more ``.exp.<pid>.*.tmp`` in the parent (its removal failed silently).  It
     is now refused before anything is written, naming the directory and why; the earlier export is
     left as it was and nothing is left beside it.  Made writable again, the export replaces it."""
-    from npukit.io import atomic_write_tree
+    from npukit.export_dir import atomic_write_tree
 
     exp = tmp_path / "exp"
     _an_export(exp)
@@ -407,9 +407,9 @@ def test_a_read_only_earlier_export_is_refused_with_the_kernels_own_permission_c
     exp = tmp_path / "exp"
     before_files = _an_export(exp)
     _chmod_tree(exp, write=False)
-    script = ("import sys, npukit, npukit.io as io\n"
+    script = ("import sys, npukit, npukit.export_dir as export_dir\n"
               "try:\n"
-              "    io.atomic_write_tree(sys.argv[1], {'Makefile': '# two\\n', 'manifest.json': '{}'})\n"
+              "    export_dir.atomic_write_tree(sys.argv[1], {'Makefile': '# two\\n', 'manifest.json': '{}'})\n"
               "except npukit.NpukitError as e:\n"
               "    print(e)\n")  # fmt: skip
     cmd = [sys.executable, "-c", script, str(exp)]

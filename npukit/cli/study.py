@@ -143,7 +143,7 @@ def cmd_study(args) -> int:
     if args.explain:
         doc["explain"] = {str(node): s.explain(node) for node in args.explain}
     if args.export:  # what can fail -- the directory, code generation -- fails before anything is written
-        from ..io import check_export_target  # noqa: PLC0415
+        from ..export_dir import check_export_target  # noqa: PLC0415
 
         check_export_target(args.export)
         box = Path(args.export).resolve()

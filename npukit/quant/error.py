@@ -127,7 +127,8 @@ class ErrorModel:
                 out[tid] = (float(min(c.min() for c in col)), float(max(c.max() for c in col)))
         out.update(self.own)  # (a model input read by a quantize: its grid, whatever the data)
         for op in g.ops:  # relabels (reshape, ...) and selections (top-k values) keep their input's range
-            select = KINDS[op.kind].role == "sort"  # (rounded to the grid of the values they select from)
+            # (a multi-output selection's values: rounded on the grid of the values they select from)
+            select = KINDS[op.kind].role == "sort" and len(op.outputs) > 1
             for t in op.outputs:
                 if (t not in out or select) and op.inputs and op.inputs[0] in out and "float" in g.tensors[t].dtype:
                     out[t] = out[op.inputs[0]]

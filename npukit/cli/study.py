@@ -138,8 +138,8 @@ def cmd_study(args) -> int:
         "placement": records(s.placement), "partitions": records(s.partitions), "costs": records(s.costs),
         "boundaries": records(s.boundaries), "timeline": records(s.timeline), "totals": s.totals,
     }  # fmt: skip
-    if want_error:
-        doc["error"] = s.error_dict()
+    if want_error:  # the model outputs' figures, and study.error's per-op rows
+        doc["error"] = {**s.error_dict(), "per_op": records(s.error)}
     if args.explain:
         doc["explain"] = {str(node): s.explain(node) for node in args.explain}
     if args.export:  # what can fail -- the directory, code generation -- fails before anything is written

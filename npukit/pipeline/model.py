@@ -179,8 +179,29 @@ def resolve(g: OpGraph, node) -> tuple[int, ...]:
             raise ConfigError(f"{what} has no op of its own ({g.elided[gone]}), so it cannot be "
                               "pinned or given a bit-width on its own")  # fmt: skip
         names = set(g.names()) | {op.source for op in g.ops} | {a for a in g.aliases if g.resolve(a)}
-        raise ConfigError(f"unknown node {node!r}; {closest(str(node), names)}")
+        part = _part_of(g, str(node), names)
+        raise ConfigError(f"unknown node {node!r}; {part or closest(str(node), names)}")
     return ids
+
+
+def _part_of(g: OpGraph, text: str, names) -> str:
+    """The few names ``text`` is the end or a part of (a name a table shortened to "…<its end>", as
+    the CLI's does), each with its op ids, which reach the node whatever its length; "" if none or
+    more than five."""
+    part = text.removeprefix("…").removeprefix("...")
+    if len(part) < 4:
+        return ""
+    hits = sorted((n for n in names if part in n and n != text), key=lambda n: (not n.endswith(part), len(n), n))
+    if not hits or len(hits) > 5:
+        return ""
+
+    def ref(n: str) -> str:
+        ids = g.resolve(n)
+        short = n if len(n) <= 60 else "…" + n[-59:]
+        return f"{short!r} ({'op #' + str(ids[0]) if len(ids) == 1 else 'ops ' + ', '.join('#' + str(i) for i in ids)})"
+
+    return (f"it is part of {'this name' if len(hits) == 1 else 'these names'}: {'; '.join(map(ref, hits))}; "
+            "give the whole name or an op id (\"#<op id>\")")
 
 
 def by_specificity(g: OpGraph, entries) -> list:

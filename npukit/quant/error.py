@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import OpGraph
-from ..opset import weight_axis
+from ..opset import KINDS, weight_axis
 from ..progress import Progress
 from .data import Data
 from .scheme import act_params, model_ranges, quantize_weight
@@ -102,6 +102,8 @@ class ErrorModel:
             if t in self.own:
                 self._lo[k], self._hi[k] = self.own[t]
         self.ranges = self._tensor_ranges(lay)
+        for k, t in enumerate(lay.fq_out):  # (a selection's values: the grid of their input, as the code's)
+            self._lo[k], self._hi[k] = self.ranges[t]
         self.k = min(PER_OP_SAMPLES, len(self._inputs))
         self._w32 = w32
         self._ref_runs = None  # the fp32 reference over every sample: run on first need (code generation needs only ranges)
@@ -125,8 +127,10 @@ class ErrorModel:
                 out[tid] = (float(min(c.min() for c in col)), float(max(c.max() for c in col)))
         out.update(self.own)  # (a model input read by a quantize: its grid, whatever the data)
         for op in g.ops:  # relabels (reshape, ...) and selections (top-k values) keep their input's range
+            # (a multi-output selection's values: rounded on the grid of the values they select from)
+            select = KINDS[op.kind].role == "sort" and len(op.outputs) > 1
             for t in op.outputs:
-                if t not in out and op.inputs and op.inputs[0] in out and "float" in g.tensors[t].dtype:
+                if (t not in out or select) and op.inputs and op.inputs[0] in out and "float" in g.tensors[t].dtype:
                     out[t] = out[op.inputs[0]]
         return out
 

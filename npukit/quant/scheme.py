@@ -9,7 +9,8 @@ The scheme (docs/quantization.md says the same):
   contain 0) -- but where the model quantizes a float tensor itself (the output of a dequantize,
   the input of a quantize, with one scale and zero point), the range of the model's own grid,
   (qmin - zero) * scale .. (qmax - zero) * scale (``model_ranges``): the values are on that grid
-  whatever the data, and at 8 bits the two grids coincide;
+  whatever the data, and at 8 bits the two grids coincide; a selection's values (a top-k's) on the
+  grid of the tensor it selects from;
   scale = (max - min) / (2^b - 1), zero = round(-min / scale); rounded where a
   deployment stores them: at the outputs of kernels (a fused composite, or a host op with the
   epilogue its compiler fuses into it), not between the ops inside one kernel (accumulators and

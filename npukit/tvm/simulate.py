@@ -44,6 +44,10 @@ _LOWERED = frozenset({"relax.call_tir", "relax.call_dps_packed", "relax.call_tir
                       "relax.assert_op", "relax.shape_of", "relax.tensor_to_shape", "relax.shape_to_tensor",
                       "relax.make_closure", "relax.invoke_closure", "relax.invoke_pure_closure"})  # fmt: skip
 
+# roles of multi-output ops whose first output (a norm's result, a selection's values) is stored at
+# the op's width: a fake-quantize follows the TupleGetItem that takes it out
+_ROUNDED_TUPLES = frozenset({"norm", "sort"})
+
 
 @dataclass(frozen=True)
 class SimLayout:
@@ -102,8 +106,9 @@ class Simulator:
         for op in g.ops:
             if len(op.outputs) == 1:
                 tid_of[op.var] = op.outputs[0]
-        # a multi-output norm (batch_norm: the result, then the batch statistics) computes its first
-        # output: it is rounded where a TupleGetItem takes it out
+        # a multi-output norm (batch_norm: the result, then the batch statistics) or selection (topk:
+        # the values, then their indices) computes its first output at its width: it is rounded where
+        # a TupleGetItem takes it out
         multi = {op.var: op for op in g.ops if len(op.outputs) > 1}
         first_of = {}  # the TupleGetItem var taking out a norm's result -> that op's id
         edges, evars = [], {}
@@ -118,7 +123,7 @@ class Simulator:
                 if op is not None and v.index < len(op.outputs):
                     t = op.outputs[v.index]
                     tid_of[b.var.name] = t  # its readers may get it converted from another processor
-                    if v.index == 0 and KINDS[op.kind].role == "norm" and "float" in g.tensors[t].dtype \
+                    if v.index == 0 and KINDS[op.kind].role in _ROUNDED_TUPLES and "float" in g.tensors[t].dtype \
                             and op.op_id not in fq_ops:  # fmt: skip
                         first_of[b.var.name] = op.op_id
                         fq_ops.append(op.op_id)

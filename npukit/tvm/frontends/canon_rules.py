@@ -17,12 +17,14 @@ from .canon_clamps import clamp_as_clip, compact_bound, merge_clips, unbounded_c
 from .canon_moves import (
     batched_matmul,
     chunk_as_slices,
+    coerced_softmax,
     identity,
     linear_unflattened,
     negative_index,
     permute_chain,
     reshape_chain,
     roll_as_slices,
+    unbind_as_split,
 )
 from .canon_norms import (
     group_norm_grouped,
@@ -332,7 +334,8 @@ RULES = {
     "relax.multiply": (gelu_erf,),
     "relax.take": (negative_index, roll_as_slices),
     "relax.split": (chunk_as_slices,),
-    "relax.reshape": (identity, batched_matmul, linear_unflattened, group_norm_grouped, instance_norm_batched),
+    "relax.strided_slice": (unbind_as_split,),
+    "relax.reshape": (identity, coerced_softmax, batched_matmul, linear_unflattened, group_norm_grouped, instance_norm_batched),
     "relax.broadcast_to": (identity,),
     "relax.astype": (identity, int_avg_pool),
     "relax.permute_dims": (identity, permute_chain),

@@ -13,6 +13,8 @@ def convert(relax, op_name: str, inputs, attrs, opset):
     """(expression or None, attributes for TVM's converter) of one ONNX node."""
     if op_name == "Conv":
         return None, _conv_same(inputs, attrs)
+    if op_name == "Resize":
+        _resize_empty_scales(inputs)
     f = _OWN.get(op_name)
     return (f(relax, inputs, attrs, opset) if f is not None else None), attrs
 
@@ -24,6 +26,18 @@ def _const_array(tvm, b):
     data = getattr(b, "data", None)
     value = data if data is not None and hasattr(data, "numpy") else getattr(b, "value", None)
     return value.numpy() if hasattr(value, "numpy") else None
+
+
+def _resize_empty_scales(inputs) -> None:
+    """A ``Resize`` given its output ``sizes`` and an empty ``scales`` tensor (Resize-11 asks for an
+    empty tensor there, later opsets for an empty name; torch's exporter writes the empty tensor at
+    every opset) reads no scales: TVM's converter refused such a node ("Only one of scales and sizes
+    can be provided")."""
+    import numpy as np  # noqa: PLC0415
+
+    scales = _const_array(_load_tvm(), inputs[2]) if len(inputs) > 3 and inputs[3] is not None else None
+    if scales is not None and np.size(scales) == 0:
+        inputs[2] = None
 
 
 def _clip(relax, inputs, attrs, opset):

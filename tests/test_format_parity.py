@@ -1,0 +1,129 @@
+"""One network, several files: ONNX at opsets 11, 13 and 17 (torch's legacy exporter) and a .pt2
+(torch.export) give the same ops, MACs and placement, and the module still computes the torch
+model's output.  A small attention block (LayerNorm, qkv Linear, unbind, scaled QK^T, softmax,
+AV, out-projection, GELU MLP) and a resize to a given size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import npukit
+from npukit.opset import work
+
+torch = pytest.importorskip("torch")
+nn, F = torch.nn, torch.nn.functional
+OPSETS = (11, 13, 17)
+
+
+class Attention(nn.Module):
+    def __init__(self, d=32, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.qkv, self.proj = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln2, self.fc1, self.fc2 = nn.LayerNorm(d), nn.Linear(d, 64), nn.Linear(64, d)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        a = ((q @ k.transpose(-2, -1)) * (d // self.heads) ** -0.5).softmax(-1)
+        x = x + self.proj((a @ v).transpose(1, 2).reshape(b, n, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Upsample(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 2, 1)
+
+    def forward(self, x):
+        return F.interpolate(self.conv(x), size=(8, 8), mode="bilinear", align_corners=False)
+
+
+def _export(model, x, folder, name):
+    torch.manual_seed(0)
+    model = model.eval()
+    paths = []
+    for opset in OPSETS:
+        p = folder / f"{name}_{opset}.onnx"
+        torch.onnx.export(model, (x,), str(p), opset_version=opset, dynamo=False, input_names=["x"])
+        paths.append(p)
+    p = folder / f"{name}.pt2"
+    torch.export.save(torch.export.export(model, (x,)), str(p))
+    return paths + [p]
+
+
+def _vm_run(mod, x):
+    import tvm
+    from tvm import relax
+
+    target = tvm.target.Target({"kind": "llvm"})
+    ex = tvm.compile(mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+    out = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x))
+    while not hasattr(out, "numpy"):
+        out = out[0]
+    return out.numpy()
+
+
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory):
+    torch.manual_seed(0)
+    model, x = Attention(), torch.randn(1, 8, 32)
+    return _export(model, x, tmp_path_factory.mktemp("attn"), "attn"), model, x
+
+
+# the ops of the attention block, the same from every file: softmax one op (ONNX before opset 13
+# coerces it to 2-D: reshape, softmax, reshape), unbind one split and a squeeze per piece (torch.export:
+# one strided slice per piece)
+ATTENTION_OPS = [
+    "layer_norm", "matmul", "add", "reshape", "permute_dims", "split", "squeeze", "squeeze", "squeeze",
+    "permute_dims", "matmul", "multiply", "softmax", "matmul", "permute_dims", "reshape", "matmul", "add", "add",
+    "layer_norm", "matmul", "add", "gelu", "matmul", "add", "add",
+]  # fmt: skip
+# MACs per matmul, by hand: qkv 8*32*96, QK^T 2 heads * 8*8*16, AV 2*8*16*8, proj 8*32*32, fc1 8*32*64,
+# fc2 8*64*32
+ATTENTION_MACS = [24576, 2048, 2048, 8192, 16384, 16384]
+
+
+def test_attention_has_the_same_ops_and_macs_from_every_file(attention):
+    paths, model, x = attention
+    with torch.no_grad():
+        ref = model(x).numpy()
+    for path in paths:
+        imported = npukit.import_model(path)
+        g = imported.graph
+        assert [op.kind for op in g.ops] == ATTENTION_OPS, path.name
+        assert [work(op, g).macs for op in g.ops if op.kind == "matmul"] == ATTENTION_MACS, path.name
+        got = _vm_run(imported.mod, x.numpy())
+        assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
+    names = {p.name: [op.name for op in npukit.import_model(p).graph.ops if op.kind in ("softmax", "split")]
+             for p in paths}  # fmt: skip
+    assert names["attn_11.onnx"] == names["attn_13.onnx"] == ["/Split", "/Softmax"]
+    assert names["attn.pt2"] == ["unbind/split", "softmax"]
+
+
+@pytest.mark.parametrize("policy", ["first-fit", "cost"])
+def test_attention_places_the_same_from_every_file(attention, policy):
+    tables = [npukit.Study(p, "arm-dsp-dla", placement=policy) for p in attention[0]]
+    placed = [list(s.placement["processor"]) for s in tables]
+    assert all(p == placed[0] for p in placed)
+    lat = [s.totals["latency_us"] for s in tables]
+    assert max(lat) - min(lat) <= 1e-9 * max(lat)
+    if policy == "first-fit":  # the DSP is the first processor that takes softmax
+        assert placed[0][ATTENTION_OPS.index("softmax")] == "dsp"
+
+
+def test_resize_to_sizes_imports_at_opset_11(tmp_path):
+    """torch writes ``interpolate(size=...)`` as Resize(x, roi, <empty scales tensor>, sizes) at every
+    opset; TVM's converter refused the empty scales ("Only one of scales and sizes can be provided")."""
+    ort = pytest.importorskip("onnxruntime")
+    torch.manual_seed(0)
+    model, x = Upsample(), torch.randn(1, 4, 4, 4)
+    paths = _export(model, x, tmp_path, "up")
+    sess = ort.InferenceSession(str(paths[0]), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"x": x.numpy()})[0]
+    for path in paths:
+        imported = npukit.import_model(path)
+        assert [op.kind for op in imported.graph.ops] == ["conv2d", "add", "resize2d"], path.name
+        assert imported.graph.tensors[imported.graph.ops[-1].outputs[0]].shape == (1, 2, 8, 8)
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5, path.name

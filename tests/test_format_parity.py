@@ -127,3 +127,39 @@ def test_resize_to_sizes_imports_at_opset_11(tmp_path):
         assert [op.kind for op in imported.graph.ops] == ["conv2d", "add", "resize2d"], path.name
         assert imported.graph.tensors[imported.graph.ops[-1].outputs[0]].shape == (1, 2, 8, 8)
         assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5, path.name
+
+
+class Activations(nn.Module):
+    """PReLU with a slope per channel and with one slope; softmax and log-softmax over the channels."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.prelu, self.prelu1 = nn.Conv2d(3, 4, 1), nn.PReLU(4), nn.PReLU(1)
+        with torch.no_grad():
+            self.prelu.weight.copy_(torch.tensor([0.1, 0.2, 0.3, 0.4]))
+            self.prelu1.weight.fill_(0.25)
+
+    def forward(self, x):
+        y = self.prelu1(self.prelu(self.conv(x)))
+        return F.softmax(y, dim=1) + F.log_softmax(y, dim=1)
+
+
+def test_prelu_and_softmax_over_channels_are_one_op_from_every_file(tmp_path):
+    """torch.export's PReLU came as greater / multiply / where (3 ops, ONNX: 1 prelu); ONNX before
+    opset 13 wrote softmax over a dimension other than the last as Transpose, Softmax, Transpose."""
+    torch.manual_seed(0)
+    model, x = Activations(), torch.randn(1, 3, 4, 5)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    studies = []
+    for path in _export(model, x, tmp_path, "act"):
+        imported = npukit.import_model(path)
+        g = imported.graph
+        assert [op.kind for op in g.ops] == ["conv2d", "add", "prelu", "prelu", "softmax", "log_softmax", "add"], path
+        prelus = [op for op in g.ops if op.kind == "prelu"]
+        assert [g.tensors[op.inputs[1]].shape for op in prelus] == [(4,), (1,)], path.name
+        assert [op.attrs["axis"] for op in g.ops if op.kind in ("softmax", "log_softmax")] == [1, 1], path.name
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
+        studies.append(npukit.Study(path, "tda4vm-like", placement="first-fit"))
+    placed = [list(s.placement["processor"]) for s in studies]
+    assert all(p == placed[0] for p in placed)

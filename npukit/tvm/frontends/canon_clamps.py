@@ -1,6 +1,6 @@
 """Canonical-form rules for clamps (see ``canon`` and ``canon_rules``): a clamp is one ``clip``
 whichever way the model wrote it (ONNX Clip or ``Max(x, 0)``, ``torch.clamp``, ``torch.maximum``
-with a number), and a tensor bound is stored at its own size."""
+with a number), and a tensor bound is stored at its own size; a PReLU is one ``prelu``."""
 
 from __future__ import annotations
 
@@ -69,3 +69,30 @@ def compact_bound(p: Pass, var, v):
     new = p.derive(p.relax.const(np.ascontiguousarray(small), str(a.dtype)), c)
     out = p.new_call(v, [new if arg.same_as(c) else p.m(arg) for arg in v.args], like=var)
     return Match(out)
+
+
+def prelu_as_where(p: Pass, var, v):
+    """``where(x > 0, x, x * alpha)`` with a constant ``alpha`` (TVM's import of torch.export's
+    ``prelu``: three ops) -> ``prelu(x, alpha, axis)``, the one op TVM's ONNX import makes of the
+    same layer's ``PRelu``, with the slope as it writes it: one slope per channel of the one axis
+    ``alpha`` varies along, or a single slope (on the last axis).  Exact: at ``x = 0`` both give 0."""
+    cond, x, neg = v.args
+    gt = p.call(cond, "relax.greater")
+    mul = p.call(neg, "relax.multiply")
+    if gt is None or mul is None or not (p.single(cond) and p.single(neg)) or not gt.args[0].same_as(x):
+        return None
+    if p.scalar(gt.args[1]) != 0.0 or p.dtype(x) != p.dtype(var) or not p.dtype(x).startswith("float"):
+        return None
+    y, alpha = _operands(p, mul)
+    shape, slope = p.shape(x), None if y is None or not y.same_as(x) else p.const(alpha)
+    if shape is None or slope is None or slope.ndim > len(shape):
+        return None
+    varying = [i for i, n in enumerate(slope.shape) if n != 1]
+    if len(varying) > 1:
+        return None
+    axis = len(shape) - slope.ndim + varying[0] if varying else len(shape) - 1
+    if varying and slope.shape[varying[0]] != shape[axis]:
+        return None
+    flat = p.derive(p.relax.const(slope.reshape(-1).astype(slope.dtype), str(slope.dtype)), alpha)
+    out = p.emit(p.relax.op.nn.prelu(p.m(x), flat, axis), like=var)
+    return Match(out, (cond, neg), "prelu written as one op at import")

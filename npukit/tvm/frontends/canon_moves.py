@@ -181,6 +181,29 @@ def coerced_softmax(p: Pass, var, v):
                                                  "reshapes at import (ONNX before opset 13)")  # fmt: skip
 
 
+def transposed_softmax(p: Pass, var, v):
+    """``permute_dims(softmax(permute_dims(x, a), axis=k), b)`` with ``b`` undoing ``a`` (torch's ONNX
+    exporter before opset 13 writes a softmax over a dimension other than the last as Transpose,
+    Softmax, Transpose) -> ``softmax(x, axis=a[k])``, the one op of opset 13 and of torch.export.
+    Exact: the same values, normalised along the same axis."""
+    norm = p.call(v.args[0], *_ROW_NORMS)
+    if norm is None or not p.single(v.args[0]):
+        return None
+    inner = p.call(norm.args[0], "relax.permute_dims")
+    shape = p.shape(norm.args[0])
+    if inner is None or shape is None:  # (a softmax and a log-softmax of one tensor share its transpose)
+        return None
+    rank = len(shape)
+    a, b = _axes(inner, rank), _axes(v, rank)
+    if any(a[b[j]] != j for j in range(rank)):
+        return None
+    axis = a[int(p.attr(norm, "axis", -1)) % rank]
+    out = p.emit(getattr(p.relax.op.nn, norm.op.name.rsplit(".", 1)[-1])(p.m(inner.args[0]), axis=axis), like=v.args[0])
+    # (the transpose, when others read it too, goes when its last reader was rewritten: a pass later)
+    return Match(out, (v.args[0], norm.args[0]), "a softmax over one axis written without the transposes "
+                                                 "around it at import (ONNX before opset 13)")  # fmt: skip
+
+
 def _flat_matmul(p: Pass, mm):
     """``matmul(reshape(x, [prod(lead), k]), W)`` with a constant 2-D ``W``: (x, W) else None."""
     call = p.call(mm, "relax.matmul")

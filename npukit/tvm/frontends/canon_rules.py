@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .canon import Match, Pass, _operands, _prim
-from .canon_clamps import clamp_as_clip, compact_bound, merge_clips, unbounded_clip
+from .canon_clamps import clamp_as_clip, compact_bound, merge_clips, prelu_as_where, unbounded_clip
 from .canon_moves import (
     batched_matmul,
     chunk_as_slices,
@@ -24,6 +24,7 @@ from .canon_moves import (
     permute_chain,
     reshape_chain,
     roll_as_slices,
+    transposed_softmax,
     unbind_as_split,
 )
 from .canon_norms import (
@@ -338,8 +339,8 @@ RULES = {
     "relax.reshape": (identity, coerced_softmax, batched_matmul, linear_unflattened, group_norm_grouped, instance_norm_batched),
     "relax.broadcast_to": (identity,),
     "relax.astype": (identity, int_avg_pool),
-    "relax.permute_dims": (identity, permute_chain),
-    "relax.where": (safe_softmax,),
+    "relax.permute_dims": (identity, permute_chain, transposed_softmax),
+    "relax.where": (safe_softmax, prelu_as_where),
 }
 # run once RULES match nothing more: merging reshapes earlier would hide the flattened-linear and
 # batched-matmul forms their rules look for

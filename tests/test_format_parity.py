@@ -163,3 +163,52 @@ def test_prelu_and_softmax_over_channels_are_one_op_from_every_file(tmp_path):
         studies.append(npukit.Study(path, "tda4vm-like", placement="first-fit"))
     placed = [list(s.placement["processor"]) for s in studies]
     assert all(p == placed[0] for p in placed)
+
+
+@pytest.mark.parametrize("opset, op, mode, scales", [
+    (10, "Resize", "nearest", [1, 1, 2, 2]), (10, "Resize", "nearest", [1, 1, 1.5, 2.5]),
+    (10, "Resize", "nearest", [1, 1, 0.5, 0.5]), (10, "Resize", "linear", [1, 1, 2, 3]),
+    (10, "Resize", "linear", [1, 1, 0.5, 0.5]), (9, "Upsample", "nearest", [1, 1, 2, 2]),
+    (9, "Upsample", "linear", [1, 1, 2, 1.5]),
+])  # fmt: skip
+def test_resize_10_and_upsample_9_sample_as_onnxruntime(tmp_path, opset, op, mode, scales):
+    """Resize-10 is (x, scales): TVM's converter read the scales as Resize-11's roi and failed ("Type
+    <class 'NoneType'> for size is currently unsupported"); Upsample-9 takes its scales as an input:
+    TVM's converter read an attribute ("object of type 'NoneType' has no len()") and, for Upsample-7's
+    attribute, rounded nearest pixels where ONNX Runtime takes the one below (max |diff| 3.6 here)."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 6)).astype(np.float32)
+    s = np.array(scales, np.float32)
+    out = [int(np.floor(d * k)) for d, k in zip(x.shape, s)]
+    g = helper.make_graph([helper.make_node(op, ["x", "s"], ["y"], name="up", mode=mode)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+                          [helper.make_tensor("s", TensorProto.FLOAT, [4], s)])  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 7
+    path = tmp_path / "up.onnx"
+    path.write_bytes(m.SerializeToString())
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    imported = npukit.import_model(path)
+    assert [(op.kind, op.name) for op in imported.graph.ops] == [("resize2d", "up")]
+    got = _vm_run(imported.mod, x)
+    assert got.shape == ref.shape and np.abs(got - ref).max() <= 1e-5
+
+
+def test_the_zero_pad_before_an_average_pool_at_opset_9_is_no_op(tmp_path):
+    """torch's ONNX export at opset 9 writes ``avg_pool2d`` as Pad (by 0 on every side) + AveragePool:
+    one op more than every other opset and .pt2, and a different placement (arm-dsp-dla first-fit:
+    the pad on arm between two DLA ops)."""
+
+    class Pool(nn.Module):
+        def forward(self, x):
+            return F.avg_pool2d(torch.relu(x), 2) * 2
+
+    x = torch.randn(1, 4, 8, 8)
+    path = tmp_path / "pool9.onnx"
+    torch.onnx.export(Pool(), (x,), str(path), opset_version=9, dynamo=False, input_names=["x"])
+    g = npukit.import_model(path).graph
+    assert [op.kind for op in g.ops] == ["relu", "avg_pool2d", "multiply"]
+    assert g.elided["/Pad"] == "no computation of its own: an identity pad removed at import"

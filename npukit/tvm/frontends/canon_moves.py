@@ -125,13 +125,16 @@ def _ints(x) -> list[int] | None:
 
 def identity(p: Pass, var, v):
     """``reshape`` / ``broadcast_to`` to the shape the tensor has, ``permute_dims`` by the identity,
-    ``astype`` to the dtype it has: no op."""
+    ``astype`` to the dtype it has, ``pad`` by nothing on every side (torch's ONNX export before
+    opset 10 writes one before an average pool): no op."""
     x = v.args[0]
     shape, want = p.shape(x), p.shape(var)
     if shape is None or shape != want or p.dtype(x) != p.dtype(var):
         return None
     name = v.op.name.rsplit(".", 1)[-1]
     if name == "permute_dims" and _axes(v, len(shape)) != list(range(len(shape))):
+        return None
+    if name == "pad" and any(int(w) != 0 for w in p.attr(v, "pad_width", [1])):
         return None
     return Match(p.m(x), (), f"no computation of its own: an identity {name} removed at import")
 

@@ -338,6 +338,7 @@ RULES = {
     "relax.strided_slice": (unbind_as_split,),
     "relax.reshape": (identity, coerced_softmax, batched_matmul, linear_unflattened, group_norm_grouped, instance_norm_batched),
     "relax.broadcast_to": (identity,),
+    "relax.nn.pad": (identity,),
     "relax.astype": (identity, int_avg_pool),
     "relax.permute_dims": (identity, permute_chain, transposed_softmax),
     "relax.where": (safe_softmax, prelu_as_where),

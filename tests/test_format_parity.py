@@ -212,3 +212,30 @@ def test_the_zero_pad_before_an_average_pool_at_opset_9_is_no_op(tmp_path):
     g = npukit.import_model(path).graph
     assert [op.kind for op in g.ops] == ["relu", "avg_pool2d", "multiply"]
     assert g.elided["/Pad"] == "no computation of its own: an identity pad removed at import"
+
+
+def test_shapes_after_a_group_norm_fold_at_opset_9(tmp_path):
+    """torch's GroupNorm at opset 9 reshapes back by a Shape-1, whose value onnx's shape inference
+    does not propagate: the shapes after it were unknown, so a later flatten's Shape -> Slice ->
+    Concat stayed for TVM, whose Slice converter failed ("Cannot cast <class 'NoneType'> to list of
+    Expr").  Folding repeats until nothing more folds."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gn = nn.GroupNorm(2, 4)
+
+        def forward(self, x):
+            return F.max_pool2d(self.gn(x), 2).flatten(2).softmax(-1)
+
+    torch.manual_seed(0)
+    model, x = Net().eval(), torch.randn(1, 4, 8, 8)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    path = tmp_path / "gn9.onnx"
+    torch.onnx.export(model, (x,), str(path), opset_version=9, dynamo=False, input_names=["x"])
+    imported = npukit.import_model(path)
+    g = imported.graph
+    assert [op.kind for op in g.ops] == ["group_norm", "max_pool2d", "reshape", "softmax"]
+    assert g.elided["/Slice"] == "computes a shape from the static input shapes: folded to a constant at import"
+    assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5

@@ -239,3 +239,23 @@ def test_shapes_after_a_group_norm_fold_at_opset_9(tmp_path):
     assert [op.kind for op in g.ops] == ["group_norm", "max_pool2d", "reshape", "softmax"]
     assert g.elided["/Slice"] == "computes a shape from the static input shapes: folded to a constant at import"
     assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5
+
+
+@pytest.mark.parametrize("alpha_shape, slope_shape, axis", [((1, 1, 4), (4,), 3), ((1,), (1,), 3), ((4, 1, 1), (4,), 1)])
+def test_a_tflite_prelu_is_one_op_with_its_own_slopes(tmp_path, alpha_shape, slope_shape, axis):
+    """TVM's import of TFLite's PRELU flattens the input, broadcasts the slope to every element (a
+    [1, 4, 4, 4] tensor's 4 slopes stored as 64) and reshapes back: 3 ops where ONNX's PRelu and
+    torch.export's prelu are one, with the slopes of the one axis they vary along."""
+    pytest.importorskip("tflite")
+    from tflite_builder import Graph, Op, T, build
+
+    alpha = np.arange(1, 1 + int(np.prod(alpha_shape)), dtype=np.float32).reshape(alpha_shape) / 10
+    path = tmp_path / "prelu.tflite"
+    path.write_bytes(build(Graph([T("x", (1, 4, 4, 4)), T("alpha", alpha_shape, data=alpha), T("y", (1, 4, 4, 4))],
+                                 [Op("PRELU", ["x", "alpha"], ["y"])], ["x"], ["y"])))  # fmt: skip
+    imported = npukit.import_model(path)
+    g = imported.graph
+    assert [(op.kind, op.name) for op in g.ops] == [("prelu", "y")]
+    assert g.tensors[g.ops[0].inputs[1]].shape == slope_shape and g.ops[0].attrs["axis"] == axis
+    x = np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32)
+    assert np.abs(_vm_run(imported.mod, x) - np.where(x > 0, x, x * alpha)).max() <= 1e-6

@@ -96,3 +96,34 @@ def prelu_as_where(p: Pass, var, v):
     flat = p.derive(p.relax.const(slope.reshape(-1).astype(slope.dtype), str(slope.dtype)), alpha)
     out = p.emit(p.relax.op.nn.prelu(p.m(x), flat, axis), like=var)
     return Match(out, (cond, neg), "prelu written as one op at import")
+
+
+def flat_prelu(p: Pass, var, v):
+    """``reshape(prelu(reshape(x, [n]), a, axis=0), shape(x))`` with ``a`` holding a slope for every
+    element (TVM's import of TFLite's PRELU broadcasts the slope over the whole tensor and flattens
+    both) -> ``prelu(x, slope, axis)`` with the slope as ``prelu_as_where`` writes it: one per channel
+    of the one axis it varies along, or a single slope.  Exact: the same slope meets every element."""
+    pr = p.call(v.args[0], "relax.nn.prelu")
+    if pr is None or not p.single(v.args[0]) or int(p.attr(pr, "axis", 0)) != 0:
+        return None
+    flat = p.call(pr.args[0], "relax.reshape")
+    slope = p.const(pr.args[1])
+    if flat is None or slope is None or not p.single(pr.args[0]):
+        return None
+    x = flat.args[0]
+    shape = p.shape(x)
+    if shape is None or p.shape(var) != shape or slope.size != math.prod(shape) or len(shape) < 1:
+        return None
+    full = slope.reshape(shape)
+    for axis in [len(shape) - 1] + list(range(len(shape) - 1)):
+        idx = tuple(slice(None) if i == axis else slice(0, 1) for i in range(len(shape)))
+        if np.array_equal(full, np.broadcast_to(full[idx], shape)):
+            break
+    else:
+        return None
+    per = full[idx].reshape(-1)
+    if (per == per[0]).all():
+        per, axis = per[:1], len(shape) - 1
+    c = p.derive(p.relax.const(np.ascontiguousarray(per), str(slope.dtype)), pr.args[1])
+    out = p.emit(p.relax.op.nn.prelu(p.m(x), c, axis), like=v.args[0])
+    return Match(out, (v.args[0], pr.args[0]), "prelu written on its tensor, with a slope per channel, at import")

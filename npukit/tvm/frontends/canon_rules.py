@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .canon import Match, Pass, _operands, _prim
-from .canon_clamps import clamp_as_clip, compact_bound, merge_clips, prelu_as_where, unbounded_clip
+from .canon_clamps import clamp_as_clip, compact_bound, flat_prelu, merge_clips, prelu_as_where, unbounded_clip
 from .canon_moves import (
     batched_matmul,
     chunk_as_slices,
@@ -336,7 +336,7 @@ RULES = {
     "relax.take": (negative_index, roll_as_slices),
     "relax.split": (chunk_as_slices,),
     "relax.strided_slice": (unbind_as_split,),
-    "relax.reshape": (identity, coerced_softmax, batched_matmul, linear_unflattened, group_norm_grouped, instance_norm_batched),
+    "relax.reshape": (identity, coerced_softmax, flat_prelu, batched_matmul, linear_unflattened, group_norm_grouped, instance_norm_batched),
     "relax.broadcast_to": (identity,),
     "relax.nn.pad": (identity,),
     "relax.astype": (identity, int_avg_pool),

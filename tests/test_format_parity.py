@@ -259,3 +259,40 @@ def test_a_tflite_prelu_is_one_op_with_its_own_slopes(tmp_path, alpha_shape, slo
     assert g.tensors[g.ops[0].inputs[1]].shape == slope_shape and g.ops[0].attrs["axis"] == axis
     x = np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32)
     assert np.abs(_vm_run(imported.mod, x) - np.where(x > 0, x, x * alpha)).max() <= 1e-6
+
+
+class Reductions(nn.Module):
+    def forward(self, x):
+        a = x.max(1, keepdim=True)[0] + (-x).max(1)[0].unsqueeze(1)  # (aten.min.dim: TVM has no import)
+        return F.normalize(x, dim=1) * a + torch.linalg.vector_norm(x, dim=1, keepdim=True)
+
+
+REDUCTION_OPS = ["max", "negative", "max", "expand_dims", "add", "multiply", "sum", "sqrt", "clip", "broadcast_to",
+                 "divide", "multiply", "add"]  # fmt: skip
+
+
+def test_max_over_a_dim_and_l2_norms_are_the_onnx_ops_from_pt2(tmp_path):
+    """torch.export's ``x.max(dim)[0]`` came as a top-1 (whose indices nobody reads) [+ squeeze] and its
+    ``linalg_vector_norm`` as abs, power 2, sum, power 0.5; ONNX has ReduceMax (keepdims
+    0 or 1) and ReduceL2 (multiply, sum, sqrt).  The two norms of one tensor are one computation."""
+    torch.manual_seed(0)
+    model, x = Reductions(), torch.randn(2, 6, 3)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    for path in _export(model, x, tmp_path, "red")[1:]:  # (opset 11 has no ReduceL2 with this form)
+        imported = npukit.import_model(path)
+        kinds = [op.kind for op in imported.graph.ops]
+        assert kinds == REDUCTION_OPS, (path.name, kinds)
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
+
+
+def test_a_max_whose_indices_are_read_stays_a_top_1(tmp_path):
+    class ArgMax(nn.Module):
+        def forward(self, x):
+            v, i = x.max(1)
+            return v + i.float()
+
+    x = torch.randn(2, 6)
+    path = tmp_path / "argmax.pt2"
+    torch.export.save(torch.export.export(ArgMax(), (x,)), str(path))
+    assert "topk" in [op.kind for op in npukit.import_model(path).graph.ops]

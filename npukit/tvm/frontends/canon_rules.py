@@ -36,6 +36,7 @@ from .canon_norms import (
     norm_affine,
     norm_epsilon,
 )
+from .canon_reduce import l2_norm, squeezed_reduce, topk_as_max
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -329,7 +330,9 @@ RULES = {
     "relax.maximum": (compact_bound, clamp_as_clip),
     "relax.minimum": (compact_bound, clamp_as_clip),
     "relax.quantize": (quantized_view,),
-    "TupleGetItem": (fold_batch_norm, tuple_field),
+    "TupleGetItem": (fold_batch_norm, tuple_field, topk_as_max),
+    "relax.squeeze": (squeezed_reduce,),
+    "relax.power": (l2_norm,),
     "relax.clip": (unbounded_clip, merge_clips),
     "relax.divide": (hardswish_order, hardsigmoid),
     "relax.multiply": (gelu_erf,),

@@ -624,3 +624,26 @@ def test_tflite_structure_errors_say_what_is_wrong_in_the_models_words(tmp_path)
         npukit.import_model(p)
     assert str(e.value) == (f"{p}: TVM's TFLite importer failed at operator 0 'y' (BATCH_MATMUL; inputs 'x', 'B'): it reads "
                             "'B' as a value computed at run time, but 'B' is a constant TVM's frontend cannot take there")  # fmt: skip
+
+
+@pytest.mark.parametrize("src, wrong, words", [
+    (DIGITS_PT2, ".onnx", "the file is a torch.export archive (.pt2, a zip file), not an ONNX model: its extension "
+                          "says which importer reads it, so name it model.pt2"),
+    (DIGITS_TFLITE, ".onnx", "the file is a TFLite flatbuffer, not an ONNX model: its extension says which importer "
+                             "reads it, so name it model.tflite"),
+    (DIGITS_TFLITE, ".pt2", "the file is a TFLite flatbuffer, not a torch.export archive (.pt2, a zip file): its "
+                            "extension says which importer reads it, so name it model.tflite"),
+    (DIGITS_PT2, ".tflite", "the file is a torch.export archive (.pt2, a zip file), not a TFLite flatbuffer: its "
+                            "extension says which importer reads it, so name it model.pt2"),
+    (DIGITS_PT2, ".bin", "unknown model extension '.bin'; accepted: .onnx, .tflite, .pt2, or pass a "
+                         "torch.export.ExportedProgram or a Relax IRModule (the file looks like a torch.export archive "
+                         "(.pt2, a zip file): name it .pt2)"),
+])  # fmt: skip
+def test_a_model_under_another_formats_extension_is_named_for_what_it_is(tmp_path, src, wrong, words):
+    """A .pt2 saved as .onnx was "not a readable ONNX model, the file may be truncated"; the first bytes
+    say what it is (a zip file; a flatbuffer with TFLite's identifier)."""
+    path = tmp_path / f"model{wrong}"
+    path.write_bytes(src.read_bytes())
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.import_model(path)
+    assert str(e.value) == f"{path}: {words}"

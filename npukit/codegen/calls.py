@@ -108,7 +108,7 @@ def missing_call(g: OpGraph, op: Op) -> str | None:
         return None
     if k == "resize2d":
         method, cmode, rnd = resize_modes(a)
-        if (method is None or str(a.get("layout", "NCHW")) != "NCHW" or cmode not in COORD_MODES
+        if (method is None or str(a.get("layout", "NCHW")) not in ("NCHW", "NHWC") or cmode not in COORD_MODES
                 or (method == "NEAREST" and rnd not in ROUNDING) or len(op.inputs) != 1):  # fmt: skip
             return f"resize2d {a.get('method')} / {cmode} / {rnd} in layout {a.get('layout')}"
     return None

@@ -44,13 +44,18 @@ def import_model(model, input_shapes: dict | None = None) -> Imported:
         if path.is_dir():
             raise ModelError(f"{path}: is a directory, expected a model file ({', '.join(MODEL_EXTENSIONS)})")
         ext = path.suffix.lower()
+        looks = _format_of_contents(path)
         if ext not in MODEL_EXTENSIONS:
             raise ModelError(
                 f"{path}: unknown model extension {ext or '(none)'!r}; accepted: "
                 f"{', '.join(MODEL_EXTENSIONS)}, or pass a torch.export.ExportedProgram or a Relax IRModule"
+                + (f" (the file looks like {_FORMATS[looks]}: name it {looks})" if looks else "")
             )
         if path.stat().st_size == 0:
             raise ModelError(f"{path}: file is empty")
+        if looks and looks != ext:
+            raise ModelError(f"{path}: the file is {_FORMATS[looks]}, not {_FORMATS[ext]}: its extension "
+                             f"says which importer reads it, so name it {path.stem}{looks}")  # fmt: skip
         if ext == ".onnx":
             from .onnx import _import_onnx_file  # noqa: PLC0415
 
@@ -82,6 +87,22 @@ def import_model(model, input_shapes: dict | None = None) -> Imported:
     )
 
 
+_FORMATS = {".onnx": "an ONNX model", ".tflite": "a TFLite flatbuffer", ".pt2": "a torch.export archive (.pt2, a zip file)"}
+
+
+def _format_of_contents(path: Path) -> str | None:
+    """The extension of the format the file's first bytes identify (a zip file: ``.pt2``; a flatbuffer
+    with the ``TFL3`` identifier: ``.tflite``), else None (ONNX has no signature; an unreadable file)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return None
+    if head[:4] == b"PK\x03\x04":
+        return ".pt2"
+    if head[4:8] == b"TFL3":
+        return ".tflite"
+    return None
 
 
 __all__ = ["Imported", "import_model", "op_id_of_span", "SPAN_PREFIX", "MODEL_EXTENSIONS", "MAC_KINDS"]

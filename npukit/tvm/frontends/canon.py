@@ -6,7 +6,8 @@ keeps ``batch_norm`` and ``gelu`` and writes roll as a gather of a computed inde
 a 3-D input is flattened to 2-D by one and not by the other ...).  This pass rewrites the folded
 ``main`` of every import into one form, so that op counts, placement and costs do not depend on
 the exporter.  The rules themselves are in ``canon_rules``, ``canon_moves`` (data movement),
-``canon_norms`` (normalisations) and ``canon_clamps`` (each documents what it matches).
+``canon_norms`` (normalisations), ``canon_clamps`` (clamps, PReLU) and ``canon_reduce``
+(reductions); each documents what it matches.
 
 How it runs: a rule is tried at every binding (its *root*), reading the function as it was at the
 start of the pass (producers, constants, use counts); when it matches, it emits its replacement

@@ -97,15 +97,44 @@ def chunk_as_slices(p: Pass, var, v):
     return Match(p.relax.Tuple(parts), (), "split written as slices at import")
 
 
+def unbind_as_split(p: Pass, var, v):
+    """A ``strided_slice`` of a ``torch.unbind`` (torch.export's import writes one slice of width 1 per
+    piece) -> that field of one ``split`` of the axis in pieces of 1, how the ONNX exporter writes
+    unbind (Split, then one Squeeze per piece): one op for the whole unbind in both formats.  The
+    splits of one unbind's slices are one common subexpression at the next pass."""
+    if not p.src_op(var).startswith("aten.unbind"):
+        return None
+    shape = p.shape(v.args[0])
+    axes, begin, end, strides = (_ints(a) for a in v.args[1:5])
+    if shape is None or None in (axes, begin, end, strides) or len(axes) != 1 or strides != [1]:
+        return None
+    axis, k = axes[0] % len(shape), begin[0]
+    if not 0 <= k < shape[axis] or end[0] != k + 1 or shape[axis] < 2:
+        return None
+    parts = p.emit(p.relax.op.split(p.m(v.args[0]), shape[axis], axis), like=var)
+    return Match(p.emit(p.relax.TupleGetItem(parts, k), like=var), (), "unbind written as one split at import")
+
+
+def _ints(x) -> list[int] | None:
+    """The integers of a constant tuple / shape argument (a strided slice's axes, begin ...), else None."""
+    try:
+        return [int(_prim(y)) for y in (x.fields if hasattr(x, "fields") else x.values)]
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
 def identity(p: Pass, var, v):
     """``reshape`` / ``broadcast_to`` to the shape the tensor has, ``permute_dims`` by the identity,
-    ``astype`` to the dtype it has: no op."""
+    ``astype`` to the dtype it has, ``pad`` by nothing on every side (torch's ONNX export before
+    opset 10 writes one before an average pool): no op."""
     x = v.args[0]
     shape, want = p.shape(x), p.shape(var)
     if shape is None or shape != want or p.dtype(x) != p.dtype(var):
         return None
     name = v.op.name.rsplit(".", 1)[-1]
     if name == "permute_dims" and _axes(v, len(shape)) != list(range(len(shape))):
+        return None
+    if name == "pad" and any(int(w) != 0 for w in p.attr(v, "pad_width", [1])):
         return None
     return Match(p.m(x), (), f"no computation of its own: an identity {name} removed at import")
 
@@ -128,6 +157,54 @@ def permute_chain(p: Pass, var, v):
     a, b = _axes(inner, len(shape)), _axes(v, len(shape))
     out = p.emit(p.relax.op.permute_dims(p.m(inner.args[0]), [a[i] for i in b]), like=var)
     return Match(out, (v.args[0],), "two transposes merged into one at import")
+
+
+_ROW_NORMS = ("relax.nn.softmax", "relax.nn.log_softmax")
+
+
+def coerced_softmax(p: Pass, var, v):
+    """``reshape(softmax(reshape(x, [m, n]), axis=-1), shape(x))`` with ``n`` the last dimension of
+    ``x`` (TVM's import of an ONNX ``Softmax`` / ``LogSoftmax`` before opset 13, which coerces its
+    input to 2-D, on the last axis) -> ``softmax(x, axis=-1)``, the one op the same layer is from
+    opset 13, from torch.export and from TFLite.  Exact: the rows are the same rows."""
+    norm = p.call(v.args[0], *_ROW_NORMS)
+    if norm is None or not p.single(v.args[0]):
+        return None
+    flat = p.call(norm.args[0], "relax.reshape")
+    if flat is None or not p.single(norm.args[0]):
+        return None
+    x = flat.args[0]
+    shape, two_d = p.shape(x), p.shape(norm.args[0])
+    if shape is None or two_d is None or len(two_d) != 2 or int(p.attr(norm, "axis", -1)) not in (-1, 1):
+        return None
+    if len(shape) < 2 or two_d != (math.prod(shape[:-1]), shape[-1]) or p.shape(var) != shape:
+        return None
+    out = p.new_call(norm, [p.m(x)], like=v.args[0])
+    return Match(out, (v.args[0], norm.args[0]), "a softmax over the last axis written without its 2-D "
+                                                 "reshapes at import (ONNX before opset 13)")  # fmt: skip
+
+
+def transposed_softmax(p: Pass, var, v):
+    """``permute_dims(softmax(permute_dims(x, a), axis=k), b)`` with ``b`` undoing ``a`` (torch's ONNX
+    exporter before opset 13 writes a softmax over a dimension other than the last as Transpose,
+    Softmax, Transpose) -> ``softmax(x, axis=a[k])``, the one op of opset 13 and of torch.export.
+    Exact: the same values, normalised along the same axis."""
+    norm = p.call(v.args[0], *_ROW_NORMS)
+    if norm is None or not p.single(v.args[0]):
+        return None
+    inner = p.call(norm.args[0], "relax.permute_dims")
+    shape = p.shape(norm.args[0])
+    if inner is None or shape is None:  # (a softmax and a log-softmax of one tensor share its transpose)
+        return None
+    rank = len(shape)
+    a, b = _axes(inner, rank), _axes(v, rank)
+    if any(a[b[j]] != j for j in range(rank)):
+        return None
+    axis = a[int(p.attr(norm, "axis", -1)) % rank]
+    out = p.emit(getattr(p.relax.op.nn, norm.op.name.rsplit(".", 1)[-1])(p.m(inner.args[0]), axis=axis), like=v.args[0])
+    # (the transpose, when others read it too, goes when its last reader was rewritten: a pass later)
+    return Match(out, (v.args[0], norm.args[0]), "a softmax over one axis written without the transposes "
+                                                 "around it at import (ONNX before opset 13)")  # fmt: skip
 
 
 def _flat_matmul(p: Pass, mm):

@@ -13,16 +13,19 @@ import math
 import numpy as np
 
 from .canon import Match, Pass, _operands, _prim
-from .canon_clamps import clamp_as_clip, compact_bound, merge_clips, unbounded_clip
+from .canon_clamps import clamp_as_clip, compact_bound, flat_prelu, merge_clips, prelu_as_where, unbounded_clip
 from .canon_moves import (
     batched_matmul,
     chunk_as_slices,
+    coerced_softmax,
     identity,
     linear_unflattened,
     negative_index,
     permute_chain,
     reshape_chain,
     roll_as_slices,
+    transposed_softmax,
+    unbind_as_split,
 )
 from .canon_norms import (
     group_norm_grouped,
@@ -33,6 +36,7 @@ from .canon_norms import (
     norm_affine,
     norm_epsilon,
 )
+from .canon_reduce import l2_norm, squeezed_reduce, topk_as_max
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -326,17 +330,21 @@ RULES = {
     "relax.maximum": (compact_bound, clamp_as_clip),
     "relax.minimum": (compact_bound, clamp_as_clip),
     "relax.quantize": (quantized_view,),
-    "TupleGetItem": (fold_batch_norm, tuple_field),
+    "TupleGetItem": (fold_batch_norm, tuple_field, topk_as_max),
+    "relax.squeeze": (squeezed_reduce,),
+    "relax.power": (l2_norm,),
     "relax.clip": (unbounded_clip, merge_clips),
     "relax.divide": (hardswish_order, hardsigmoid),
     "relax.multiply": (gelu_erf,),
     "relax.take": (negative_index, roll_as_slices),
     "relax.split": (chunk_as_slices,),
-    "relax.reshape": (identity, batched_matmul, linear_unflattened, group_norm_grouped, instance_norm_batched),
+    "relax.strided_slice": (unbind_as_split,),
+    "relax.reshape": (identity, coerced_softmax, flat_prelu, batched_matmul, linear_unflattened, group_norm_grouped, instance_norm_batched),
     "relax.broadcast_to": (identity,),
+    "relax.nn.pad": (identity,),
     "relax.astype": (identity, int_avg_pool),
-    "relax.permute_dims": (identity, permute_chain),
-    "relax.where": (safe_softmax,),
+    "relax.permute_dims": (identity, permute_chain, transposed_softmax),
+    "relax.where": (safe_softmax, prelu_as_where),
 }
 # run once RULES match nothing more: merging reshapes earlier would hide the flattened-linear and
 # batched-matmul forms their rules look for

@@ -13,6 +13,8 @@ def convert(relax, op_name: str, inputs, attrs, opset):
     """(expression or None, attributes for TVM's converter) of one ONNX node."""
     if op_name == "Conv":
         return None, _conv_same(inputs, attrs)
+    if op_name == "Resize":
+        return None, _resize_inputs(inputs, attrs, opset)
     f = _OWN.get(op_name)
     return (f(relax, inputs, attrs, opset) if f is not None else None), attrs
 
@@ -24,6 +26,59 @@ def _const_array(tvm, b):
     data = getattr(b, "data", None)
     value = data if data is not None and hasattr(data, "numpy") else getattr(b, "value", None)
     return value.numpy() if hasattr(value, "numpy") else None
+
+
+def _resize_inputs(inputs, attrs, opset):
+    """TVM's ``Resize`` converter reads the operands of Resize-11 and later (x, roi, scales, sizes):
+
+    - an empty ``scales`` tensor beside ``sizes`` (Resize-11 asks for an empty tensor there, later
+      opsets for an empty name; torch's exporter writes the tensor at every opset) is no scales: TVM
+      refused it ("Only one of scales and sizes can be provided");
+    - Resize-10 is (x, scales), with no roi, and samples as ONNX Runtime does for it: asymmetric
+      coordinates, the nearest pixel below when enlarging (above when shrinking).  TVM read its
+      scales as the roi and found neither scales nor sizes.  A Resize-10 that enlarges one axis and
+      shrinks another is left to TVM's converter.
+
+    The attributes TVM's converter reads; ``inputs`` is changed in place."""
+    import numpy as np  # noqa: PLC0415
+
+    tvm = _load_tvm()
+    if opset < 11:
+        scales = _const_array(tvm, inputs[1]) if len(inputs) > 1 else None
+        if scales is None or not ((scales >= 1).all() or (scales <= 1).all()):
+            return attrs
+        inputs.insert(1, None)
+        return {**attrs, "coordinate_transformation_mode": b"asymmetric",
+                "nearest_mode": b"floor" if (scales >= 1).all() else b"ceil"}  # fmt: skip
+    scales = _const_array(tvm, inputs[2]) if len(inputs) > 3 and inputs[3] is not None else None
+    if scales is not None and np.size(scales) == 0:
+        inputs[2] = None
+    return attrs
+
+
+def _upsample(relax, inputs, attrs, opset):
+    """ONNX ``Upsample`` of a 4-D NCHW tensor by constant scales (an input from Upsample-9, an
+    attribute in Upsample-7) as one ``resize2d`` sampled as ONNX Runtime does: asymmetric
+    coordinates and, for ``nearest``, the pixel below.  TVM's converter read the scales only from
+    the attribute (Upsample-9 failed: "object of type 'NoneType' has no len()") and rounded to the
+    nearest pixel (a different image).  None (TVM's conversion) for other ranks, modes or scales."""
+    import numpy as np  # noqa: PLC0415
+
+    scales = attrs.get("scales")
+    if opset >= 9:
+        scales = _const_array(_load_tvm(), inputs[1]) if len(inputs) > 1 else None
+    shape = _static_shape(inputs[0])
+    mode = attrs.get("mode", b"nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if scales is None or shape is None or len(shape) != 4 or mode not in ("nearest", "linear"):
+        return None
+    scales = np.asarray(scales, dtype=np.float32).ravel()
+    if scales.size != 4 or scales[0] != 1 or scales[1] != 1 or (scales < 1).any():
+        return None
+    size = [int(np.floor(d * k)) for d, k in zip(shape[2:], scales[2:], strict=True)]
+    return relax.op.image.resize2d(inputs[0], size, roi=None, layout="NCHW",
+                                   method="nearest_neighbor" if mode == "nearest" else "linear",
+                                   coordinate_transformation_mode="asymmetric", rounding_method="floor")  # fmt: skip
 
 
 def _clip(relax, inputs, attrs, opset):
@@ -232,4 +287,4 @@ def _one_hot(relax, inputs, attrs, opset):
 
 
 _OWN = {"Clip": _clip, "Pad": _pad, "Einsum": _einsum, "Tile": _tile, "CumSum": _cumsum, "Min": _pairwise("minimum"),
-        "Max": _pairwise("maximum"), "OneHot": _one_hot}  # fmt: skip
+        "Max": _pairwise("maximum"), "OneHot": _one_hot, "Upsample": _upsample}  # fmt: skip

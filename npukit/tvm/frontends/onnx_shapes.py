@@ -37,13 +37,31 @@ def _display(n) -> str:
 
 def fold_shapes(model, shapes: dict[str, list[int]], path: str, node_name=_display):
     """``(model', folded)``: ``model`` with its shape computations replaced by initializers, and the
-    display names of the nodes removed.  Returns ``model`` itself when nothing folds."""
+    display names of the nodes removed.  Returns ``model`` itself when nothing folds.
+
+    Folding repeats while it folds something: onnx's shape inference stops at a Reshape whose shape
+    a Shape computes when it cannot propagate that Shape's value (Shape-1, before opset 13: torch's
+    GroupNorm at opset 9), so the shapes after it are known only once that Shape has folded."""
+    removed: dict = {}
+    for _ in range(_MAX_ROUNDS):
+        model, more = _fold_once(model, shapes, node_name)
+        removed.update(more)
+        if not more:
+            break
+    _check_data_dependent(model.graph, {}, path, node_name)
+    return model, removed
+
+
+_MAX_ROUNDS = 8
+
+
+def _fold_once(model, shapes: dict[str, list[int]], node_name):
+    """One round of ``fold_shapes``: (model', {removed node's display name: why})."""
     import onnx  # noqa: PLC0415
     from onnx import numpy_helper  # noqa: PLC0415
 
     graph = model.graph
     if not any(n.op_type in ("Shape", "Size") for n in graph.node):
-        _check_data_dependent(graph, {}, path, node_name)
         return model, {}
     static = _static_shapes(model, shapes)
     inits = {t.name: t for t in graph.initializer}
@@ -110,7 +128,6 @@ def fold_shapes(model, shapes: dict[str, list[int]], path: str, node_name=_displ
                         derived.add(name)
                 folded.append(n)
     if not folded:
-        _check_data_dependent(graph, {}, path, node_name)
         return model, {}
 
     gone = {id(n) for n in folded}
@@ -129,10 +146,8 @@ def fold_shapes(model, shapes: dict[str, list[int]], path: str, node_name=_displ
     have = {t.name for t in out.graph.initializer}
     for name in sorted(t for t in derived if t in used and t not in have):
         out.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value[name]), name))
-    removed = {node_name(n): "computes a shape from the static input shapes: folded to a constant at import"
-               for n in list(folded) + consts_gone}  # fmt: skip
-    _check_data_dependent(out.graph, {}, path, node_name)
-    return out, removed
+    return out, {node_name(n): "computes a shape from the static input shapes: folded to a constant at import"
+                 for n in list(folded) + consts_gone}  # fmt: skip
 
 
 def _constant_node_value(cnodes: dict, t: str):

@@ -1,0 +1,77 @@
+"""Canonical-form rules for reductions (see ``canon`` and ``canon_rules``): torch.export's
+``max(dim)`` (a top-1 whose indices nobody reads) and ``linalg_vector_norm`` (abs, power 2, sum,
+power 0.5) as the ONNX exporter writes them (ReduceMax; ReduceL2: multiply, sum, sqrt)."""
+
+from __future__ import annotations
+
+from .canon import Match, Pass, _prim
+
+_REDUCES = ("relax.max", "relax.min", "relax.sum", "relax.mean", "relax.prod")
+
+
+def topk_as_max(p: Pass, var, v):
+    """``topk(x, k=1, axis, largest)[0]`` with the indices read by nobody (torch.export's
+    ``x.max(dim, keepdim=True)[0]``) -> ``max(x, axis, keepdims=True)`` (``min`` for the smallest),
+    the one op ONNX's ReduceMax is.  Exact: the same element is picked."""
+    t = v.tuple_value
+    topk = p.call(t, "relax.topk")
+    if topk is None or v.index != 0 or int(p.attr(topk, "k", 0)) != 1:
+        return None
+    readers = [d for k, d in p.defs.items() if isinstance(d, p.relax.TupleGetItem) and d.tuple_value.same_as(t)
+               and p.uses.get(k, 0) > 0]  # (the live ones: torch.export binds the unused indices too)
+    if any(d.index != 0 for d in readers) or len(readers) != p.uses.get(t, -1):
+        return None
+    shape = p.shape(topk.args[0])
+    if shape is None or str(p.attr(topk, "ret_type", "both")) not in ("both", "values"):
+        return None
+    axis = int(p.attr(topk, "axis", -1)) % len(shape)
+    reduce = p.relax.op.max if bool(p.attr(topk, "largest", True)) else p.relax.op.min
+    out = p.emit(reduce(p.m(topk.args[0]), axis=[axis], keepdims=True), like=t)
+    return Match(out, (t,), "a top-1 whose indices nobody reads written as a max at import")
+
+
+def squeezed_reduce(p: Pass, var, v):
+    """``squeeze(reduce(x, axes, keepdims=True), axes)`` (the reduction read once; torch.export's
+    ``x.max(dim)[0]``) -> ``reduce(x, axes, keepdims=False)``, one op as ONNX's ReduceMax with
+    keepdims=0.  Exact."""
+    inner = p.call(v.args[0], *_REDUCES)
+    if inner is None or not p.single(v.args[0]) or not bool(p.attr(inner, "keepdims", False)):
+        return None
+    shape = p.shape(inner.args[0])
+    axes = p.attr(inner, "axis", None)
+    squeezed = p.attr(v, "axis", None)
+    if shape is None or axes is None or squeezed is None:
+        return None
+    rank = len(shape)
+    if sorted(int(a) % rank for a in axes) != sorted(int(a) % rank for a in squeezed):
+        return None
+    name = inner.op.name.rsplit(".", 1)[-1]
+    out = p.emit(getattr(p.relax.op, name)(p.m(inner.args[0]), axis=[int(a) % rank for a in axes], keepdims=False),
+                 like=v.args[0])  # fmt: skip
+    return Match(out, (v.args[0],), "a reduction and the squeeze of its kept axes written as one at import")
+
+
+def l2_norm(p: Pass, var, v):
+    """``power(sum(power(abs(x), 2), axes), 0.5)`` (torch.export's ``linalg_vector_norm``, ``norm``,
+    ``F.normalize``) -> ``sqrt(sum(x * x, axes))``, ONNX's ReduceL2 as TVM imports it.  Equal to
+    within fp32 rounding (``powf(y, 0.5)`` and ``sqrtf(y)``)."""
+    half = p.scalar(v.args[1])
+    s = p.call(v.args[0], "relax.sum")
+    if half != 0.5 or s is None or not p.single(v.args[0]):
+        return None
+    sq = p.call(s.args[0], "relax.power")
+    if sq is None or not p.single(s.args[0]) or p.scalar(sq.args[1]) != 2.0:
+        return None
+    x, gone = sq.args[0], [v.args[0], s.args[0]]
+    a = p.call(x, "relax.abs")
+    if a is not None and p.single(x):
+        gone.append(x)
+        x = a.args[0]
+    if not p.dtype(x).startswith("float"):
+        return None
+    xx = p.emit(p.relax.op.multiply(p.m(x), p.m(x)), like=s.args[0])
+    axes = p.attr(s, "axis", None)
+    total = p.emit(p.relax.op.sum(xx, axis=None if axes is None else [int(_prim(i)) for i in axes],
+                                  keepdims=bool(p.attr(s, "keepdims", False))), like=v.args[0])  # fmt: skip
+    out = p.emit(p.relax.op.sqrt(total), like=var)
+    return Match(out, tuple(gone), "an L2 norm written as ONNX's ReduceL2 (multiply, sum, sqrt) at import")

@@ -19,6 +19,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_models"
+
+ALL_BITS = ("int2", "int4", "int8", "int16", "fp16", "fp32")
+# one processor that runs every bit-width: the numerics without placement effects
+NUMERICS = {
+    "name": "numerics-only", "description": "one processor running every bit-width", "sources": ["illustrative"],
+    "processors": {"cpu": {
+        "kind": "cpu", "host": True, "clock_mhz": 1000, "dram_bytes_per_cycle": 8,
+        "macs_per_cycle": {b: 1 for b in ALL_BITS}, "energy_pj_per_mac": {b: 1 for b in ALL_BITS},
+        "energy_pj_per_byte": 10, "default_bits": "fp32"}},
+}  # fmt: skip
 DIGITS_ONNX = SAMPLES / "digits_cnn.onnx"
 DIGITS_PT2 = SAMPLES / "digits_cnn.pt2"
 DIGITS_TFLITE = SAMPLES / "digits_cnn_float.tflite"

@@ -6,26 +6,13 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import NUMERICS, SAMPLES
 
 import npukit
 from npukit import quant
-
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "sample_models"
-ALL_BITS = ("int2", "int4", "int8", "int16", "fp16", "fp32")
-
-# one processor that runs every bit-width: the numerics without placement effects
-NUMERICS = {
-    "name": "numerics-only", "description": "one processor running every bit-width", "sources": ["illustrative"],
-    "processors": {"cpu": {
-        "kind": "cpu", "host": True, "clock_mhz": 1000, "dram_bytes_per_cycle": 8,
-        "macs_per_cycle": {b: 1 for b in ALL_BITS}, "energy_pj_per_mac": {b: 1 for b in ALL_BITS},
-        "energy_pj_per_byte": 10, "default_bits": "fp32"}},
-}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from conftest import NUMERICS
 from onnx import TensorProto, helper
 
 import npukit
 from npukit import pipeline
 from npukit.quant import act_params
-
-ALL_BITS = ("int2", "int4", "int8", "int16", "fp16", "fp32")
-ONE_CPU = {
-    "name": "one-cpu", "description": "one processor running every bit-width", "sources": ["illustrative"],
-    "processors": {"cpu": {
-        "kind": "cpu", "host": True, "clock_mhz": 1000, "dram_bytes_per_cycle": 8,
-        "macs_per_cycle": {b: 1 for b in ALL_BITS}, "energy_pj_per_mac": {b: 1 for b in ALL_BITS},
-        "energy_pj_per_byte": 10, "default_bits": "fp32"}},
-}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +28,7 @@ def study(tmp_path_factory):
         [helper.make_tensor("k", TensorProto.INT64, [1], [4])])  # fmt: skip
     path = tmp_path_factory.mktemp("topk") / "sm_topk.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    s = npukit.Study(path, ONE_CPU)
+    s = npukit.Study(path, NUMERICS)
     s.set_bits("int16", layer="softmax")
     s.set_bits("int8", layer="topk")
     return s

@@ -15,6 +15,7 @@ from .errors import (
     DataError,
     ModelError,
     NpukitError,
+    PartitionLimitWarning,
     ProfileError,
     ShapeError,
     UnsupportedOpError,
@@ -37,7 +38,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "ConfigError", "DataError", "ModelError", "NpukitError", "ProfileError", "ShapeError",
+    "ConfigError", "DataError", "ModelError", "NpukitError", "PartitionLimitWarning", "ProfileError", "ShapeError",
     "UnsupportedOpError", *_LAZY,
 ]  # fmt: skip
 

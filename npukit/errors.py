@@ -96,3 +96,8 @@ def _short(name: str) -> str:
 def unknown(what: str, name: str, choices: Iterable[str]) -> ConfigError:
     """A ConfigError for an unknown name, listing the closest valid ones."""
     return ConfigError(f"unknown {what} {name!r}; {closest(name, choices)}")
+
+
+class PartitionLimitWarning(UserWarning):
+    """A plan gives an accelerator more offloaded partitions than its runtime can take
+    (``processors.<name>.max_partitions``): estimated all the same, but the chip would refuse it."""

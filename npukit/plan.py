@@ -153,3 +153,20 @@ def _tid_key(tid: str):
         return (head, int(parts[0]), int(parts[1]) if len(parts) > 1 else -1)
     except ValueError:
         return (head, 0, 0)
+
+
+def partition_limits(plan: Plan, soc) -> tuple[str, ...]:
+    """Per accelerator whose runtime takes at most ``max_partitions`` offloaded partitions and that
+    this plan gives more: what is over, in words (empty when every limit holds)."""
+    out = []
+    for p in soc.processors:
+        lim = p.max_partitions
+        if lim is None or p.host:
+            continue
+        pids = [part.pid for part in plan.partitions if part.processor == p.name]
+        if len(pids) > lim:
+            out.append(f"{p.name} is given {len(pids)} offloaded partitions ({', '.join(map(str, pids))}), and its "
+                       f"runtime takes at most {lim} (processors.{p.name}.max_partitions = {lim}): the chip would refuse "
+                       f"this plan; pins or support toggles that leave {p.name} {lim} partition{'s' if lim > 1 else ''} "
+                       "fix it")  # fmt: skip
+    return tuple(out)

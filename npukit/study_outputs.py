@@ -39,7 +39,26 @@ class StudyOutputs:
         check_io_dtypes(self.graph)
         proj = self.project
         atomic_write_tree(directory, proj.files, build_outputs())
+        self._warn_partition_limits("the exported program")
         return proj
+
+    @property
+    def partition_limits(self) -> tuple[str, ...]:
+        """Per accelerator that this plan gives more offloaded partitions than its runtime takes
+        (``processors.<name>.max_partitions``), what is over, in words; empty when every limit holds.
+        The plan is estimated all the same; ``export()`` and ``build()`` warn
+        (``npukit.PartitionLimitWarning``)."""
+        from .plan import partition_limits  # noqa: PLC0415
+
+        return partition_limits(self.plan, self.soc)
+
+    def _warn_partition_limits(self, what: str) -> None:
+        import warnings  # noqa: PLC0415
+
+        from .errors import PartitionLimitWarning  # noqa: PLC0415
+
+        for text in self.partition_limits:
+            warnings.warn(f"npukit: {what}: {text}", PartitionLimitWarning, stacklevel=3)
 
     def fit(self, directory=None, *, target: str | None = None) -> dict:
         """Does it fit?  Export, build for the profile's target (or ``target``) and hold the
@@ -60,6 +79,7 @@ class StudyOutputs:
         ``directory`` it builds in a temporary one, removed after (the report's ``directory`` is None)."""
         from .codegen.build import build_and_compare  # noqa: PLC0415
 
+        self._warn_partition_limits("the built program")
         return build_and_compare(self, directory, samples=samples, target=target)
 
     # ------------------------------------------------------------------------------------------

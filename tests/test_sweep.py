@@ -152,6 +152,11 @@ ACCEL_FIELDS = ("clock_mhz, macs_per_cycle, vector_ops_per_cycle, default_bits, 
     ('"soc.processors.arm.kind" = ["cpu"]\n',
      "grid.toml:2: soc.processors.arm.kind: not a figure to sweep on arm: kind is what the processor is (cpu, dsp, dla, "
      f"gpu), not a figure: no estimate reads it; fields to sweep on arm: {HOST_FIELDS}"),
+    # a limit that flags plans, no figure: every row came out alike
+    ('"soc.processors.dla.max_partitions" = [1, 2]\n',
+     "grid.toml:2: soc.processors.dla.max_partitions: not a figure to sweep on dla: max_partitions says how many "
+     "offloaded partitions an accelerator's runtime takes: it flags a plan the chip would refuse "
+     f"(study.partition_limits), no estimate reads it; fields to sweep on dla: {ACCEL_FIELDS}"),
     ('"soc.processors.dsp.host" = [false, true]\n',
      "grid.toml:2: soc.processors.dsp.host: not a figure to sweep on dsp: host says which processor is the host, the "
      f"shape of the profile, not a figure; fields to sweep on dsp: {ACCEL_FIELDS}"),

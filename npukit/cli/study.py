@@ -137,6 +137,7 @@ def cmd_study(args) -> int:
         "model": str(args.model), "soc": s.soc.name, "config": s.config.to_dict(),
         "placement": records(s.placement), "partitions": records(s.partitions), "costs": records(s.costs),
         "boundaries": records(s.boundaries), "timeline": records(s.timeline), "totals": s.totals,
+        "partition_limits": list(s.partition_limits),
     }  # fmt: skip
     if want_error:  # the model outputs' figures, and study.error's per-op rows
         doc["error"] = {**s.error_dict(), "per_op": records(s.error)}
@@ -197,6 +198,8 @@ def cmd_study(args) -> int:
             print(f"  {show(r.tensor, 40):<{tw}} {r.src + '->' + r.dst:<{sd}}  {r.bytes:>10,.0f} B  transfer {r.transfer_us:8.2f} us"
                   + (f"  layout {r.layout_us:.2f} us" if r.layout_us else "")
                   + (f"  {r.conversion.split(',')[-1].strip()} {r.quantize_us:.2f} us" if r.quantize_us else ""))  # fmt: skip
+    for text in s.partition_limits:
+        print(f"note: {text}")
     t = s.totals
     print(f"totals: latency {t['latency_us']:.2f} us, energy {t['energy_uj']:.3f} uJ, MACs {t['macs']:,}")
     print("  busy: " + ", ".join(f"{p} {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)" for p in s.soc.names))

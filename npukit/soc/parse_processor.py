@@ -161,6 +161,7 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
         ops=MappingProxyType(dict(sorted(ops.items()))), description=r["description"],
         weight_bytes_per_cycle=float(r["weight_bytes_per_cycle"] or dram), weight_port=r["weight_port"],
         output_elems_per_cycle=float(r["output_elems_per_cycle"]), reduction=red, kernel_api=r["kernel_api"],
+        max_partitions=r["max_partitions"],
     )  # fmt: skip
 
 

@@ -71,6 +71,7 @@ class Processor:
     output_elems_per_cycle: float = 0.0
     reduction: Mapping[str, float] | None = None  # {unroll, serial, exponent}; None: util_red = 1
     kernel_api: str = "npukit"  # "npukit" (kernel_library's vendor-style API) or "cmsis-nn"
+    max_partitions: int | None = None  # offloaded partitions its runtime can take; None: no limit
 
     @property
     def bits(self) -> tuple[str, ...]:
@@ -117,7 +118,7 @@ COST_FIELDS = frozenset({
     "efficiency", "reduction", "onchip_bytes", "dram_bytes_per_cycle", "onchip_bytes_per_cycle",
     "weight_bytes_per_cycle", "weight_port", "output_elems_per_cycle", "op_overhead_cycles",
     "call_overhead_cycles", "energy_pj_per_mac", "energy_pj_per_op", "energy_pj_per_byte",
-    "energy_pj_per_onchip_byte", "static_mw", "kernel_library",
+    "energy_pj_per_onchip_byte", "static_mw", "kernel_library", "max_partitions",
 })  # fmt: skip
 COST_TOP = frozenset({"name", "description", "sources", "conversion", "links"})
 

@@ -107,6 +107,7 @@ PROCESSOR_FIELDS = (
     Field("energy_pj_per_onchip_byte", "number", "Energy per byte moved within on-chip memory, in pJ. Default: `energy_pj_per_byte` / 10.", minimum=0),
     Field("static_mw", "number", "Static (leakage + idle) power in milliwatts while the processor is busy; energy += static_mw x latency.", default=0.0, minimum=0),
     Field("max_tensor_bytes", "int", "Largest tensor (input, weight or output, at the model's dtype) any op on this processor may touch.", positive=True),
+    Field("max_partitions", "int", "Most offloaded partitions (calls) this accelerator's runtime can take in one program, e.g. 1 for a runtime that loads one compiled graph (TIM-VX's NBG in the VeriSilicon RFC: \"if BYOC partition multi graphs to VSI NPU, it will failed\"). A plan that gives it more is still estimated, and flagged: `study.partition_limits`, a `npukit.PartitionLimitWarning` from `study.export()` / `study.build()`, a note from `npukit study`. Default: no limit.", positive=True),
     Field("dtypes", "list[str]", "Model tensor dtypes the processor accepts (e.g. `[\"float32\", \"int8\"]`). Default: any."),
     Field("kernel_library", "str", "C prefix of the vendor-style kernel library its generated calls use (e.g. `vsi_nn`). Default: the processor name."),
     Field("kernel_api", "choice", "The API the generated calls of this processor use. `npukit`: the vendor-style library named by `kernel_library` (npukit's reference kernels under that prefix). `cmsis-nn`: int8 NHWC convolutions, depthwise convolutions, fully connected layers, pooling, softmax and the elementwise add / mul of quantized int8 values (which saturate to the output's grid) become calls with Arm CMSIS-NN's public signatures and parameter structs (`arm_convolve_wrapper_s8`, `cmsis_nn_context`, `cmsis_nn_dims`, ...), their scratch buffers in the arena, so Arm's library can be linked instead of npukit's reference `npk_cmsis_nn.c`; a kernel CMSIS-NN cannot express (other bit-widths, layouts or ops, and the model's own integer arithmetic, an int8 Add with no quantization, which wraps) falls back to the `kernel_library` calls.", default="npukit", choices=KERNEL_APIS),
@@ -164,6 +165,7 @@ NOT_FIGURES = {
     "kind": "is what the processor is (cpu, dsp, dla, gpu), not a figure: no estimate reads it",
     "host": "says which processor is the host, the shape of the profile, not a figure",
     "description": "is free text: no estimate reads it",
+    "max_partitions": "says how many offloaded partitions an accelerator's runtime takes: it flags a plan the chip would refuse (study.partition_limits), no estimate reads it",
 }
 # processor fields only an accelerator reads: the host runs every op no accelerator takes, in the
 # program itself (why the host never reads each, in words)
@@ -172,6 +174,7 @@ ACCELERATOR_ONLY = {
     "ops": "lists the ops an accelerator takes; the host runs every op, so its ops table is never read",
     "max_tensor_bytes": "limits the ops an accelerator takes; the host takes every op, so it is never checked",
     "dtypes": "limits the ops an accelerator takes; the host takes every op, so it is never checked",
+    "max_partitions": "limits an accelerator's offloaded calls; the host's ops are never called as one, so it is never checked",
     "kernel_library": "names the C library an accelerator's generated calls use; the host's ops are TVM's generated C",
     "kernel_api": "names the API an accelerator's generated calls use; the host's ops are TVM's generated C",
 }  # fmt: skip

@@ -1,0 +1,56 @@
+"""``processors.<name>.max_partitions``: an accelerator whose runtime takes a limited number of
+offloaded partitions (vsi-npu's NPU: one TIM-VX NBG graph, as the VeriSilicon RFC says).  A plan over
+the limit is estimated all the same and flagged: ``study.partition_limits``, a
+``PartitionLimitWarning`` from ``export()``, a note from ``npukit study``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SAMPLES, run_cli
+
+import npukit
+
+MOBILENET = SAMPLES / "mobilenet_v1_025_int8.tflite"
+OVER = ("npu is given 2 offloaded partitions (0, 2), and its runtime takes at most 1 (processors.npu.max_partitions "
+        "= 1): the chip would refuse this plan; pins or support toggles that leave npu 1 partition fix it")  # fmt: skip
+
+
+def test_a_pin_that_splits_the_npu_in_two_is_flagged_and_still_estimated(tmp_path):
+    s = npukit.Study(MOBILENET, "vsi-npu", {"placement": "first-fit"})
+    assert s.soc.processor("npu").max_partitions == 1
+    assert list(s.partitions["processor"]) == ["npu"] and s.partition_limits == ()
+    s.pin("#26", "a53")  # an op in the middle of the network: the NPU's ops before and after it are two calls
+    assert list(s.partitions["processor"]) == ["npu", "a53", "npu"]
+    assert s.partition_limits == (OVER,)
+    assert s.totals["latency_us"] > 0  # estimated all the same
+    with pytest.warns(npukit.PartitionLimitWarning) as rec:
+        s.export(tmp_path / "e")
+    assert [str(w.message) for w in rec] == [f"npukit: the exported program: {OVER}"]
+    assert (tmp_path / "e" / "manifest.json").is_file()  # written all the same
+    s.unpin("#26")
+    assert s.partition_limits == ()
+    # a runtime that takes two calls: the same plan holds
+    two = s.soc.with_changes({"processors.npu.max_partitions": 2})
+    assert npukit.Study(MOBILENET, two, {"placement": "first-fit", "pins": {"#26": "a53"}}).partition_limits == ()
+
+
+def test_max_partitions_must_be_a_positive_count():
+    soc = npukit.load_soc("vsi-npu")
+    for bad in (0, -1, 1.5, "one"):
+        with pytest.raises(npukit.ProfileError) as e:
+            soc.with_changes({"processors.npu.max_partitions": bad})
+        assert "processors.npu.max_partitions" in str(e.value), str(e.value)
+
+
+@pytest.mark.slow
+def test_npukit_study_notes_a_plan_over_the_limit():
+    r = run_cli("study", MOBILENET, "--soc", "vsi-npu", "--placement", "first-fit", "--pin", "#26=a53")
+    assert r.returncode == 0, r.stderr
+    assert f"note: {OVER}\n" in r.stdout
+    r = run_cli("study", MOBILENET, "--soc", "vsi-npu", "--placement", "first-fit", "--pin", "#26=a53", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["partition_limits"] == [OVER]
+    r = run_cli("study", MOBILENET, "--soc", "vsi-npu", "--json")
+    assert json.loads(r.stdout)["partition_limits"] == []

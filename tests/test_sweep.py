@@ -188,7 +188,7 @@ def test_the_host_reads_none_of_the_accelerator_only_fields():
     soc = npukit.load_soc("arm-dsp-dla")
     base = npukit.Study(DIGITS_ONNX, soc)
     changes = {"call_overhead_cycles": 123456, "max_tensor_bytes": 16, "dtypes": ["int8"], "kernel_library": "zz",
-               "kernel_api": "cmsis-nn"}  # fmt: skip
+               "kernel_api": "cmsis-nn", "max_partitions": 1}  # fmt: skip
     assert set(changes) == set(ACCELERATOR_ONLY) - {"ops"}  # (an ops table on the host is refused by the loader)
     changed = npukit.Study(DIGITS_ONNX, soc.with_changes({f"processors.arm.{k}": v for k, v in changes.items()}))
     assert changed.totals == base.totals
@@ -435,7 +435,7 @@ def test_profile_cost_fields_never_move_ops():
               "onchip_bytes": 1, "dram_bytes_per_cycle": 0.5, "onchip_bytes_per_cycle": 0.5,
               "weight_bytes_per_cycle": 0.5, "weight_port": "separate", "output_elems_per_cycle": 2.0, "layout": "NCHW",
               "op_overhead_cycles": 99999, "call_overhead_cycles": 99999, "energy_pj_per_byte": 999.0,
-              "energy_pj_per_onchip_byte": 999.0, "static_mw": 999.0, "kernel_library": "zz"}  # fmt: skip
+              "energy_pj_per_onchip_byte": 999.0, "static_mw": 999.0, "kernel_library": "zz", "max_partitions": 1}  # fmt: skip
     for p in soc.processors:
         per_bits = {"macs_per_cycle": {b: 0.5 for b in p.macs_per_cycle},
                     "vector_ops_per_cycle": {b: 0.5 for b in p.macs_per_cycle},

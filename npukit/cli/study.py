@@ -162,6 +162,7 @@ def cmd_study(args) -> int:
 
         html = report_html(s, want_error)
     from ..io import atomic_write_text, check_file_target  # noqa: PLC0415
+    from ..pipeline import calibrated_tensors  # noqa: PLC0415
 
     for out in (args.save_config, args.report):  # (a directory, or a file where its directory would be)
         if out:
@@ -204,7 +205,7 @@ def cmd_study(args) -> int:
     print(f"totals: latency {t['latency_us']:.2f} us, energy {t['energy_uj']:.3f} uJ, MACs {t['macs']:,}")
     print("  busy: " + ", ".join(f"{p} {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)" for p in s.soc.names))
     print(f"  transfers {t['transfer_us']:.2f} us, layout {t['layout_us']:.2f} us, quantize {t['quantize_us']:.2f} us")
-    if not args.data and s.data.source.startswith("seeded random") and any(b.startswith("int") for b in s.result.bits):
+    if not args.data and s.data.source.startswith("seeded random") and calibrated_tensors(s.result):
         print(f"note: integer scales calibrated on {s.data.source}")
     if want_error:
         e = s.error_dict()

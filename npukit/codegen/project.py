@@ -51,6 +51,7 @@ def generate(result, ranges_of, *, target: str | None = None, host_c=None, data=
     the host's C from TVM (default: ``npukit.tvm.hostc.host_kernels``, uncached); ``data`` the
     study's data (``quant.Data``), recorded in the manifest so that ``npukit build`` runs the
     project on the data it was calibrated on."""
+    from ..pipeline.products import calibrated_tensors  # noqa: PLC0415
     from ..tvm.byoc import partition_sources  # noqa: PLC0415
     from ..tvm.hostc import host_kernels  # noqa: PLC0415
 
@@ -126,7 +127,7 @@ def generate(result, ranges_of, *, target: str | None = None, host_c=None, data=
     manifest = _manifest(prog, result, files, tname)
     if data is not None:
         manifest["data"] = {"source": data.source, "key": data.key, "path": data.path or None,
-                            "calibrated": needs_ranges}  # fmt: skip
+                            "calibrated": bool(calibrated_tensors(result))}  # fmt: skip
     files["manifest.json"] = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     files["README.md"] = _readme(prog, result, manifest, model_name)
     return Project(files, manifest, prog.arena_bytes, prog.lower_bound, prog.weights.nbytes, tname)

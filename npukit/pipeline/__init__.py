@@ -80,6 +80,7 @@ from .partitioning import (
 from .products import (
     RANGES_FORMAT,
     budgets,
+    calibrated_tensors,
     calibration,
     code,
     code_if_generated,
@@ -133,6 +134,7 @@ __all__ = [
     "budgets",
     "by_specificity",
     "byoc_steps",
+    "calibrated_tensors",
     "calibration",
     "capabilities_of",
     "check",

@@ -52,6 +52,16 @@ def _error_args(result: Result):
     return rounded_ops(g, kernels(result.plan, g, tables(result.model)), result.bits), edge_bits(g, result.plan, result.bits)
 
 
+def calibrated_tensors(result: Result) -> frozenset[str]:
+    """The tensors ``result`` stores on an integer grid calibrated on the data, not on the model's own
+    grid (``quant.scheme.calibrated_tensors``; no simulation run, no code generated): the export's
+    manifest (``data.calibrated``) and the study command's note on seeded random data both ask it."""
+    from ..quant.scheme import calibrated_tensors as of  # noqa: PLC0415
+
+    rounded, eb = _error_args(result)
+    return of(result.model.graph, rounded, result.bits, eb)
+
+
 def simulate(result: Result, data, samples) -> list:
     """The simulated model outputs of ``samples`` (indices into ``data``) under ``result``'s
     bit-widths and boundaries."""

@@ -19,6 +19,16 @@ The scheme (docs/quantization.md says the same):
   its own dtype whatever the op's width (the cost model's rule, ``npukit.cost.tables.own_widths``);
 * fp16: round to IEEE half and back at the same places; fp32: untouched.
 
+What is calibrated on the data (``calibrated_tensors``): the float tensors stored at an integer
+width -- the outputs of the ops above whose values a deployment stores, and the boundary copies
+converted to one (``quant.boundary.edge_bits``) -- whose range is not the model's own grid
+(``model_grid``: the tensors the model quantizes itself, and the reshapes, further outputs and
+selections that take their range).  A quantized model (QDQ ONNX, int8 TFLite) placed so that only
+its own grids are stored calibrates nothing: ``npukit study`` prints "note: integer scales
+calibrated on seeded random inputs ..." only when this set is not empty, and an export's manifest
+records ``data.calibrated`` from it (``npukit build`` refuses to compare an export whose calibration
+data is gone or changed only when it is true).
+
 The width of each op is the one the cost model charges and the generated code uses
 (``npukit.pipeline.widths``): a kernel member whose values never leave the kernel runs at the
 kernel's anchor's width, so a layer bit-width set on it (a conv's bias add) rounds nothing, and
@@ -51,6 +61,7 @@ import numpy as np
 
 from ..cost.tables import own_widths
 from ..graph import OpGraph, dtype_bits
+from ..opset import KINDS
 
 INT_BITS = {"int2": 2, "int4": 4, "int8": 8, "int16": 16}
 
@@ -108,6 +119,54 @@ def model_ranges(g: OpGraph) -> dict[str, tuple[float, float]]:
             if r is not None:
                 out.setdefault(op.inputs[0], r)
     return out
+
+
+def model_grid(g: OpGraph) -> frozenset[str]:
+    """The float tensors whose integer grid is the model's own whatever the data: those the model
+    quantizes itself (``model_ranges``), and what takes its range from one of them -- a relabel's
+    output (a reshape's), a further output of a multi-output op, a selection's values -- the
+    inheritance ``quant.error.ErrorModel`` gives the ranges.  Every other float tensor an integer
+    width stores is on a range calibrated on the data (``calibrated_tensors``)."""
+    grid = set(model_ranges(g))
+    own = frozenset(grid)
+    inputs = set(g.inputs)
+    for op in g.ops:
+        kind = KINDS[op.kind]
+        select = kind.role == "sort" and len(op.outputs) > 1
+        for k, t in enumerate(op.outputs):
+            if not op.inputs or "float" not in g.tensors[t].dtype:
+                continue
+            # measured by the calibration itself: the simulation's rounded outputs (not a relabel's; of
+            # a multi-output norm or selection, the first), the model's inputs, the model's own grids
+            first = len(op.outputs) == 1 or (k == 0 and kind.role in ("norm", "sort"))
+            measured = t in own or t in inputs or (not kind.relabel and first)
+            if measured and not select:
+                continue
+            src = op.inputs[0]
+            if src in grid:
+                grid.add(t)
+            elif "float" in g.tensors[src].dtype and src not in g.consts:
+                grid.discard(t)  # (a selection's values take their input's range, calibrated or not)
+    return frozenset(grid)
+
+
+def stored_on_grid(g: OpGraph, rounded: frozenset[int], bits: Sequence[str], edge_bits) -> frozenset[str]:
+    """The float tensors the simulation and the generated code store on an integer grid: the
+    outputs of the ops in ``rounded`` (``rounded_ops``) at an integer width, and the boundary copies ``edge_bits`` (``quant.boundary.edge_bits``) rounds to one.
+    Not the tensors inside a fused kernel: they are never rounded."""
+    out = set()
+    for i in rounded:
+        if bits[i] in INT_BITS:
+            out.update(t for t in g.ops[i].outputs if "float" in g.tensors[t].dtype)
+    out.update(t for (_, t), b in edge_bits.items() if b in INT_BITS and "float" in g.tensors[t].dtype)
+    return frozenset(out)
+
+
+def calibrated_tensors(g: OpGraph, rounded: frozenset[int], bits: Sequence[str], edge_bits) -> frozenset[str]:
+    """The tensors stored on an integer grid (``stored_on_grid``) whose range is calibrated on the
+    data, not the model's own grid (``model_grid``): empty when the data changed nothing the
+    simulation or the generated code computes, whatever the widths."""
+    return stored_on_grid(g, rounded, bits, edge_bits) - model_grid(g)
 
 
 def act_params(lo: float, hi: float, bits: str) -> np.ndarray:

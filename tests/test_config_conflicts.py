@@ -4,7 +4,7 @@ sides in the user's own words, the study as it was; and a listener's failure is 
 from __future__ import annotations
 
 import pytest
-from conftest import DIGITS_ONNX
+from conftest import DETECTOR, DIGITS_ONNX
 
 import npukit
 from npukit.cli import main as cli_main
@@ -92,3 +92,18 @@ def test_the_cli_refuses_disabling_and_enabling_one_op(capsys):
     rc = cli_main(["study", str(DIGITS_ONNX), "--soc", SOC, "--disable", "dla:conv2d", "--enable", "dla:conv2d"])
     assert rc == 2
     assert "--disable dla:conv2d and --enable dla:conv2d contradict each other; give one" in capsys.readouterr().err
+
+
+def test_a_pin_refused_for_its_layers_width_says_where_the_pin_would_put_the_op_not_where_it_is():
+    """backbone/conv1 runs on the C7x at fp32 (a layer width); a pin to the MMA (int8 / int16 only)
+    would leave it to the host.  The message said "the partition placed it on a72" while the study,
+    and the widget, showed it on c7x."""
+    s = npukit.Study(DETECTOR, "tda4vm-like")
+    s.set_bits("fp32", layer="backbone/conv1")
+    assert s.placement.set_index("name").loc["backbone/conv1", "processor"] == "c7x"
+    before = s.config
+    with pytest.raises(npukit.ConfigError) as ei:
+        s.pin("backbone/conv1", "mma")
+    assert str(ei.value) == ("cannot pin 'backbone/conv1' to mma: pinned, it would run on a72 (mma: cannot run "
+                             "the layer's bit-width fp32 (processors.mma.macs_per_cycle lists int8, int16))")  # fmt: skip
+    assert s.config == before

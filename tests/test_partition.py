@@ -591,7 +591,7 @@ def test_fused_only_op_alone_says_so_under_the_cost_policy():
                              "dla: accepted only fused into a kernel; not fused here")  # fmt: skip
     with pytest.raises(npukit.ConfigError) as ei:
         s.pin("decode/xy_scale", "dla")
-    assert str(ei.value) == ("cannot pin 'decode/xy_scale' to dla: the partition placed it on arm "
+    assert str(ei.value) == ("cannot pin 'decode/xy_scale' to dla: pinned, it would run on arm "
                              "(dla: accepted only fused into a kernel; not fused here)")  # fmt: skip
     assert s.config.pins == ()
 
@@ -613,7 +613,7 @@ def test_fused_only_op_cannot_be_pinned_alone(study_of):
     s = study_of(DETECTOR, "arm-dsp-dla")
     with pytest.raises(npukit.ConfigError) as ei:
         s.pin("decode/xy_scale", "dla")
-    assert str(ei.value) == ("cannot pin 'decode/xy_scale' to dla: the partition placed it on arm "
+    assert str(ei.value) == ("cannot pin 'decode/xy_scale' to dla: pinned, it would run on arm "
                              "(dla: accepted, only fused into a kernel)")  # fmt: skip
     assert s.config == FF
 

@@ -338,5 +338,5 @@ def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None
     for i, p in sorted(pins_of(g, cfg).items()):
         if plan.processor[i] != p:
             why = part.verdicts[(i, p)].text
-            raise at_field(ConfigError(f"cannot pin {pinned_as(g, cfg, i, kind=False)} to {p}: the partition placed it "
+            raise at_field(ConfigError(f"cannot pin {pinned_as(g, cfg, i, kind=False)} to {p}: pinned, it would run "
                                        f"on {plan.processor[i]} ({p}: {why})"), "pins", pin_of(g, cfg, i))  # fmt: skip

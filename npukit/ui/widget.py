@@ -129,8 +129,9 @@ class StudyWidget(anywidget.AnyWidget):
         None keeps the last message (a request that only fetched data, like the code).  ``shown``: a
         provisional view of the Study to show instead (``pending.Draft``)."""
         self._rev += 1
-        if level is None:
-            level, text = self.status.get("level", "info"), self.status.get("text", "")
+        ms = round((time.perf_counter() - t0) * 1e3, 1)
+        if level is None:  # (the time shown beside that message is its request's, not this one's)
+            level, text, ms = self.status.get("level", "info"), self.status.get("text", ""), self.status.get("ms", 0.0)
         shown = self._study if shown is None else shown
         with self.hold_sync():
             try:
@@ -145,7 +146,7 @@ class StudyWidget(anywidget.AnyWidget):
             except Exception as e:  # noqa: BLE001 - a failure to render must not break the widget
                 level, text = "error", f"{text}; could not refresh the view: {type(e).__name__}: {e}".lstrip("; ")
             self.status = {"rev": self._rev, "seq": seq, "level": level, "text": text,
-                           "ms": round((time.perf_counter() - t0) * 1e3, 1), "code_key": code_key(self._study)}  # fmt: skip
+                           "ms": ms, "code_key": code_key(self._study)}  # fmt: skip
 
     def _errors(self) -> dict:
         if self._error_wanted and self._error_auto:

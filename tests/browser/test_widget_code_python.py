@@ -68,9 +68,10 @@ def test_code_is_sent_only_when_asked(widget, study):
     assert c["path"] == "src/model.c" and c["text"] == files["src/model.c"] and not c["truncated"]
     assert c["lines"] == files["src/model.c"].count("\n")
     assert c["diff"] is False and c["changed"] == [] and c["removed"] == []
-    # the key tells the front end which config this code is of; fetching code keeps the last message
+    # the key tells the front end which config this code is of; fetching code keeps the last message,
+    # and the time shown beside it is that message's (the reset's), not the code generation's
     assert c["key"] == widget.status["code_key"]
-    assert (widget.status["level"], widget.status["text"]) == (before["level"], before["text"])
+    assert (widget.status["level"], widget.status["text"], widget.status["ms"]) == (before["level"], before["text"], before["ms"])
     # every op's lines: the manifest's marker lines, each with the statement under it
     text = {p: files[p].splitlines() for p in files}
     for o in study.project.manifest["ops"]:

@@ -128,6 +128,27 @@ def test_fit_keeps_a_small_graph_whole(digits_page):
     assert page.locator(f'{ROOT} [data-testid="graph-node"]').count() == 14
 
 
+def test_the_wheel_over_a_graph_that_fits_scrolls_the_page_not_the_graph_out_of_sight(digits_page):
+    """A graph that fits its view stays whole in it: the wheel of a user scrolling the notebook over
+    it moved it out of sight (an empty view with no scrollbar) and the notebook did not scroll."""
+    page = digits_page
+    page.click(f'{ROOT} [data-testid="graph-fit"]')
+    host = page.locator(f'{ROOT} [data-testid="graph"]')
+    host.scroll_into_view_if_needed()
+    scroller = """h => { let e = h.parentElement; while (e && !(e.scrollHeight > e.clientHeight &&
+                    /auto|scroll/.test(getComputedStyle(e).overflowY))) e = e.parentElement; return e ? e.scrollTop : -1; }"""
+    box = host.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    top = host.evaluate(scroller)
+    for dy in (400, 400, 400, -400, -400, -400, -400, -400, -400):
+        page.mouse.wheel(0, dy)
+        page.wait_for_timeout(50)
+        b = host.bounding_box()
+        nodes = page.eval_on_selector_all(f'{ROOT} [data-testid="graph-node"]',
+                                          "els => els.map(e => e.getBoundingClientRect()).map(r => [r.top, r.bottom])")
+        assert len(nodes) == 14
+        assert all(b["y"] - 1 <= t0 and t1 <= b["y"] + b["height"] + 1 for t0, t1 in nodes), (dy, b, nodes)
+    assert host.evaluate(scroller) != top  # the notebook scrolled on
 # ------------------------------------------------------------------------------------------------
 # the 1,161-op transformer
 

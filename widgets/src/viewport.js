@@ -28,10 +28,14 @@ export function neededHeight(size, W, H, most = 1.5) {
 }
 
 // A translation kept within the graph's extent (len: graph length in screen pixels, view: the
-// view's length): free when the graph fits, else no further than PAD past either end.
+// view's length): a graph that fits stays whole in the view (it moves between PAD from one edge
+// and PAD from the other); a larger one goes no further than PAD past either end.  (A fitting
+// graph scrolled freely: the wheel of a user scrolling the page over it moved it out of sight,
+// leaving an empty view with no scrollbar, and the page never scrolled on.)
 export function clampOffset(t, len, view) {
-  if (len <= view - 2 * PAD) return t;
-  return Math.min(PAD, Math.max(view - len - PAD, t));
+  const lo = Math.min(PAD, view - len - PAD);
+  const hi = Math.max(PAD, view - len - PAD);
+  return Math.min(hi, Math.max(lo, t));
 }
 
 // The scrollbar's thumb for a graph of `len` screen pixels in a view of `view` pixels at offset

@@ -33,11 +33,19 @@ test("a graph that fits the width but only just too tall needs a little more hei
   assert.equal(fitView(grown, 800, 900).s, 1.1); // then the whole graph shows
 });
 
-test("scrolling stops at the ends; a graph that fits scrolls freely", () => {
+test("scrolling stops at the ends; a graph that fits moves only within the view", () => {
   assert.equal(clampOffset(50, 2000, 520), PAD);
   assert.equal(clampOffset(-5000, 2000, 520), 520 - 2000 - PAD);
   assert.equal(clampOffset(-300, 2000, 520), -300);
-  assert.equal(clampOffset(123, 400, 520), 123);
+  // 400 of 520 pixels: anywhere from PAD to 520 - 400 - PAD, never out of sight
+  assert.equal(clampOffset(60, 400, 520), 60);
+  assert.equal(clampOffset(123, 400, 520), 520 - 400 - PAD);
+  assert.equal(clampOffset(-5000, 400, 520), PAD);
+  assert.equal(clampOffset(5000, 400, 520), 520 - 400 - PAD);
+  // fitView's centred offset of a graph that fits is kept as it is
+  const v = fitView({ width: 900, height: 520 }, 400, 300);
+  assert.equal(clampOffset(v.ty, 300 * v.s, 520), v.ty);
+  assert.equal(clampOffset(v.tx, 400 * v.s, 900), v.tx);
 });
 
 test("the scrollbar thumb: none when it fits, top at the start, bottom at the end", () => {

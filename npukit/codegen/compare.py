@@ -10,9 +10,9 @@ from the simulation as the quantization moves the simulation from the float mode
 further.  An output that is not written, or holds another tensor, is off by about its own size
 (a relative RMS of 1 when it is all zeros): the cap keeps the check able to fail at every width (at
 int2 the simulation is so far from the float model that twice its distance reached 1.0-3.7 on the
-sample models, and a program writing zeros passed).  On the bundled samples under riscv-accel at
-int2 / int4 / int8 (42 outputs, both policies) the largest difference was 0.24, a detector's boxes
-after NMS selected another row; most were bit-exact.  ``outputs_agree`` is False, and ``mismatches`` says
+digits models and the detector, and a program writing zeros passed).  On the bundled samples under
+riscv-accel at int2 / int4 / int8 (42 builds of 54 outputs, both policies) the largest difference
+was 0.24, a detector's boxes after NMS selected another row; most were bit-exact.  ``outputs_agree`` is False, and ``mismatches`` says
 which, when any output of any run is beyond its tolerance or has another shape.
 """
 

@@ -364,7 +364,8 @@ def winner_reason(op: Op, proc: str, pattern: str, vs: Mapping[tuple[int, str], 
                if not vs[(op.op_id, a)].ok and not vs[(op.op_id, a)].failed("cost")]  # fmt: skip
     if p.host:
         takers = [a for a in soc.accelerators if vs[(op.op_id, a)].ok]
-        if note and not takers and len(blocked) < len(soc.accelerators):
+        limit = any(vs[(op.op_id, a)].failed("limit") for a in soc.accelerators)  # held off by a partition limit
+        if note and not takers and (len(blocked) < len(soc.accelerators) or limit):
             return f"{proc}: {note}" + ("; " + "; ".join(blocked) if blocked else "")
         if not takers:
             return f"{proc}: fallback; " + "; ".join(blocked) if blocked else f"{proc}: fallback"

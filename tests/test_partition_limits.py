@@ -54,3 +54,47 @@ def test_npukit_study_notes_a_plan_over_the_limit():
     assert json.loads(r.stdout)["partition_limits"] == [OVER]
     r = run_cli("study", MOBILENET, "--soc", "vsi-npu", "--json")
     assert json.loads(r.stdout)["partition_limits"] == []
+
+
+HELD = "the cost model's choice held to npu's max_partitions = 1"
+
+
+def test_the_cost_policy_holds_its_plan_to_the_limit_and_says_so():
+    s = npukit.Study(MOBILENET, "vsi-npu", {"placement": "cost", "pins": {"#26": "a53"}})
+    # the search's plan (npu, a53, npu) and first-fit's are both over the limit: the chip would refuse
+    # them; of the two NPU partitions the held plan keeps the one that gives the faster plan
+    assert list(s.partitions["processor"]) == ["a53", "npu"] and s.partition_limits == ()
+    assert list(s.partitions["ops"]) == [27, 119]
+    pl = s.placement
+    assert set(pl["processor"][:27]) == {"a53"} and set(pl["processor"][27:]) == {"npu"}
+    npu_macs = int(s.costs["macs"][27:].sum())
+    assert npu_macs == 5_989_504 and int(s.costs["macs"].sum()) == 7_491_712
+    limit = (f"npu: its runtime takes at most 1 partition (processors.npu.max_partitions = 1): npu keeps ops "
+             f"#27..#145 ({npu_macs:,} MACs)")  # fmt: skip
+    lat = s.totals["latency_us"]
+    why = s.reasons()
+    assert why[0].startswith("a53: estimated ") and why[0].endswith(f": kept {HELD}; {limit}")
+    assert "us with the cost model's choice (over a partition limit), " in why[0]
+    assert f", {lat:,.1f} us with {HELD}, " in why[0]
+    assert why[26] == "pinned to a53 by the user"
+    assert why[27].startswith("npu: accepted as npu.add; estimated ")
+    # the held plan is the plan of its own verdicts: first-fit with the same ops pinned gives its figures
+    ff = npukit.Study(MOBILENET, "vsi-npu", {"placement": "first-fit", "pins": {f"#{i}": "a53" for i in range(27)}})
+    assert list(ff.partitions["ops"]) == [27, 119] and ff.totals["latency_us"] == lat
+
+
+def test_a_plan_whose_pins_break_the_limit_stays_flagged_under_the_cost_policy():
+    s = npukit.Study(MOBILENET, "vsi-npu", {"placement": "cost", "pins": {"#6": "npu", "#26": "a53", "#120": "npu"}})
+    assert list(s.partitions["processor"]) == ["npu", "a53", "npu"]
+    assert s.partition_limits == (OVER,)
+
+
+def test_a_plan_within_the_limit_is_not_held():
+    two = npukit.load_soc("vsi-npu").with_changes({"processors.npu.max_partitions": 2})
+    s = npukit.Study(MOBILENET, two, {"placement": "cost", "pins": {"#26": "a53"}})
+    free = npukit.Study(MOBILENET, two.with_changes({"processors.npu.max_partitions": 100}),
+                        {"placement": "cost", "pins": {"#26": "a53"}})  # fmt: skip
+    assert list(s.partitions["processor"]) == ["npu", "a53", "npu"] and s.partition_limits == ()
+    assert s.totals["latency_us"] == free.totals["latency_us"]
+    assert "held to" not in " ".join(s.reasons())
+    assert str(free.soc.path).endswith("vsi-npu.toml (edited)")  # edited twice: said once

@@ -17,12 +17,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DETECTOR, DIGITS_ONNX, ROOT, assert_cli_error, run_cli
+from conftest import DETECTOR, DIGITS_ONNX, ROOT, SAMPLES, assert_cli_error, run_cli
 
 import npukit
 from npukit.sweeps import GridError, SweepError, load_grid, pareto, pareto_mask
 from npukit.sweeps.grid import COST_FIELDS, has_placement
 from npukit.sweeps.lines import key_lines
+
+MOBILENET = SAMPLES / "mobilenet_v1_025_int8.tflite"
 
 GRID = """\
 [grid]
@@ -131,7 +133,7 @@ ACCEL_FIELDS = ("clock_mhz, macs_per_cycle, vector_ops_per_cycle, default_bits, 
                 "reduction, onchip_bytes, dram_bytes_per_cycle, onchip_bytes_per_cycle, weight_bytes_per_cycle, "
                 "weight_port, output_elems_per_cycle, layout, op_overhead_cycles, call_overhead_cycles, "
                 "energy_pj_per_mac, energy_pj_per_op, energy_pj_per_byte, energy_pj_per_onchip_byte, static_mw, "
-                "max_tensor_bytes, dtypes, kernel_library, kernel_api, ops")  # fmt: skip
+                "max_tensor_bytes, max_partitions, dtypes, kernel_library, kernel_api, ops")  # fmt: skip
 
 
 @pytest.mark.parametrize("body, message", [
@@ -152,11 +154,6 @@ ACCEL_FIELDS = ("clock_mhz, macs_per_cycle, vector_ops_per_cycle, default_bits, 
     ('"soc.processors.arm.kind" = ["cpu"]\n',
      "grid.toml:2: soc.processors.arm.kind: not a figure to sweep on arm: kind is what the processor is (cpu, dsp, dla, "
      f"gpu), not a figure: no estimate reads it; fields to sweep on arm: {HOST_FIELDS}"),
-    # a limit that flags plans, no figure: every row came out alike
-    ('"soc.processors.dla.max_partitions" = [1, 2]\n',
-     "grid.toml:2: soc.processors.dla.max_partitions: not a figure to sweep on dla: max_partitions says how many "
-     "offloaded partitions an accelerator's runtime takes: it flags a plan the chip would refuse "
-     f"(study.partition_limits), no estimate reads it; fields to sweep on dla: {ACCEL_FIELDS}"),
     ('"soc.processors.dsp.host" = [false, true]\n',
      "grid.toml:2: soc.processors.dsp.host: not a figure to sweep on dsp: host says which processor is the host, the "
      f"shape of the profile, not a figure; fields to sweep on dsp: {ACCEL_FIELDS}"),
@@ -179,6 +176,21 @@ def test_fields_every_processor_reads_stay_sweepable(tmp_path):
             '"soc.processors.arm.op_overhead_cycles" = [0, 100]\n"soc.processors.arm.clock_mhz" = [800, 1600]\n'
             '"layer_bits./conv1/Conv" = ["int8", "int16"]\n"soc.processors.dla.kernel_library" = ["nvdla", "dla2"]\n')
     check_grid(load_grid(write(tmp_path, "[grid]\n" + body)), pl.load(DIGITS_ONNX), npukit.load_soc("arm-dsp-dla"))
+
+
+def test_a_partition_limit_sweeps_under_the_cost_policy():
+    """max_partitions moves ops under the cost placement, which holds its plans to it: one NPU call
+    puts the NPU's first ops on the host, two keep the cost model's plan."""
+    grid = '[grid]\n"soc.processors.npu.max_partitions" = [1, 2]\n"pin.#26" = "a53"\n'
+    df = npukit.sweep(MOBILENET, "vsi-npu", grid, workers=0, progress=False)
+    soc = npukit.load_soc("vsi-npu")
+    lats = []
+    for lim in (1, 2):
+        s = npukit.Study(MOBILENET, soc.with_changes({"processors.npu.max_partitions": lim}), {"pins": {"#26": "a53"}})
+        assert s.partition_limits == ()
+        lats.append(s.totals["latency_us"])
+    assert df["latency_us"].tolist() == lats and lats[0] > lats[1]
+    assert df["partitions"].tolist() == [2, 3]
 
 
 def test_the_host_reads_none_of_the_accelerator_only_fields():

@@ -15,6 +15,7 @@ from ..plan import Plan
 from ..rules import Verdict
 from ..soc import SocProfile
 from ..timeline import Schedule, makespan, schedule
+from . import limits
 from .caches import ADDITIVE, ADDITIVE_MAX, CHOICES, COSTED, HOSTONLY, LRU, PARTS, PREP, SCORES, gc_paused, settle
 from .model import (
     Model,
@@ -159,23 +160,43 @@ def _partition(model: Model, soc: SocProfile, cfg: Config, key):
     bits_of, runs = bits_policy(soc, cfg, g)
     choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs, cost_model(model, soc),
                     _scores(model, soc), _additive(model, soc))
-    cost = _byoc(model, soc, constrain(vs, soc, choice))
+    cvs = constrain(vs, soc, choice)
+    cost = _byoc(model, soc, cvs)
     away = _pinned_away(vs, soc)
     host = _host_only(model, soc, vs, away)
     inf = float("inf")
     layered = layer_bits_of(g, cfg)  # a plan that puts a layer where its bit-width cannot run is out
-    lats = [_latency(model, soc, cfg, p) if all(runs(i, p.plan.processor[i]) for i in layered) else inf
-            for p in (cost, ff, host)]  # fmt: skip
-    k = min(range(3), key=lambda n: (lats[n], n))
-    if k == 2:  # kept: with the refusals in this config's words
-        host = _byoc(model, soc, _host_verdicts(vs, soc, away))
+
+    def latency(p) -> float:
+        return _latency(model, soc, cfg, p) if all(runs(i, p.plan.processor[i]) for i in layered) else inf
+
     held = " but the pinned ones" if away else ""
-    names = ("the cost model's choice", "the profile's first-fit placement", f"every op on the host{held}")
-    summary = (f"estimated {lats[0]:,.1f} us with the cost model's choice, {lats[1]:,.1f} us first-fit, "
-               f"{lats[2]:,.1f} us all on {soc.host}{held}: kept {names[k]}")  # fmt: skip
-    why = restate(choice.why, choice.latency_us, lats[0]) if k == 0 else ()
+    names = ["the cost model's choice", "the profile's first-fit placement", f"every op on the host{held}"]
+    labels = ["with the cost model's choice", "first-fit", f"all on {soc.host}{held}"]
+    parts, lats, over = [cost, ff, host], [latency(p) for p in (cost, ff, host)], [False] * 3
+    if limits.limited(soc):  # an accelerator's runtime takes only so many partitions: plans held to it
+        work = tables(model).work
+        for n, pvs in ((0, cvs), (1, vs)):
+            excess = limits.over(parts[n].plan, soc)
+            if not excess:
+                continue
+            over[n] = True
+            h = limits.hold(parts[n], pvs, soc, away, lambda v: _byoc(model, soc, v), latency,
+                            lambda ops: sum(work[i].macs for i in ops))
+            if h is not None:
+                to = ", ".join(f"{a}'s max_partitions = {lim}" for a, lim, _ in excess)
+                parts.append(h[0]), lats.append(h[1]), over.append(False)
+                names.append(f"{names[n]} held to {to}"), labels.append(f"{labels[n]} held to {to}")
+        over[2] = bool(limits.over(host.plan, soc))
+    k = min(range(len(parts)), key=lambda n: (over[n], lats[n], n))
+    if k == 2:  # kept: with the refusals in this config's words
+        parts[2] = _byoc(model, soc, _host_verdicts(vs, soc, away))
+    figures = ", ".join(f"{lats[n]:,.1f} us {labels[n]}" + (" (over a partition limit)" if over[n] else "")
+                        for n in range(len(parts)))  # fmt: skip
+    summary = f"estimated {figures}: kept {names[k]}"
+    why = restate(choice.why, choice.latency_us, lats[0]) if k == 0 else ()  # (a held plan: the summary)
     notes = {i: (why[i] if k == 0 else summary) for i in range(len(g.ops))}
-    return CHOICES.put(key, dataclasses.replace((cost, ff, host)[k], notes=notes))
+    return CHOICES.put(key, dataclasses.replace(parts[k], notes=notes))
 
 
 

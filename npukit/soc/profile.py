@@ -242,7 +242,8 @@ class SocProfile:
                     raise ProfileError(f"{self.path}: {dotted}: {p} is not a table")
         from .load import parse_profile  # noqa: PLC0415 - the loader builds profiles; this edits one
 
-        return parse_profile(doc, f"{self.path} (edited)")
+        edited = str(self.path) if str(self.path).endswith(" (edited)") else f"{self.path} (edited)"  # (once)
+        return parse_profile(doc, edited)
 
     def to_toml(self) -> str:
         import tomli_w  # noqa: PLC0415

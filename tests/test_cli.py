@@ -40,7 +40,7 @@ def test_socs_one_line_per_bundled_profile():
         p = load_soc(name)
         assert f"[{','.join(p.names)}]" in ln
         assert ln.endswith(p.description)
-    assert r.seconds < 10
+    assert r.seconds < 60  # (a hang guard, not a timing)
 
 
 def test_socs_json():

@@ -49,6 +49,8 @@ def op_bits(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> tuple[str
     if "fp16" in mw:
         procs = {p.name: p for p in soc.processors}
         bits = tuple(narrowed(c, b, procs[p]) for c, b, p in zip(mw, bits, plan.processor))
+    if not cfg.layer_bits and "fp16" not in mw:  # each op at its processor's width: a kernel's members at
+        return bits  # their anchor's already (one kernel, one processor), so its inner members move nothing
     moved = inner(model, plan)
     if moved and any(bits[i] != bits[a] for i, a in moved):
         out = list(bits)

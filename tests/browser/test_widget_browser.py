@@ -163,6 +163,27 @@ def test_the_pin_target_chosen_stays_chosen_and_layer_bits_set_the_whole_layer(p
     assert page.page_errors == []
 
 
+def test_the_layer_width_menu_offers_widths_only_another_processor_runs(page, expected):
+    """The menu listed the op's own processor's widths only (dla: int8, fp16), so a layer could not
+    be set to a width that moves it; set_bits can.  Now every width some processor runs, narrowest
+    first, the ones dla does not run saying the layer moves."""
+    import npukit
+
+    s = npukit.Study(REPO / "sample_models" / "digits_cnn.onnx", "arm-dsp-dla").set_bits("int16", layer="/conv1/Conv")
+    page.click(f'{ROOT} [data-testid="graph-fit"]')
+    page.click(f'{ROOT} [data-testid="graph-node"][data-name="/conv1/Conv"]')
+    menu = page.locator(f'{ROOT} [data-testid="layer-bits"] option')
+    assert [menu.nth(k).inner_text() for k in range(menu.count())][1:] == [
+        "int8", "int16 (dla does not run it: the layer moves)", "fp16", "fp32 (dla does not run it: the layer moves)"]
+    edit(page, lambda: page.select_option(f'{ROOT} [data-testid="layer-bits"]', "int16"))
+    level, msg = status(page)
+    assert level == "ok" and msg.startswith("'/conv1/Conv': int16"), msg
+    assert fills(page)["/conv1/Conv"] == expected["colors"]["arm"]
+    assert page.locator(f'{ROOT} [data-testid="total-latency"]').inner_text() == f"latency {fmt_us(s.totals['latency_us'])}"
+    edit(page, lambda: page.select_option(f'{ROOT} [data-testid="layer-bits"]', ""))
+    assert page.page_errors == []
+
+
 def test_bits_tooltip_and_sorted_cost_table(page, expected, artifacts):
     # processor bit-width: under the cost policy the placement and its reasons are recomputed
     edit(page, lambda: page.select_option(f'{ROOT} [data-testid="bits-dla"]', "fp16"))

@@ -9,7 +9,7 @@ import { Timeline } from "./timeline.js";
 import { CodeView } from "./code.js";
 import { Controls } from "./controls.js";
 import { ErrorPanel } from "./errorpanel.js";
-import { h, esc, us, uj, num, bytes, shorten, nOps } from "./format.js";
+import { h, esc, us, uj, num, bytes, shorten, nOps, widthsOf, layerWidthLabel } from "./format.js";
 
 const TABS = [
   ["costs", "Costs"],
@@ -321,7 +321,8 @@ export class App {
         onchange: (ev) => this.send({ type: "layer_bits", node: lb ? lb.node : G.source[op], bits: ev.target.value || null }),
       },
       h("option", { value: "" }, `processor default (${procBits})`),
-      proc.bits.map((b) => h("option", { value: b, selected: lb && lb.bits === b }, b)),
+      // every width some processor runs: one the op's processor does not run moves the layer (as set_bits does)
+      widthsOf(G.processors).map((b) => h("option", { value: b, selected: lb && lb.bits === b }, layerWidthLabel(b, proc))),
     );
     el.append(
       ...[

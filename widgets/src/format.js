@@ -105,3 +105,16 @@ export function columnFormat(values, { maxDecimals = 6, cap = null } = {}) {
 export function nOps(n) {
   return `${Number(n).toLocaleString("en-US")} op${n === 1 ? "" : "s"}`;
 }
+
+// the bit-widths a profile's processors run (each one's macs_per_cycle keys), narrowest first
+const BIT_ORDER = ["int2", "int4", "int8", "int16", "fp16", "fp32"];
+export function widthsOf(processors) {
+  const all = new Set(processors.flatMap((p) => p.bits));
+  const rank = (b) => (BIT_ORDER.includes(b) ? BIT_ORDER.indexOf(b) : BIT_ORDER.length);
+  return [...all].sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+}
+
+// a layer-width menu entry: a width the op's processor does not run moves the layer to one that does
+export function layerWidthLabel(b, proc) {
+  return proc.bits.includes(b) ? b : `${b} (${proc.name} does not run it: the layer moves)`;
+}

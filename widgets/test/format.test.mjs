@@ -49,3 +49,14 @@ test("latencies of a thousand us and more keep one decimal; op counts read as wo
   assert.deepEqual([1142, 1132.94, 999.5].map(us), ["1,142.0 us", "1,132.9 us", "999.50 us"]);
   assert.deepEqual([1, 2, 1161].map(nOps), ["1 op", "2 ops", "1,161 ops"]);
 });
+
+test("the layer-width menu offers every width some processor runs, narrowest first", async () => {
+  const { widthsOf, layerWidthLabel } = await import("../src/format.js");
+  const procs = [
+    { name: "arm", bits: ["fp32", "int8", "int16", "fp16"] },
+    { name: "dla", bits: ["int8", "fp16", "int4"] },
+  ];
+  assert.deepEqual(widthsOf(procs), ["int4", "int8", "int16", "fp16", "fp32"]);
+  assert.equal(layerWidthLabel("int8", procs[1]), "int8");
+  assert.equal(layerWidthLabel("fp32", procs[1]), "fp32 (dla does not run it: the layer moves)");
+});

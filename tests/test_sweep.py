@@ -703,3 +703,20 @@ def test_opening_a_failed_row_read_back_from_parquet_says_it_failed():
     row = {"index": 3, "config": float("nan"), "failure": "ConfigError: dla cannot run int4"}
     with pytest.raises(SweepError, match=r"^configuration 3 failed \(ConfigError: dla cannot run int4\)"):
         npukit.sweep_study(row, DIGITS_ONNX, "arm-dsp-dla")
+
+
+@pytest.mark.parametrize("delay, shown", [(60.0, False), (0.0, True)], ids=["short", "long"])
+def test_the_progress_bar_waits_like_npukits_other_long_steps(monkeypatch, capsys, delay, shown):
+    """A sweep's bar appears once the sweep has run for ``npukit.progress.DELAY_S`` seconds, as every
+    other long step's: a short sweep stays silent (a 2-configuration sweep drew a bar at once)."""
+    import npukit.progress
+
+    monkeypatch.setenv("NPUKIT_PROGRESS", "1")
+    monkeypatch.setattr(npukit.progress, "DELAY_S", delay)
+    df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", '[grid]\n"bits.dla" = ["int8", "fp16"]\nplacement = "first-fit"\n',
+                      workers=0)  # fmt: skip
+    assert len(df) == 2 and df["failure"].isna().all()
+    err = capsys.readouterr().err
+    assert ("sweep: 100%" in err and "2/2" in err) is shown, err
+    if not shown:
+        assert err == ""

@@ -160,6 +160,19 @@ ACCEL_FIELDS = ("clock_mhz, macs_per_cycle, vector_ops_per_cycle, default_bits, 
     ('"soc.processors.dsp.host" = [false, true]\n',
      "grid.toml:2: soc.processors.dsp.host: not a figure to sweep on dsp: host says which processor is the host, the "
      f"shape of the profile, not a figure; fields to sweep on dsp: {ACCEL_FIELDS}"),
+    # the profile's own words: every row came out alike but for them
+    ('"soc.description" = ["a", "b"]\n',
+     "grid.toml:2: soc.description: not a figure to sweep: description is free text: no estimate reads it; top-level "
+     "fields to sweep: host, target, flash_bytes, sram_bytes, placement, conversion, processors, links"),
+    ('"soc.name" = ["a", "b"]\n',
+     "grid.toml:2: soc.name: not a figure to sweep: name names the profile: no estimate reads it; top-level fields to "
+     "sweep: host, target, flash_bytes, sram_bytes, placement, conversion, processors, links"),
+    ('"soc.sources.0" = ["a", "b"]\n',
+     "grid.toml:2: soc.sources.0: not a figure to sweep: sources lists where the figures come from: no estimate reads "
+     "it; top-level fields to sweep: host, target, flash_bytes, sram_bytes, placement, conversion, processors, links"),
+    ('"soc.processors.dla.ops.conv2d.note" = ["a", "b"]\n',
+     "grid.toml:2: soc.processors.dla.ops.conv2d.note: not a figure to sweep on dla: note is free text appended to the "
+     "op's verdicts: no estimate reads it; sweep the op's limits, or support.dla.conv2d"),
     # a layer width no processor runs failed every row that set it, one at a time
     ('"layer_bits./conv1/Conv" = ["int8", "int2"]\n',
      "grid.toml:2: layer_bits./conv1/Conv: no processor runs int2, so layer '/conv1/Conv' cannot run at it: arm runs "

@@ -733,3 +733,23 @@ def test_the_progress_bar_waits_like_npukits_other_long_steps(monkeypatch, capsy
     assert ("sweep: 100%" in err and "2/2" in err) is shown, err
     if not shown:
         assert err == ""
+
+
+def test_a_grid_written_in_python_takes_tuples_ranges_and_numpy_values():
+    """A dict grid's values as a Python user writes them: a tuple, a range, a numpy array, numpy
+    numbers (inside tables too) are the same grid as the TOML lists (they were refused: 'must be a
+    number, got range(256, 1025, 256)', 'must be a number, got np.int64(256)')."""
+    from npukit import pipeline as pl
+    from npukit.sweeps import check_grid
+
+    toml = load_grid('[grid]\n"soc.processors.dla.macs_per_cycle.int8" = [256, 512, 768, 1024]\n"bits.dla" = ["int8", "fp16"]\n'
+                     '"soc.processors.dla.onchip_bytes" = [4096, 8192]\n"soc.processors.dla.clock_mhz" = [500, 1000.0]\n'
+                     '"soc.processors.dsp.mac_array" = [{ channels_out = 32 }, { channels_out = 64 }]\n')  # fmt: skip
+    py = load_grid({"soc.processors.dla.macs_per_cycle.int8": range(256, 1025, 256), "bits.dla": ("int8", "fp16"),
+                    "soc.processors.dla.onchip_bytes": np.array([4096, 8192]),
+                    "soc.processors.dla.clock_mhz": [np.int64(500), np.float64(1000.0)],
+                    "soc.processors.dsp.mac_array": ({"channels_out": np.int32(32)}, {"channels_out": 64})})  # fmt: skip
+    same = lambda g: [(a.key, a.kind, a.target, a.values) for a in g.axes]  # noqa: E731 - (no line in a dict)
+    assert same(py) == same(toml)
+    assert [type(v) for a in py.axes for v in a.values] == [type(v) for a in toml.axes for v in a.values]
+    check_grid(py, pl.load(DIGITS_ONNX), npukit.load_soc("arm-dsp-dla"))

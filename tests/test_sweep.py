@@ -83,6 +83,9 @@ def grid_error(tmp_path, body: str, model=DIGITS_ONNX) -> str:
     ('"support.arm.conv2d" = [false]\n', "grid.toml:2: support.arm.conv2d: arm is the host: it runs every op no "
      "accelerator takes; toggle an accelerator (dsp, dla)"),
     ('"support.dsp.softmax" = ["yes"]\n', "grid.toml:2: support.dsp.softmax: must be true or false, got 'yes'"),
+    # an op the model lacks: every row came out alike
+    ('"support.dla.sigmoid" = [true, false]\n', "grid.toml:2: support.dla.sigmoid: the model has no sigmoid op, so "
+     "toggling it changes no configuration; its ops: add, conv2d, matmul, max_pool2d, relu, reshape, softmax"),
     ('"pin./conv9/Conv" = ["dla"]\n', "grid.toml:2: pin./conv9/Conv: unknown node '/conv9/Conv'; closest valid "
      "names: '/conv2/Conv', '/conv1/Conv', '/conv2/Conv/add', '/conv1/Conv/add', '/fc2/Gemm'"),
     ('"pin./conv1/Conv" = ["dla", "npu"]\n', "grid.toml:2: pin./conv1/Conv: unknown processor 'npu'; valid names: "

@@ -38,9 +38,13 @@ def check_grid(grid: Grid, model, soc) -> None:
                 raise grid.fail(a.key, f"{a.target[0]} is the host: it runs every op no accelerator takes; "
                                        f"toggle an accelerator ({', '.join(soc.accelerators)})")  # fmt: skip
             try:
-                canonical(a.target[1], "op")
+                op = canonical(a.target[1], "op")
             except ConfigError as e:
                 raise grid.fail(a.key, str(e)) from None
+            kinds = sorted({o.kind for o in model.graph.ops})
+            if op not in kinds:  # every row alike: the toggle reaches no op
+                raise grid.fail(a.key, f"the model has no {op} op, so toggling it changes no configuration; its ops: "
+                                       f"{', '.join(kinds)}")  # fmt: skip
         elif k in ("pin", "layer_bits"):
             try:
                 pl.resolve(model.graph, a.target[0])

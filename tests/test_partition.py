@@ -682,3 +682,38 @@ def test_a_partition_that_only_converts_is_pruned_like_one_that_only_views(tmp_p
     assert [s.plan.processor[op.op_id] for op in s.graph.ops] == ["dla", "dsp", "arm"]
     i = next(op.op_id for op in s.graph.ops if op.kind == "quantize")
     assert s.result.verdicts[(i, "dla")].text == "pruned: a partition holding only quantize is not worth an offload call"
+
+
+def _residual_module():
+    """x + matmul(x, W): the matmul's output is the add's second argument (a residual add as torch
+    writes ``x + f(x)``), then a relu."""
+    import numpy as np
+
+    from npukit.tvm import load
+
+    load()
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 16), "float32"))
+    w = relax.const(np.full((16, 16), 0.5, np.float32))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            m = bb.emit(relax.op.matmul(x, w), name_hint="fc")
+            a = bb.emit(relax.op.add(x, m), name_hint="residual")
+            r = bb.emit_output(bb.emit(relax.op.nn.relu(a), name_hint="act"))
+        bb.emit_func_output(r)
+    return bb.get()
+
+
+def test_a_chain_through_the_second_argument_of_an_add_fuses_as_tvm_fuses_it():
+    """TVM's pattern matcher tries relax.add / relax.multiply with their arguments swapped, so
+    ``x + matmul(x, W)`` is one matmul_add_relu kernel.  The replay of its passes matched a chain
+    through the first argument only: it made matmul and add_relu two kernels, the estimates costed
+    that, and asking for the partitioned module (an export) failed with 'npukit's replay of TVM's
+    BYOC passes disagrees with TVM'."""
+    s = npukit.Study(_residual_module(), "arm-dsp-dla", placement="first-fit")
+    assert list(s.placement["name"]) == ["fc", "residual", "act"]
+    assert list(s.plan.processor) == ["dla", "dla", "dla"]
+    assert list(s.plan.pattern) == ["dla.matmul_add_relu"] * 3
+    _assert_plan_matches_module(s)  # TVM's own passes read back the same plan

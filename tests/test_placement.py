@@ -689,3 +689,41 @@ def test_the_dp_resumed_from_a_kept_run_equals_the_dp_run_again(monkeypatch):
     kept = [(m, n) for m, n in resumed if m]
     assert any(0 < m < n for m, n in kept), resumed  # the pin: resumed at its group
     assert any(m == n for m, n in kept), resumed  # the pin undone: every step as the first decision's
+
+
+def _five_processors(tmp_path):
+    """A host and four accelerators that all take matmul, add and relu, at different clocks."""
+    text = ['name = "five"\ndescription = "a host and four accelerators"\n']
+    for k, (name, kind, mhz) in enumerate([("big", "cpu", 1800), ("dsp", "dsp", 800), ("npu", "npu", 1000),
+                                           ("gpu", "gpu", 600), ("little", "cpu", 400)]):  # fmt: skip
+        text.append(f'[processors.{name}]\nkind = "{kind}"\nclock_mhz = {mhz}\n'
+                    'macs_per_cycle = { int8 = 16, fp32 = 4 }\ndefault_bits = "fp32"\ndram_bytes_per_cycle = 4.0\n'
+                    f'op_overhead_cycles = {100 * (k + 1)}\ncall_overhead_cycles = {200 * k}\n'
+                    'energy_pj_per_mac = { int8 = 1.0, fp32 = 4.0 }\nenergy_pj_per_byte = 40.0\n')  # fmt: skip
+        text.append("host = true\n" if k == 0 else f"[processors.{name}.ops]\nmatmul = {{}}\nadd = {{}}\nrelu = {{}}\n")
+    text.append('[[links]]\nbetween = ["*", "*"]\nbandwidth_gbps = 4.0\nlatency_us = 1.0\n')
+    p = tmp_path / "five.toml"
+    p.write_text("\n".join(text))
+    return str(p)
+
+
+def test_a_reason_names_every_processor_that_takes_the_op_with_its_figure(tmp_path):
+    """On a profile of five processors that all take a kernel, its cost reason compares the chosen
+    processor with each of the other four, and each figure is the latency of the model with the
+    kernel pinned there.  (The reasons stopped at the first four candidates: the fifth, little,
+    was named in no reason, though it takes the kernel.)"""
+    from test_partition import _residual_module
+
+    soc = _five_processors(tmp_path)
+    s = npukit.Study(_residual_module(), soc)
+    chosen = s.plan.processor[0]
+    assert list(s.plan.processor) == [chosen] * 3
+    reason = s.placement["reason"][0]
+    for q in ("big", "dsp", "npu", "gpu", "little"):
+        if q == chosen:
+            continue
+        pinned = npukit.Study(_residual_module(), soc)
+        for node in ("fc", "residual", "act"):
+            pinned.pin(node, q)
+        assert f"on {q} its kernel takes " in reason, (q, reason)
+        assert f"({pinned.totals['latency_us']:,.1f} us in all, every other op where it is)" in reason.split(f"on {q} ")[1].split(";")[0], (q, reason)

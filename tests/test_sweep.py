@@ -85,6 +85,9 @@ def grid_error(tmp_path, body: str, model=DIGITS_ONNX) -> str:
     ('"support.arm.conv2d" = [false]\n', "grid.toml:2: support.arm.conv2d: arm is the host: it runs every op no "
      "accelerator takes; toggle an accelerator (dsp, dla)"),
     ('"support.dsp.softmax" = ["yes"]\n', "grid.toml:2: support.dsp.softmax: must be true or false, got 'yes'"),
+    # an op the model lacks: every row came out alike
+    ('"support.dla.sigmoid" = [true, false]\n', "grid.toml:2: support.dla.sigmoid: the model has no sigmoid op, so "
+     "toggling it changes no configuration; its ops: add, conv2d, matmul, max_pool2d, relu, reshape, softmax"),
     ('"pin./conv9/Conv" = ["dla"]\n', "grid.toml:2: pin./conv9/Conv: unknown node '/conv9/Conv'; closest valid "
      "names: '/conv2/Conv', '/conv1/Conv', '/conv2/Conv/add', '/conv1/Conv/add', '/fc2/Gemm'"),
     ('"pin./conv1/Conv" = ["dla", "npu"]\n', "grid.toml:2: pin./conv1/Conv: unknown processor 'npu'; valid names: "
@@ -157,6 +160,19 @@ ACCEL_FIELDS = ("clock_mhz, macs_per_cycle, vector_ops_per_cycle, default_bits, 
     ('"soc.processors.dsp.host" = [false, true]\n',
      "grid.toml:2: soc.processors.dsp.host: not a figure to sweep on dsp: host says which processor is the host, the "
      f"shape of the profile, not a figure; fields to sweep on dsp: {ACCEL_FIELDS}"),
+    # the profile's own words: every row came out alike but for them
+    ('"soc.description" = ["a", "b"]\n',
+     "grid.toml:2: soc.description: not a figure to sweep: description is free text: no estimate reads it; top-level "
+     "fields to sweep: host, target, flash_bytes, sram_bytes, placement, conversion, processors, links"),
+    ('"soc.name" = ["a", "b"]\n',
+     "grid.toml:2: soc.name: not a figure to sweep: name names the profile: no estimate reads it; top-level fields to "
+     "sweep: host, target, flash_bytes, sram_bytes, placement, conversion, processors, links"),
+    ('"soc.sources.0" = ["a", "b"]\n',
+     "grid.toml:2: soc.sources.0: not a figure to sweep: sources lists where the figures come from: no estimate reads "
+     "it; top-level fields to sweep: host, target, flash_bytes, sram_bytes, placement, conversion, processors, links"),
+    ('"soc.processors.dla.ops.conv2d.note" = ["a", "b"]\n',
+     "grid.toml:2: soc.processors.dla.ops.conv2d.note: not a figure to sweep on dla: note is free text appended to the "
+     "op's verdicts: no estimate reads it; sweep the op's limits, or support.dla.conv2d"),
     # a layer width no processor runs failed every row that set it, one at a time
     ('"layer_bits./conv1/Conv" = ["int8", "int2"]\n',
      "grid.toml:2: layer_bits./conv1/Conv: no processor runs int2, so layer '/conv1/Conv' cannot run at it: arm runs "
@@ -715,3 +731,40 @@ def test_opening_a_failed_row_read_back_from_parquet_says_it_failed():
     row = {"index": 3, "config": float("nan"), "failure": "ConfigError: dla cannot run int4"}
     with pytest.raises(SweepError, match=r"^configuration 3 failed \(ConfigError: dla cannot run int4\)"):
         npukit.sweep_study(row, DIGITS_ONNX, "arm-dsp-dla")
+
+
+@pytest.mark.parametrize("delay, shown", [(60.0, False), (0.0, True)], ids=["short", "long"])
+def test_the_progress_bar_waits_like_npukits_other_long_steps(monkeypatch, capsys, delay, shown):
+    """A sweep's bar appears once the sweep has run for ``npukit.progress.DELAY_S`` seconds, as every
+    other long step's: a short sweep stays silent (a 2-configuration sweep drew a bar at once)."""
+    import npukit.progress
+
+    monkeypatch.setenv("NPUKIT_PROGRESS", "1")
+    monkeypatch.setattr(npukit.progress, "DELAY_S", delay)
+    df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", '[grid]\n"bits.dla" = ["int8", "fp16"]\nplacement = "first-fit"\n',
+                      workers=0)  # fmt: skip
+    assert len(df) == 2 and df["failure"].isna().all()
+    err = capsys.readouterr().err
+    assert ("sweep: 100%" in err and "2/2" in err) is shown, err
+    if not shown:
+        assert err == ""
+
+
+def test_a_grid_written_in_python_takes_tuples_ranges_and_numpy_values():
+    """A dict grid's values as a Python user writes them: a tuple, a range, a numpy array, numpy
+    numbers (inside tables too) are the same grid as the TOML lists (they were refused: 'must be a
+    number, got range(256, 1025, 256)', 'must be a number, got np.int64(256)')."""
+    from npukit import pipeline as pl
+    from npukit.sweeps import check_grid
+
+    toml = load_grid('[grid]\n"soc.processors.dla.macs_per_cycle.int8" = [256, 512, 768, 1024]\n"bits.dla" = ["int8", "fp16"]\n'
+                     '"soc.processors.dla.onchip_bytes" = [4096, 8192]\n"soc.processors.dla.clock_mhz" = [500, 1000.0]\n'
+                     '"soc.processors.dsp.mac_array" = [{ channels_out = 32 }, { channels_out = 64 }]\n')  # fmt: skip
+    py = load_grid({"soc.processors.dla.macs_per_cycle.int8": range(256, 1025, 256), "bits.dla": ("int8", "fp16"),
+                    "soc.processors.dla.onchip_bytes": np.array([4096, 8192]),
+                    "soc.processors.dla.clock_mhz": [np.int64(500), np.float64(1000.0)],
+                    "soc.processors.dsp.mac_array": ({"channels_out": np.int32(32)}, {"channels_out": 64})})  # fmt: skip
+    same = lambda g: [(a.key, a.kind, a.target, a.values) for a in g.axes]  # noqa: E731 - (no line in a dict)
+    assert same(py) == same(toml)
+    assert [type(v) for a in py.axes for v in a.values] == [type(v) for a in toml.axes for v in a.values]
+    check_grid(py, pl.load(DIGITS_ONNX), npukit.load_soc("arm-dsp-dla"))

@@ -92,22 +92,37 @@ class State:
         return [rep[b] for b in self.sk.reads[node]]
 
 
+# ops TVM's pattern matcher also matches with their two arguments swapped (relax's
+# DFPatternMatcher: a call pattern of relax.add or relax.multiply that fails in argument order is
+# tried reversed), so a chain may run through either argument: a residual ``x + matmul(...)``
+COMMUTATIVE = frozenset({"relax.add", "relax.multiply"})
+
+
 def _match(st: State, root: int, chain_ops: tuple[str, ...], combo: tuple[int, ...]) -> list[int] | None:
-    """The bindings a pattern rooted at call ``root`` matches (in chain order), or None."""
+    """The bindings a pattern rooted at call ``root`` matches (in chain order), or None.  Each op of
+    the chain is matched at its reader's first argument, or -- when the reader is commutative and
+    the first fails -- at its second, as TVM's matcher backtracks."""
     sk = st.sk
-    ids = [root]
-    cur = root
-    for j in range(len(chain_ops) - 2, -1, -1):
-        a = sk.bindings[cur].args[0]
-        if not isinstance(a, int) or st.fused[a] or st.rep[a] != a:
-            return None
-        b = sk.bindings[a]
-        if b.kind != "call" or b.op != chain_ops[j] or len(b.args) != combo[j]:
-            return None
-        ids.append(a)
-        cur = a
-    ids.reverse()
-    return ids
+
+    def down(cur: int, j: int) -> list[int] | None:
+        if j < 0:
+            return []
+        args = sk.bindings[cur].args
+        slots = (0, 1) if len(args) == 2 and sk.bindings[cur].op in COMMUTATIVE else (0,)
+        for s in slots:
+            a = args[s]
+            if not isinstance(a, int) or st.fused[a] or st.rep[a] != a:
+                continue
+            b = sk.bindings[a]
+            if b.kind != "call" or b.op != chain_ops[j] or len(b.args) != combo[j]:
+                continue
+            rest = down(a, j - 1)
+            if rest is not None:
+                return [*rest, a]
+        return None
+
+    below = down(root, len(chain_ops) - 2)
+    return None if below is None else [*below, root]
 
 
 def topo(st: State, group_of: Mapping[int, int], deps_of) -> list[int]:

@@ -322,7 +322,7 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
             continue
         mine = add.kernel_us(k, p)
         alts = []
-        for q in c[:4]:
+        for q in c:
             if q == p:
                 continue
             if exact:

@@ -166,6 +166,16 @@ NOT_FIGURES = {
     "host": "says which processor is the host, the shape of the profile, not a figure",
     "description": "is free text: no estimate reads it",
 }
+# top-level fields and op-table fields that are not figures either: free text about the profile
+# (why, in words); a sweep over them gives rows that differ in nothing but the words
+TOP_NOT_FIGURES = {
+    "name": "names the profile: no estimate reads it",
+    "description": "is free text: no estimate reads it",
+    "sources": "lists where the figures come from: no estimate reads it",
+}
+OP_NOT_FIGURES = {
+    "note": "is free text appended to the op's verdicts: no estimate reads it",
+}
 # processor fields only an accelerator reads: the host runs every op no accelerator takes, in the
 # program itself (why the host never reads each, in words)
 ACCELERATOR_ONLY = {

@@ -38,9 +38,13 @@ def check_grid(grid: Grid, model, soc) -> None:
                 raise grid.fail(a.key, f"{a.target[0]} is the host: it runs every op no accelerator takes; "
                                        f"toggle an accelerator ({', '.join(soc.accelerators)})")  # fmt: skip
             try:
-                canonical(a.target[1], "op")
+                op = canonical(a.target[1], "op")
             except ConfigError as e:
                 raise grid.fail(a.key, str(e)) from None
+            kinds = sorted({o.kind for o in model.graph.ops})
+            if op not in kinds:  # every row alike: the toggle reaches no op
+                raise grid.fail(a.key, f"the model has no {op} op, so toggling it changes no configuration; its ops: "
+                                       f"{', '.join(kinds)}")  # fmt: skip
         elif k in ("pin", "layer_bits"):
             try:
                 pl.resolve(model.graph, a.target[0])
@@ -78,12 +82,26 @@ def _check_layer_widths(grid: Grid, a: Axis, soc, added: dict[str, set[str]]) ->
 
 
 def _check_soc_axis(grid: Grid, a: Axis, soc) -> None:
-    from ..soc.schema import ACCELERATOR_ONLY, PROCESSOR_FIELDS, figure_fields, unread_field  # noqa: PLC0415
+    from ..soc.schema import (  # noqa: PLC0415
+        ACCELERATOR_ONLY,
+        OP_NOT_FIGURES,
+        PROCESSOR_FIELDS,
+        TOP_NOT_FIGURES,
+        figure_fields,
+        unread_field,
+    )
 
     path = a.target[0]
     parts = path.split(".")
     if parts[0] not in SOC_TOP:
         raise grid.fail(a.key, f"unknown profile field {parts[0]!r}; {closest(parts[0], SOC_TOP)}")
+    if parts[0] in TOP_NOT_FIGURES:
+        top = [k for k in SOC_TOP if k not in TOP_NOT_FIGURES]
+        raise grid.fail(a.key, f"not a figure to sweep: {parts[0]} {TOP_NOT_FIGURES[parts[0]]}; top-level fields "
+                               f"to sweep: {', '.join(top)}")  # fmt: skip
+    if len(parts) >= 5 and parts[0] == "processors" and parts[2] == "ops" and parts[4] in OP_NOT_FIGURES:
+        raise grid.fail(a.key, f"not a figure to sweep on {parts[1]}: {parts[4]} {OP_NOT_FIGURES[parts[4]]}; sweep "
+                               f"the op's limits, or support.{parts[1]}.{parts[3]}")  # fmt: skip
     if parts[0] == "processors":
         if len(parts) < 3:
             raise grid.fail(a.key, "write soc.processors.<processor>.<field>")

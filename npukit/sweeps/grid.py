@@ -160,6 +160,7 @@ def load_grid(spec) -> Grid:
     if isinstance(spec, Grid):
         return spec
     if isinstance(spec, Mapping):
+        spec = _as_toml(spec)
         doc = dict(spec) if "grid" in spec and isinstance(spec["grid"], Mapping) else {"grid": dict(spec)}
         return parse_grid(doc, "<grid>", {})
     s = str(spec)
@@ -179,6 +180,18 @@ def load_grid(spec) -> Grid:
     except tomllib.TOMLDecodeError as e:
         raise GridError(f"{where}: not valid TOML: {e}") from None
     return parse_grid(doc, where, key_lines(text))
+
+
+def _as_toml(v):
+    """A grid written in Python as TOML would hold it: a tuple, a range or a numpy array of values is
+    their list (``range(256, 2049, 256)``, ``np.linspace(...)``), a numpy number a Python number."""
+    if isinstance(v, Mapping):
+        return {k: _as_toml(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, range)):
+        return [_as_toml(x) for x in v]
+    if type(v).__module__ == "numpy" and hasattr(v, "tolist"):  # an array or a scalar (no numpy import)
+        return _as_toml(v.tolist())
+    return v
 
 
 def _flatten(t: Mapping, prefix: str = ""):

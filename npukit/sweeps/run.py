@@ -125,14 +125,17 @@ def _chunks(todo: list, n_workers: int, chunk_size: int | None, slow: bool) -> l
 
 
 def _bar(progress: bool, total: int, initial: int, desc: str):
-    """A tqdm bar (a widget in a notebook) where someone can see it (``npukit.progress.enabled``)."""
-    from ..progress import enabled  # noqa: PLC0415
+    """A tqdm bar (a widget in a notebook) where someone can see it (``npukit.progress.enabled``),
+    shown once the sweep has run for ``npukit.progress.DELAY_S`` seconds, as npukit's other long
+    steps: a short sweep stays silent."""
+    from .. import progress as pg  # noqa: PLC0415
 
-    if not progress or not enabled():
+    if not progress or not pg.enabled():
         return None
     from tqdm.auto import tqdm  # noqa: PLC0415
 
-    return tqdm(total=total, initial=initial, desc=desc, unit="config", file=sys.stderr, dynamic_ncols=True)
+    return tqdm(total=total, initial=initial, desc=desc, unit="config", file=sys.stderr, dynamic_ncols=True,
+                delay=pg.DELAY_S)  # fmt: skip
 
 
 def _run(job: Job, todo, sink, client, workers, progress, chunk_size, total, initial) -> None:

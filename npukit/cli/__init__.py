@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", type=_path, required=True, help="the grid (.toml with a [grid] table of dotted keys)")
     p.add_argument("--out", type=_path, required=True, help="results (.parquet); a re-run skips the configurations it holds")
     p.add_argument("--dask", metavar="ADDRESS", help="run on this Dask scheduler (tcp://HOST:PORT)")
-    p.add_argument("--workers", type=int, help="local worker processes (default: the core count; 0: this process)")
+    p.add_argument("--workers", type=int, help="local worker processes (0: this process; default: this process while the rest would take under 20 s, then one per core)")
     p.add_argument("--error", action="store_true", help="measure each configuration's numeric error (runs the model)")
     p.add_argument("--memory", action="store_true", help="generate each configuration's C program: arena and weight bytes")
     p.add_argument("--data", type=_path, help=".npz with x (inputs) and optionally y (labels) for the error figures")

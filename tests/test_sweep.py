@@ -591,7 +591,7 @@ def _env() -> dict:
 
 
 @pytest.mark.slow
-def test_identical_rows_on_processes_localcluster_and_cli_cluster(tmp_path, digits_rows):
+def test_identical_rows_on_processes_localcluster_and_cli_cluster(tmp_path, digits_rows, capsys):
     from distributed import Client, LocalCluster
 
     local = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", GRID, workers=2, progress=False)
@@ -600,6 +600,7 @@ def test_identical_rows_on_processes_localcluster_and_cli_cluster(tmp_path, digi
         on_dask = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", GRID, client=c, progress=False)
         assert len(c.scheduler_info()["workers"]) == 2
     assert on_dask.equals(digits_rows)
+    assert "Dask dashboard" not in capsys.readouterr().err  # progress=False: nothing on the terminal
     port = _free_port()
     procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
                                "--port", str(port), "--dashboard-address", ":0"], env=_env(),

@@ -232,7 +232,7 @@ def _run_dask(job: Job, todo, sink, client, progress, chunk_size, slow, total, i
         chunks = _chunks(todo, n, chunk_size, slow)
         bar = _bar(progress, total, initial, f"sweep (dask, {n} workers)")
         link = getattr(client, "dashboard_link", None)
-        if link:
+        if link and progress:  # (progress=False: nothing on the terminal)
             msg = f"npukit sweep: Dask dashboard {link}"
             if bar is not None:
                 bar.write(msg, file=sys.stderr)

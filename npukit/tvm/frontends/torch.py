@@ -191,6 +191,8 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
             cmap = super().create_convert_map()
             for key, reduce in (("amax.default", relax.op.max), ("amin.default", relax.op.min)):
                 cmap.setdefault(key, lambda node, reduce=reduce: self._npk_reduce(node, reduce))
+            if "upsample_nearest2d.vec" in cmap:
+                cmap["upsample_nearest2d.vec"] = self._npk_upsample_nearest
             if "grid_sampler_2d.default" in cmap:
                 cmap["grid_sampler_2d.default"] = self._npk_grid_sample
             if "native_group_norm.default" in cmap:
@@ -213,6 +215,24 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
                            for a, v in ((w, 1.0), (b, 0.0)))  # fmt: skip
             return self.block_builder.emit(relax.op.nn.group_norm(x, gamma, beta, int(groups), 1, list(range(2, len(shape))),
                                                                   float(eps)))  # fmt: skip
+
+        def _npk_upsample_nearest(self, node):
+            """``aten.upsample_nearest2d.vec`` (input, output_size, scale_factors): torch's "nearest"
+            takes source pixel floor(dst * in / out), ONNX's Resize (nearest, asymmetric, floor) as
+            torch's ONNX export writes it. TVM's PyTorch converter wrote half_pixel coordinates
+            rounded to the nearest, which picks other pixels wherever out / in is not a whole number
+            (6 x 4 to 5 x 7). The size is the given one, else floor(in * scale)."""
+            x = self.env[node.args[0]]
+            size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
+            if not size:
+                scale = node.args[2] if len(node.args) > 2 else node.kwargs.get("scale_factors")
+                shape = self.shape_of(x)
+                dims = [int(shape[i]) for i in range(2, len(shape))]
+                scales = list(scale) if isinstance(scale, (list, tuple)) else [scale] * len(dims)
+                size = [int(d * float(k)) for d, k in zip(dims, scales)]
+            return self.block_builder.emit(relax.op.image.resize2d(
+                x, [int(d) for d in size], layout="NCHW", method="nearest_neighbor",
+                coordinate_transformation_mode="asymmetric", rounding_method="floor"))
 
         def _npk_grid_sample(self, node):
             """``aten.grid_sampler_2d`` (input, grid, interpolation, padding, align_corners): torch's

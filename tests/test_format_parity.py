@@ -296,3 +296,67 @@ def test_a_max_whose_indices_are_read_stays_a_top_1(tmp_path):
     path = tmp_path / "argmax.pt2"
     torch.export.save(torch.export.export(ArgMax(), (x,)), str(path))
     assert "topk" in [op.kind for op in npukit.import_model(path).graph.ops]
+
+
+class GridSample(nn.Module):
+    """A grid of [N, H_out, W_out, 2] (6 x 4) made from the input, sampling the features."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.grid = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 2, 1)
+
+    def forward(self, x):
+        g = torch.tanh(self.grid(x)).permute(0, 2, 3, 1)
+        return F.grid_sample(self.conv(x), g, mode="bilinear", padding_mode="border", align_corners=False)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "pt2"])
+def test_grid_sample_from_every_file_samples_as_torch(tmp_path, fmt):
+    """torch's grid is [N, H_out, W_out, 2]; Relax's grid_sample takes [N, 2, H_out, W_out]. TVM's
+    PyTorch converter passed torch's grid on unpermuted: the .pt2 imported with the output [1, 4, 4, 2]
+    (the grid's last two dims) in place of [1, 4, 6, 4], with 7 ops where ONNX has 7 (its converter
+    permutes the grid back, which cancels the model's permute)."""
+    torch.manual_seed(0)
+    model, x = GridSample().eval(), torch.randn(1, 3, 6, 4)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    path = tmp_path / f"gs.{fmt}"
+    if fmt == "onnx":  # (ONNX has GridSample from opset 16)
+        torch.onnx.export(model, (x,), str(path), opset_version=17, dynamo=False, input_names=["x"])
+    else:
+        torch.export.save(torch.export.export(model, (x,)), str(path))
+    imported = npukit.import_model(path)
+    g = imported.graph
+    # the grid's permute and the grid_sample's permute back cancel: the same 6 ops from both files
+    assert [op.kind for op in g.ops] == ["conv2d", "add", "tanh", "conv2d", "add", "grid_sample"], path.name
+    assert g.tensors[g.ops[-1].outputs[0]].shape == (1, 4, 6, 4), path.name
+    got = _vm_run(imported.mod, x.numpy())
+    assert got.shape == ref.shape and np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
+
+
+class Nearest(nn.Module):
+    def __init__(self, **how):
+        super().__init__()
+        self.conv, self.how = nn.Conv2d(2, 3, 1), how
+
+    def forward(self, x):
+        return F.interpolate(self.conv(x), mode="nearest", **self.how)
+
+
+@pytest.mark.parametrize("how", [{"size": (5, 7)}, {"scale_factor": (2.0, 3.0)}])
+def test_nearest_upsample_from_every_file_picks_torchs_pixels(tmp_path, how):
+    """torch's "nearest" takes source pixel floor(dst * in / out) (ONNX: Resize nearest, asymmetric,
+    floor). TVM's PyTorch converter wrote half_pixel and round: from 6 x 4 to 5 x 7 the .pt2 picked
+    other pixels (max |diff| 1.42 against torch at size 5 x 7 here, the ONNX file 0; at whole scales the
+    pixels agreed, the attributes did not)."""
+    torch.manual_seed(0)
+    model, x = Nearest(**how).eval(), torch.randn(1, 2, 6, 4)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    for path in _export(model, x, tmp_path, "near"):
+        imported = npukit.import_model(path)
+        op = imported.graph.ops[-1]
+        assert (op.kind, op.attrs["coordinate_transformation_mode"], op.attrs["rounding_method"]) == (
+            "resize2d", "asymmetric", "floor"), path.name
+        assert imported.graph.tensors[op.outputs[0]].shape == ref.shape, path.name
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-6, path.name

@@ -191,6 +191,10 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
             cmap = super().create_convert_map()
             for key, reduce in (("amax.default", relax.op.max), ("amin.default", relax.op.min)):
                 cmap.setdefault(key, lambda node, reduce=reduce: self._npk_reduce(node, reduce))
+            if "upsample_nearest2d.vec" in cmap:
+                cmap["upsample_nearest2d.vec"] = self._npk_upsample_nearest
+            if "grid_sampler_2d.default" in cmap:
+                cmap["grid_sampler_2d.default"] = self._npk_grid_sample
             if "native_group_norm.default" in cmap:
                 cmap["native_group_norm.default"] = lambda node, base=cmap["native_group_norm.default"]: (
                     self._npk_group_norm(node, base))
@@ -211,6 +215,39 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
                            for a, v in ((w, 1.0), (b, 0.0)))  # fmt: skip
             return self.block_builder.emit(relax.op.nn.group_norm(x, gamma, beta, int(groups), 1, list(range(2, len(shape))),
                                                                   float(eps)))  # fmt: skip
+
+        def _npk_upsample_nearest(self, node):
+            """``aten.upsample_nearest2d.vec`` (input, output_size, scale_factors): torch's "nearest"
+            takes source pixel floor(dst * in / out), ONNX's Resize (nearest, asymmetric, floor) as
+            torch's ONNX export writes it. TVM's PyTorch converter wrote half_pixel coordinates
+            rounded to the nearest, which picks other pixels wherever out / in is not a whole number
+            (6 x 4 to 5 x 7). The size is the given one, else floor(in * scale)."""
+            x = self.env[node.args[0]]
+            size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
+            if not size:
+                scale = node.args[2] if len(node.args) > 2 else node.kwargs.get("scale_factors")
+                shape = self.shape_of(x)
+                dims = [int(shape[i]) for i in range(2, len(shape))]
+                scales = list(scale) if isinstance(scale, (list, tuple)) else [scale] * len(dims)
+                size = [int(d * float(k)) for d, k in zip(dims, scales)]
+            return self.block_builder.emit(relax.op.image.resize2d(
+                x, [int(d) for d in size], layout="NCHW", method="nearest_neighbor",
+                coordinate_transformation_mode="asymmetric", rounding_method="floor"))
+
+        def _npk_grid_sample(self, node):
+            """``aten.grid_sampler_2d`` (input, grid, interpolation, padding, align_corners): torch's
+            grid is [N, H_out, W_out, 2]; Relax's ``image.grid_sample`` takes it as [N, 2, H_out, W_out]
+            (as ONNX's converter permutes it). TVM's PyTorch converter passes torch's grid on as it is,
+            which made the output [N, C, W_out, 2] (the grid's last two dims), not [N, C, H_out, W_out]."""
+            args = self.retrieve_args(node)
+            data, grid = args[0], args[1]
+            given = list(args[2:5])
+            mode, pad, align = given + [0, 0, False][len(given):]
+            method = {0: "bilinear", 1: "nearest", 2: "bicubic"}.get(int(mode), "bilinear")
+            padding = {0: "zeros", 1: "border", 2: "reflection"}.get(int(pad), "zeros")
+            grid = self.block_builder.emit(relax.op.permute_dims(grid, [0, 3, 1, 2]))
+            return self.block_builder.emit(relax.op.image.grid_sample(
+                data, grid, method=method, layout="NCHW", padding_mode=padding, align_corners=bool(align)))
 
         def _npk_reduce(self, node, reduce):
             """``torch.amax`` / ``amin`` (which TVM's frontend has no converter for): a max / min

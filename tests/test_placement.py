@@ -727,3 +727,14 @@ def test_a_reason_names_every_processor_that_takes_the_op_with_its_figure(tmp_pa
             pinned.pin(node, q)
         assert f"on {q} its kernel takes " in reason, (q, reason)
         assert f"({pinned.totals['latency_us']:,.1f} us in all, every other op where it is)" in reason.split(f"on {q} ")[1].split(";")[0], (q, reason)
+
+
+def test_a_difference_that_rounds_to_nothing_is_not_said_to_save_it():
+    """A reason said "overheads and transfers save 0.0 us" where the difference rounded to nothing."""
+    soc = npukit.load_soc("vsi-npu").with_changes({"processors.npu.max_partitions": 100})
+    s = npukit.Study(SAMPLES / "mobilenet_v1_025_int8.tflite", soc, {"pins": {"#26": "a53"}})
+    assert s.reasons()[27] == (
+        "npu: accepted as npu.add; on npu by cost: the model takes 467.7 us; on a53 its kernel takes 37.0 us more, "
+        "its overheads and transfers the same to 0.1 us (about 504.7 us in all, every other op where it is, estimated "
+        "term by term)")
+    assert not any(" 0.0 us (" in r for r in s.reasons())

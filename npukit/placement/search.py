@@ -336,8 +336,12 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
                      else f"about {lat:,.1f} us in all, every other op where it is, estimated term by term")  # fmt: skip
             more = "less" if kern < 0 else "more"  # than on the processor it runs on
             link = "but" if (kern < 0) != (rest < 0) else "and"
-            alts.append(f"on {q} its kernel takes {abs(kern):,.1f} us {more} {link} overheads and transfers "
-                        f"{'add' if rest >= 0 else 'save'} {abs(rest):,.1f} us ({total})")  # fmt: skip
+            if f"{abs(rest):,.1f}" == "0.0":  # (not "save 0.0 us": what rounds to nothing is said as such)
+                alts.append(f"on {q} its kernel takes {abs(kern):,.1f} us {more}, its overheads and transfers the "
+                            f"same to 0.1 us ({total})")  # fmt: skip
+            else:
+                alts.append(f"on {q} its kernel takes {abs(kern):,.1f} us {more} {link} overheads and transfers "
+                            f"{'add' if rest >= 0 else 'save'} {abs(rest):,.1f} us ({total})")  # fmt: skip
         verb = "kept on" if p == host else "on"
         head = f"{verb} {p} by cost: the model takes {base:,.1f} us"
         text = head + ("; " + "; ".join(alts) if alts else "; no other processor accepts it")

@@ -232,6 +232,33 @@ def test_a_gather_that_is_no_pad_stays_a_gather():
     assert _pad_of_index(np.array([0, 1, 2, 3, 2, 1, 0, 1]), 4) is None  # reflect wider than the axis
 
 
+class GridSample(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x):
+        grid = torch.tanh(self.conv(x)[:, :, :3, :]).permute(0, 2, 3, 1)  # [N, 3, 5, 2]
+        return nn.functional.grid_sample(x, grid, align_corners=False)
+
+
+def test_a_torch_grid_sample_reads_its_grid_as_torch_does(tmp_path):
+    """torch's grid is [N, H_out, W_out, 2] and Relax's grid_sample reads [N, 2, H_out, W_out]: TVM's
+    torch converter passed the grid as it is, so the .pt2 imported with an output of shape
+    (1, 2, 3, 2) (the program wrote that, of the wrong samples) where torch and the ONNX export give
+    (1, 2, 3, 5).  Both formats now give the same ops and TVM runs them as torch does."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 4, 5)
+    net = GridSample().eval()
+    want = net(x).detach().numpy()
+    for path in _export(net, x, tmp_path, "grid"):
+        imp = npukit.import_model(path)
+        assert [op.kind for op in imp.graph.ops] == ["conv2d", "add", "strided_slice", "tanh", "grid_sample"], path.name
+        got = _vm_run(imp.mod, x.numpy())
+        assert got.shape == want.shape == (1, 2, 3, 5), path.name
+        _close(got, want)
+
+
 class LastStep(nn.Module):
     def forward(self, x):
         return (torch.relu(x) + 1.0)[:, -1] * 3.0

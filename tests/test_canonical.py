@@ -188,6 +188,77 @@ def test_roll_is_slices_and_a_concat_from_both_formats(tmp_path):
     assert names[5] == "roll" and all(n.startswith("roll/") for n in names[:5])
 
 
+class EdgePads(nn.Module):
+    def forward(self, x):
+        a = nn.functional.pad(x, (2, 1, 0, 3), mode="reflect")
+        b = nn.functional.pad(x, (1, 2, 3, 0), mode="replicate")
+        c = nn.functional.pad(x[0, :, :, :3], (0, 2), mode="reflect")
+        return torch.relu(a + b), c
+
+
+def test_reflect_and_replicate_pads_are_one_pad_from_both_formats(tmp_path):
+    """torch.export's reflection / replication pad arrives as one ``take`` of a computed index per
+    padded axis (two gathers of a 2-D pad, a gather kernel in the generated code) where the ONNX
+    export is one ``Pad``: m1.pt2 gave 21 ops with 4 ``take`` against the ONNX file's 19.  Both now
+    give one ``pad`` per ``F.pad``, with the same widths and modes, and TVM runs them as torch does."""
+    x = torch.randn(1, 2, 5, 4)
+    want = [("add", None, None), ("pad", "reflect", (0, 0, 0, 0, 0, 2)), ("pad", "reflect", (0, 0, 0, 0, 0, 3, 2, 1)),
+            ("pad", "replicate", (0, 0, 0, 0, 3, 0, 1, 2)), ("relu", None, None), ("strided_slice", None, None),
+            ("take", None, None)]  # fmt: skip (in the order each exporter lists them: sorted here)
+    ref = EdgePads()(x)
+    for path in _export(EdgePads(), x, tmp_path, "pads"):
+        imp = npukit.import_model(path)
+        got = [(op.kind, op.attrs.get("pad_mode"), op.attrs.get("pad_width")) for op in imp.graph.ops]
+        assert sorted(got, key=repr) == want, path.name
+    import tvm
+    from tvm import relax
+
+    target = tvm.target.Target({"kind": "llvm"})
+    ex = tvm.compile(imp.mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
+    outs = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x.numpy()))
+    _close(outs[0].numpy(), ref[0].numpy(), 0)
+    _close(outs[1].numpy(), ref[1].numpy(), 0)
+
+
+def test_a_gather_that_is_no_pad_stays_a_gather():
+    from npukit.tvm.frontends.canon_moves import _pad_of_index
+
+    assert _pad_of_index(np.array([1, 0, 1, 2, 3, 2]), 4) == ("reflect", 1, 1)
+    assert _pad_of_index(np.array([0, 0, 1, 2, 3, 3, 3]), 4) == ("replicate", 1, 2)
+    assert _pad_of_index(np.array([3, 0, 1, 2, 3, 0]), 4) == ("circular", 1, 1)
+    assert _pad_of_index(np.array([2, 0, 1, 2, 3]), 4) is None  # neither edge, mirror nor wrap
+    assert _pad_of_index(np.array([3, 2, 1, 0, 1, 2, 3]), 4) == ("reflect", 3, 0)
+    assert _pad_of_index(np.array([0, 1, 2, 3]), 4) is None  # no padding: not a pad
+    assert _pad_of_index(np.array([0, 1, 2, 3, 2, 1, 0, 1]), 4) is None  # reflect wider than the axis
+
+
+class GridSample(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x):
+        grid = torch.tanh(self.conv(x)[:, :, :3, :]).permute(0, 2, 3, 1)  # [N, 3, 5, 2]
+        return nn.functional.grid_sample(x, grid, align_corners=False)
+
+
+def test_a_torch_grid_sample_reads_its_grid_as_torch_does(tmp_path):
+    """torch's grid is [N, H_out, W_out, 2] and Relax's grid_sample reads [N, 2, H_out, W_out]: TVM's
+    torch converter passed the grid as it is, so the .pt2 imported with an output of shape
+    (1, 2, 3, 2) (the program wrote that, of the wrong samples) where torch and the ONNX export give
+    (1, 2, 3, 5).  Both formats now give the same ops and TVM runs them as torch does."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 2, 4, 5)
+    net = GridSample().eval()
+    want = net(x).detach().numpy()
+    for path in _export(net, x, tmp_path, "grid"):
+        imp = npukit.import_model(path)
+        assert [op.kind for op in imp.graph.ops] == ["conv2d", "add", "strided_slice", "tanh", "grid_sample"], path.name
+        got = _vm_run(imp.mod, x.numpy())
+        assert got.shape == want.shape == (1, 2, 3, 5), path.name
+        _close(got, want)
+
+
 class LastStep(nn.Module):
     def forward(self, x):
         return (torch.relu(x) + 1.0)[:, -1] * 3.0

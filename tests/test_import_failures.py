@@ -305,3 +305,60 @@ def test_a_torchscript_file_named_pt2_says_what_it_is(tmp_path):
         npukit.import_model(path)
     assert str(e.value) == (f"{path}: a TorchScript file (torch.jit.save), not a torch.export program; save one with "
                             "torch.export.save(torch.export.export(model, example_inputs), path)")  # fmt: skip
+
+
+def _torch_pad_chain(tmp_path, mode):
+    """What torch.onnx.export writes for ``F.pad(x, (1, 0, 2, 1), mode=...)`` (opset 17, TorchScript
+    exporter): the pads computed from Constants with no Shape anywhere."""
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as h
+
+    def const(name, arr):
+        return h.make_node("Constant", [], [name], name=f"/{name}", value=numpy_helper.from_array(np.asarray(arr), name))
+
+    nodes = [const("c0", np.array([4], np.int64)),
+             h.make_node("ConstantOfShape", ["c0"], ["zeros"], name="/ConstantOfShape",
+                         value=numpy_helper.from_array(np.array([0], np.int64))),
+             const("c1", np.array([1, 0, 2, 1], np.int64)),
+             h.make_node("Concat", ["c1", "zeros"], ["cat"], name="/Concat", axis=0),
+             const("c2", np.array([-1, 2], np.int64)),
+             h.make_node("Reshape", ["cat", "c2"], ["r"], name="/Reshape"),
+             const("st", np.array([-1], np.int64)), const("en", np.array([-(2**63 - 1)], np.int64)),
+             const("ax", np.array([0], np.int64)), const("sp", np.array([-1], np.int64)),
+             h.make_node("Slice", ["r", "st", "en", "ax", "sp"], ["sl"], name="/Slice"),
+             h.make_node("Transpose", ["sl"], ["tr"], name="/Transpose", perm=[1, 0]),
+             const("c3", np.array([-1], np.int64)),
+             h.make_node("Reshape", ["tr", "c3"], ["flat"], name="/Reshape_1"),
+             h.make_node("Cast", ["flat"], ["pads"], name="/Cast", to=TensorProto.INT64),
+             h.make_node("Pad", ["x", "pads"], ["y"], name="/Pad", mode=mode)]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 2, 4, 5])], [tensor_info("y", [1, 2, 7, 6])])
+    return save_onnx(m, tmp_path / f"pad_{mode}.onnx")
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_torch_pad_chain_of_constants_folds(tmp_path, mode):
+    """torch's F.pad exported to ONNX failed to import ("TVM's ONNX importer failed at node '/Pad'
+    ...: Dynamic pads are not supported yet"): its pads come from Constants through ConstantOfShape,
+    Concat, Reshape, Slice, Transpose, Reshape and Cast, and folding ran only when a Shape was there."""
+    g = npukit.import_model(_torch_pad_chain(tmp_path, mode)).graph
+    assert [(op.name, op.kind, op.attrs["pad_mode"], op.attrs["pad_width"]) for op in g.ops] == [
+        ("/Pad", "pad", {"edge": "replicate"}.get(mode, mode), (0, 0, 0, 0, 2, 1, 1, 0))]
+    assert sorted(g.elided) == ["/Cast", "/Concat", "/ConstantOfShape", "/Reshape", "/Reshape_1", "/Slice",
+                                "/Transpose", "/ax", "/c0", "/c1", "/c2", "/c3", "/en", "/sp", "/st"]  # fmt: skip
+
+
+def test_torch_pad_chain_program_matches_onnxruntime(tmp_path):
+    import subprocess
+
+    import onnxruntime as ort
+
+    path = _torch_pad_chain(tmp_path, "reflect")
+    study = npukit.Study(path, "arm-dsp-dla")
+    out = tmp_path / "exp"
+    assert study.build(out, samples=2)["outputs_agree"]
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    (tmp_path / "o").mkdir()
+    subprocess.run([str(out / "model"), str(tmp_path / "x.npy"), str(tmp_path / "o")], check=True)
+    want = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(np.load(tmp_path / "o" / "0.npy"), want)

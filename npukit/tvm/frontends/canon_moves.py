@@ -269,3 +269,67 @@ def batched_matmul(p: Pass, var, v):
         return None
     out = p.new_call(call, [p.m(a), p.m(b)], like=v.args[0])
     return Match(out, (v.args[0], ra, rb), "a batched matmul written on its N-D inputs at import")
+
+
+def _pad_of_index(index: np.ndarray, n: int) -> tuple[str, int, int] | None:
+    """``(mode, before, after)`` when ``take(x, index)`` along an axis of ``n`` is a pad of that axis
+    (``replicate``, ``reflect`` or ``circular``, Relax's names), else None: ``index`` is
+    ``arange(n)`` with ``before`` / ``after`` entries either side, each the edge element, its mirror
+    image without the edge, or the other end of the axis."""
+    m = len(index)
+    if n <= 0 or m <= n:
+        return None
+    for before in range(m - n + 1):
+        after = m - n - before
+        if not np.array_equal(index[before:before + n], np.arange(n)):
+            continue
+        head, tail = index[:before], index[before + n:]
+        i, j = np.arange(before), np.arange(after)
+        if (head == 0).all() and (tail == n - 1).all():
+            return "replicate", before, after
+        if before < n and after < n and np.array_equal(head, before - i) and np.array_equal(tail, n - 2 - j):
+            return "reflect", before, after
+        if before <= n and after <= n and np.array_equal(head, (i - before) % n) and np.array_equal(tail, j % n):
+            return "circular", before, after
+    return None
+
+
+def pad_as_take(p: Pass, var, v):
+    """``take(x, index, axis)`` with a constant index that repeats the edge, mirrors it or wraps
+    around (torch.export's ``reflection_pad`` / ``replication_pad`` / ``circular_pad``, which TVM's
+    import writes as a gather of a computed index per axis) -> ``nn.pad`` of that axis, as the ONNX
+    importer writes torch's ``F.pad``: the same ops and the pad kernel, not a gather."""
+    x, idx = v.args
+    shape = p.shape(x)
+    index = p.const(idx)
+    if shape is None or index is None or index.ndim != 1 or index.dtype.kind not in "iu":
+        return None
+    axis = int(p.attr(v, "axis", 0)) % len(shape)
+    found = _pad_of_index(index.astype(np.int64), shape[axis])
+    if found is None:
+        return None
+    mode, before, after = found
+    width = [0] * (2 * len(shape))
+    width[2 * axis], width[2 * axis + 1] = before, after
+    out = p.emit(p.relax.op.nn.pad(p.m(x), width, mode), like=var)
+    return Match(out, (), f"a gather that pads ({mode}) written as a pad at import")
+
+
+def pad_chain(p: Pass, var, v):
+    """``pad(pad(x))`` of one mode (and value) on different axes (the inner read once; torch.export's
+    2-D reflect pad is one gather per axis) -> one ``pad``: a pad of each axis in turn is the pad of
+    both, in every mode."""
+    inner = p.call(v.args[0], "relax.nn.pad")
+    if inner is None or not p.single(v.args[0]):
+        return None
+    keys = ("pad_mode", "pad_value")
+    if any(str(p.attr(inner, k, "")) != str(p.attr(v, k, "")) for k in keys):
+        return None
+    a = [int(w) for w in p.attr(inner, "pad_width", [])]
+    b = [int(w) for w in p.attr(v, "pad_width", [])]
+    if len(a) != len(b) or any(a[k] or a[k + 1] for k in range(0, len(a), 2) if b[k] or b[k + 1]):
+        return None
+    out = p.emit(p.relax.op.nn.pad(p.m(inner.args[0]), [x + y for x, y in zip(a, b, strict=True)],
+                                   str(p.attr(v, "pad_mode", "constant")), float(p.attr(v, "pad_value", 0.0))),
+                 like=var)  # fmt: skip
+    return Match(out, (v.args[0],), "two pads of different axes merged into one at import")

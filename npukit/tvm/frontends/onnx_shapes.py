@@ -61,7 +61,7 @@ def _fold_once(model, shapes: dict[str, list[int]], node_name):
     from onnx import numpy_helper  # noqa: PLC0415
 
     graph = model.graph
-    if not any(n.op_type in ("Shape", "Size") for n in graph.node):
+    if not any(n.op_type in ("Shape", "Size") for n in graph.node) and not _computed_shape_inputs(graph):
         return model, {}
     static = _static_shapes(model, shapes)
     inits = {t.name: t for t in graph.initializer}
@@ -148,6 +148,16 @@ def _fold_once(model, shapes: dict[str, list[int]], node_name):
         out.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value[name]), name))
     return out, {node_name(n): "computes a shape from the static input shapes: folded to a constant at import"
                  for n in list(folded) + consts_gone}  # fmt: skip
+
+
+def _computed_shape_inputs(graph) -> bool:
+    """Whether some node's shape input (``SHAPE_INPUTS``) is computed by a node other than a Constant:
+    torch's ONNX export of ``F.pad`` writes its pads as ConstantOfShape -> Concat -> Reshape -> Slice
+    -> Transpose -> Reshape -> Cast of Constants, with no Shape anywhere, and TVM's importer refuses
+    such a Pad ("Dynamic pads are not supported yet") unless the chain is folded first."""
+    computed = {o for n in graph.node if n.op_type != "Constant" for o in n.output}
+    return any(k < len(n.input) and n.input[k] in computed
+               for n in graph.node for k in SHAPE_INPUTS.get(n.op_type, ()))  # fmt: skip
 
 
 def _constant_node_value(cnodes: dict, t: str):

@@ -198,24 +198,7 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
             if "native_group_norm.default" in cmap:
                 cmap["native_group_norm.default"] = lambda node, base=cmap["native_group_norm.default"]: (
                     self._npk_group_norm(node, base))
-            if "grid_sampler_2d.default" in cmap:
-                cmap["grid_sampler_2d.default"] = self._npk_grid_sample
             return {k: self._npk_wrap(k, fn) for k, fn in cmap.items()}
-
-        def _npk_grid_sample(self, node):
-            """``aten.grid_sampler_2d`` (input, grid, interpolation, padding, align_corners): torch's
-            grid is ``[N, H_out, W_out, 2]``, Relax's ``image.grid_sample`` reads ``[N, 2, H_out,
-            W_out]`` (its ONNX converter transposes); TVM's torch converter passed torch's grid as it
-            is, giving a ``[N, C, H_out, 2]`` output of the wrong samples.  Here the grid is
-            transposed first, as from ONNX."""
-            args = self.retrieve_args(node)
-            x, grid = args[0], args[1]
-            interp, pad, corners = (list(args[2:]) + [0, 0, False])[:3]
-            grid = self.block_builder.emit(relax.op.permute_dims(grid, [0, 3, 1, 2]))
-            return self.block_builder.emit(relax.op.image.grid_sample(
-                x, grid, method={0: "bilinear", 1: "nearest", 2: "bicubic"}.get(int(interp), "bilinear"),
-                layout="NCHW", padding_mode={0: "zeros", 1: "border", 2: "reflection"}.get(int(pad), "zeros"),
-                align_corners=bool(corners)))  # fmt: skip
 
         def _npk_group_norm(self, node, base):
             """``aten.native_group_norm`` (input, weight, bias, N, C, HxW, groups, eps) of a GroupNorm

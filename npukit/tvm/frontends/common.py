@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import math
 import os
 import re
 import warnings
@@ -19,6 +20,8 @@ from ...graph import OpGraph
 from ...opset import KINDS
 from .. import load as _load_tvm
 from ..spans import SPAN_PREFIX  # noqa: F401 - re-exported
+from .sizes import MAX_ELEMENTS
+from .sizes import _fmt as fmt_count
 
 MODEL_EXTENSIONS = (".onnx", ".tflite", ".pt2")
 MAC_KINDS = frozenset(k for k, v in KINDS.items() if v.mac)  # the op that takes a model node's own name
@@ -192,6 +195,10 @@ def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | No
                 if isinstance(d, int) and d > 0 and d != int(want):
                     raise ShapeError(f"{path}: input {name!r} dim {i} is fixed at {d} in the model; input_shapes asks "
                                      f"for {int(want)} (only symbolic dims can be pinned)")  # fmt: skip
+            n = math.prod(int(d) for d in shp)
+            if n > MAX_ELEMENTS:  # (the limit a model's own declared shapes are held to)
+                raise ShapeError(f"{path}: input_shapes[{name!r}] = {tuple(int(d) for d in shp)}: {fmt_count(n)} "
+                                 f"elements; npukit refuses tensors of more than {fmt_count(MAX_ELEMENTS)} elements")  # fmt: skip
             out[name] = [int(d) for d in shp]
             continue
         if dims is None:

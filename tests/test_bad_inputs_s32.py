@@ -58,3 +58,99 @@ def test_random_data_too_large_for_memory_is_a_data_error(tmp_path):
     assert p.stderr == ("npukit: error: seeded random inputs: 16 samples of input 'x' [100000000, 4] float32 "
                         "(23.8 GiB) do not fit in this machine's memory; give fewer, smaller samples of your own "
                         "with study.set_data() or --data\n")  # fmt: skip
+
+
+_FEEDS = ("float64, float32, float16, bfloat16, int64, int32, int16, int8, uint64, uint32, uint16, uint8, bool and "
+          "float8 inputs")  # fmt: skip
+
+
+def _typed_input(tmp: Path, name: str, elem_type) -> Path:
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    nodes = [h.make_node("Identity", ["x"], ["a"], name="idn"), h.make_node("Cast", ["a"], ["y"], name="c", to=T.FLOAT)]
+    m = onnx_model(nodes, [tensor_info("x", [1, 4], elem_type)], [tensor_info("y", [1, 4])])
+    return save_onnx(m, tmp / f"{name}.onnx", infer_shapes=False)
+
+
+@pytest.mark.parametrize("name, elem_type, said", [
+    # before: "TVM's ONNX importer failed: unknown dtype `object`"
+    ("string", 8, f"input 'x' is string, which npukit cannot feed (it feeds {_FEEDS}); cast it in the model"),
+    # before: "TVM's ONNX importer failed: unknown dtype `complex64`"
+    ("complex", 14, f"input 'x' is complex64, which npukit cannot feed (it feeds {_FEEDS}); cast it in the model"),
+    # before: a ValueError traceback from numpy's iinfo in the seeded random data
+    ("uint4", 21, f"input 'x' is uint4, which npukit cannot feed (it feeds {_FEEDS}); cast it in the model"),
+    # before: a TypeError traceback, "data type 'None' not understood"
+    ("untyped", 0, f"input 'x' has no element type, which npukit cannot feed (it feeds {_FEEDS}); declare one"),
+])  # fmt: skip
+def test_input_of_a_type_npukit_cannot_feed(tmp_path, name, elem_type, said):
+    path = _typed_input(tmp_path, name, elem_type)
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.Study(path, "arm-dsp-dla").error_dict()
+    assert str(e.value) == f"{path}: {said}"
+    assert assert_cli_error(run_cli("study", path, "--soc", "arm-dsp-dla", "--error")) == f"{path}: {said}"
+
+
+def test_inputs_numpy_holds_still_study(tmp_path):
+    for name, et in (("bf16", 16), ("f8", 17), ("u16", 4), ("i64", 7), ("b", 9)):
+        s = npukit.Study(_typed_input(tmp_path, name, et), "arm-dsp-dla")
+        assert s.error_dict()["outputs"][0]["name"] == "y"
+
+
+def test_string_initializer_is_named(tmp_path):
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["a"], name="r")], [tensor_info("x", [1, 4])],
+                   [tensor_info("a", [1, 4]), tensor_info("s", [1], T.STRING)],
+                   [h.make_tensor("s", T.STRING, [1], [b"hi"])])  # fmt: skip
+    path = save_onnx(m, tmp_path / "strs.onnx", infer_shapes=False)
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.Study(path, "arm-dsp-dla")
+    # before: "TVM's ONNX importer failed: unknown dtype `object`"
+    assert str(e.value) == f"{path}: initializer 's' is string, which npukit cannot read; only numeric and boolean constants"
+
+
+def test_sequence_input_is_not_asked_for_a_shape(tmp_path):
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    seq = h.make_tensor_sequence_value_info("s", T.FLOAT, [1, 4])
+    m = onnx_model([h.make_node("SequenceAt", ["s", "i"], ["a"], name="at")], [seq, tensor_info("i", [], T.INT64)],
+                   [tensor_info("a", [1, 4])])  # fmt: skip
+    path = save_onnx(m, tmp_path / "seq.onnx", infer_shapes=False)
+    # before: "input 's' has unknown rank; pin it with npukit.Study(..., input_shapes={'s': (1, 3, 224, 224)}) ..."
+    want = f"{path}: input 's' is a sequence, not a tensor; npukit studies models whose inputs are dense tensors"
+    assert assert_cli_error(run_cli("inspect", path)) == want
+
+
+def _external(tmp: Path) -> Path:
+    import onnx
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Add", ["x", "w"], ["a"], name="add")], [tensor_info("x", [1, 4])],
+                   [tensor_info("a", [1, 4])], [initializer("w", [1, 4])])  # fmt: skip
+    path = tmp / "ext.onnx"
+    onnx.save_model(m, str(path), save_as_external_data=True, location="ext.weights", size_threshold=0)
+    return path
+
+
+def test_external_data_missing_or_short_is_named(tmp_path):
+    whole = _external(tmp_path / "whole" if (tmp_path / "whole").mkdir() is None else None)
+    assert npukit.Study(whole, "arm-dsp-dla").totals["latency_us"] > 0  # whole, it studies
+    path = _external(tmp_path)
+    data = (tmp_path / "ext.weights").read_bytes()
+    (tmp_path / "ext.weights").write_bytes(data[:8])
+    # before: "ext.onnx: not a readable ONNX model, the file may be truncated (External data length ...)"
+    want = (f"{path}: cannot read the model's external data (External data length (16) exceeds available data "
+            "(8 bytes from offset 0) for tensor 'w')")  # fmt: skip
+    assert assert_cli_error(run_cli("inspect", path)) == want
+    (tmp_path / "ext.weights").unlink()
+    # before: "... the file may be truncated (Data of TensorProto ( tensor name: w) should be stored in ..., but it
+    # is not regular file.)"
+    want = (f"{path}: initializer 'w' keeps its data in the file 'ext.weights' beside the model, which is missing; "
+            "copy it next to ext.onnx")  # fmt: skip
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.Study(path, "arm-dsp-dla")
+    assert str(e.value) == want
+    assert assert_cli_error(run_cli("inspect", path)) == want

@@ -231,6 +231,25 @@ def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | No
 
 
 
+def check_input_dtype(path: str, label: str, dtype: str) -> None:
+    """A model input npukit can feed: a dtype of ``soc.schema.DTYPES`` or a float format numpy reads
+    (float8 ...); not a 4-bit integer, a string, a complex number or no type at all, whose values no
+    numpy array holds (seeded random inputs, the error figures and ``set_data`` all need one)."""
+    from ...soc.schema import DTYPES  # noqa: PLC0415
+
+    ok = dtype in DTYPES
+    if not ok and dtype.startswith("float"):
+        try:
+            ok = np.dtype(dtype).itemsize > 0
+        except TypeError:
+            ok = False
+    if not ok:
+        untyped = dtype in ("", "None", "undefined")
+        raise ModelError(f"{path}: input {label!r} {'has no element type' if untyped else 'is ' + dtype}, which "
+                         f"npukit cannot feed (it feeds {', '.join(DTYPES)} and float8 inputs); "
+                         f"{'declare one' if untyped else 'cast it in the model'}")  # fmt: skip
+
+
 def _at(what: str, marks: _Marks) -> str:
     return f" at {what} {marks.current}" if marks.current else ""
 

@@ -12,7 +12,7 @@ from ...errors import ModelError, ShapeError, UnsupportedOpError
 from ...graph import Op, OpGraph, Tensor, freeze
 from ...progress import Progress
 from .. import load as _load_tvm
-from .common import Imported, _main_of, _Marks, _run_quietly
+from .common import Imported, _main_of, _Marks, _run_quietly, check_input_dtype
 from .naming import _name_ops, _with_name
 from .sizes import check_inferred
 from .tagged_module import _emit_tagged, _keep_kernels, canonical_args
@@ -147,6 +147,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     for i, p in enumerate(f.params):
         label = input_names[i] if i < len(input_names) else p.name
         shape, dtype = _shape_of(p.ty, f"input {label!r}", path)
+        check_input_dtype(path, label, dtype)
         tid = f"in{i}"
         tensors[tid] = Tensor(tid, shape, dtype, "input", None, label)
         env[p] = tid

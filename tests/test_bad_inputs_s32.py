@@ -154,3 +154,24 @@ def test_external_data_missing_or_short_is_named(tmp_path):
         npukit.Study(path, "arm-dsp-dla")
     assert str(e.value) == want
     assert assert_cli_error(run_cli("inspect", path)) == want
+
+
+@pytest.mark.parametrize("value, shown", [
+    ('"dla:max_pool2d"', "'dla:max_pool2d'"),  # before: "disabled[0]: expected 'processor:op', got 'd'"
+    ("5", "5"),  # before: TypeError: 'int' object is not iterable (a traceback)
+    ('{ dla = "max_pool2d" }', "{'dla': 'max_pool2d'}"),  # before: "disabled[0]: ... got 'dla'"
+])  # fmt: skip
+def test_a_hand_edited_config_whose_disabled_is_not_a_list(tmp_path, value, shown):
+    p = tmp_path / "edited.toml"
+    p.write_text(f"disabled = {value}\n")
+    want = f"{p}: disabled: must be a list of 'processor:op' strings, got {shown}"
+    r = run_cli("study", ROOT / "sample_models" / "digits_cnn.onnx", "--soc", "arm-dsp-dla", "--config", p)
+    assert assert_cli_error(r) == want
+    with pytest.raises(npukit.ConfigError) as e:
+        npukit.Config.read(p)
+    assert str(e.value) == want
+
+
+def test_config_lists_and_sets_still_read():
+    assert npukit.Config.from_dict({"disabled": ["dla:conv2d"]}) == npukit.Config.from_dict({"disabled": {"dla:conv2d"}})
+    assert npukit.Config.from_dict({"enabled": ("dla:softmax",)}).enabled == frozenset({("dla", "softmax")})

@@ -175,3 +175,23 @@ def test_a_hand_edited_config_whose_disabled_is_not_a_list(tmp_path, value, show
 def test_config_lists_and_sets_still_read():
     assert npukit.Config.from_dict({"disabled": ["dla:conv2d"]}) == npukit.Config.from_dict({"disabled": {"dla:conv2d"}})
     assert npukit.Config.from_dict({"enabled": ("dla:softmax",)}).enabled == frozenset({("dla", "softmax")})
+
+
+def test_a_shape_output_names_its_node(tmp_path):
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["r"], name="act"), h.make_node("Shape", ["x"], ["s"], name="my/shape")],
+                   [tensor_info("x", [1, 4])], [tensor_info("r", [1, 4]), tensor_info("s", [2], T.INT64)])  # fmt: skip
+    path = save_onnx(m, tmp_path / "shape_out.onnx")
+    # before: the shape output vanished (`inspect` listed output 'r' only), and `study --error` ended in a
+    # traceback from the simulator: AttributeError: 'Shape' object has no attribute 'numpy'
+    want = f"{path}: node 'my/shape' (Shape) makes a shape, which npukit cannot read"
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.Study(path, "arm-dsp-dla")
+    assert str(e.value) == want
+    assert assert_cli_error(run_cli("inspect", path)) == want
+    only = save_onnx(onnx_model([h.make_node("Shape", ["x"], ["s"], name="sh")], [tensor_info("x", [1, 4])],
+                                [tensor_info("s", [2], T.INT64)]), tmp_path / "shape_only.onnx")  # fmt: skip
+    # before: "shape_only.onnx: an op the importer added makes a shape, which npukit cannot read"
+    assert assert_cli_error(run_cli("inspect", only)) == f"{only}: node 'sh' (Shape) makes a shape, which npukit cannot read"

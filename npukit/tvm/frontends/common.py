@@ -60,6 +60,9 @@ class _Marks:
     outputs_of: dict[int, int] = field(default_factory=dict)
     progress: Any = None  # called with each new source index (a progress bar)
     _by_name: dict[str, int] = field(default_factory=dict)  # source name -> index (merged sources)
+    # (source index, shape) of a converter whose result is a shape (ONNX Shape): bound later, e.g. as
+    # a model output, it is still that node's, in an error message
+    values: list[tuple[int, Any]] = field(default_factory=list)
 
     def index(self, src: _Source, merge: bool = False) -> int:
         """The index of ``src``; with ``merge``, one index per source name (the pieces a
@@ -82,6 +85,8 @@ class _Marks:
         if isinstance(sym, relax.Var):
             self.results.append((idx, sym))
         else:
+            if isinstance(sym, relax.ShapeExpr):
+                self.values.append((idx, sym))
             self.elided[idx] = "folded to a constant at import"
         return sym
 

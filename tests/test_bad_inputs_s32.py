@@ -35,7 +35,7 @@ def test_pinned_shape_too_large_is_refused_like_a_declared_one(tmp_path, dims, s
         npukit.Study(path, "arm-dsp-dla", input_shapes={"x": dims})
     assert str(e.value) == want
     r = run_cli("inspect", path, "--input-shape", "x=" + ",".join(map(str, dims)))
-    assert assert_cli_error(r) == want
+    assert assert_cli_error(r, limit_s=60) == want
     s = npukit.Study(path, "arm-dsp-dla", input_shapes={"x": (2, 4)})  # a sane size still works
     assert s.totals["macs"] == 24
 
@@ -88,7 +88,7 @@ def test_input_of_a_type_npukit_cannot_feed(tmp_path, name, elem_type, said):
     with pytest.raises(npukit.ModelError) as e:
         npukit.Study(path, "arm-dsp-dla").error_dict()
     assert str(e.value) == f"{path}: {said}"
-    assert assert_cli_error(run_cli("study", path, "--soc", "arm-dsp-dla", "--error")) == f"{path}: {said}"
+    assert assert_cli_error(run_cli("study", path, "--soc", "arm-dsp-dla", "--error"), limit_s=60) == f"{path}: {said}"
 
 
 def test_inputs_numpy_holds_still_study(tmp_path):
@@ -121,7 +121,7 @@ def test_sequence_input_is_not_asked_for_a_shape(tmp_path):
     path = save_onnx(m, tmp_path / "seq.onnx", infer_shapes=False)
     # before: "input 's' has unknown rank; pin it with npukit.Study(..., input_shapes={'s': (1, 3, 224, 224)}) ..."
     want = f"{path}: input 's' is a sequence, not a tensor; npukit studies models whose inputs are dense tensors"
-    assert assert_cli_error(run_cli("inspect", path)) == want
+    assert assert_cli_error(run_cli("inspect", path), limit_s=60) == want
 
 
 def _external(tmp: Path) -> Path:
@@ -144,7 +144,7 @@ def test_external_data_missing_or_short_is_named(tmp_path):
     # before: "ext.onnx: not a readable ONNX model, the file may be truncated (External data length ...)"
     want = (f"{path}: cannot read the model's external data (External data length (16) exceeds available data "
             "(8 bytes from offset 0) for tensor 'w')")  # fmt: skip
-    assert assert_cli_error(run_cli("inspect", path)) == want
+    assert assert_cli_error(run_cli("inspect", path), limit_s=60) == want
     (tmp_path / "ext.weights").unlink()
     # before: "... the file may be truncated (Data of TensorProto ( tensor name: w) should be stored in ..., but it
     # is not regular file.)"
@@ -153,7 +153,7 @@ def test_external_data_missing_or_short_is_named(tmp_path):
     with pytest.raises(npukit.ModelError) as e:
         npukit.Study(path, "arm-dsp-dla")
     assert str(e.value) == want
-    assert assert_cli_error(run_cli("inspect", path)) == want
+    assert assert_cli_error(run_cli("inspect", path), limit_s=60) == want
 
 
 @pytest.mark.parametrize("value, shown", [
@@ -166,7 +166,7 @@ def test_a_hand_edited_config_whose_disabled_is_not_a_list(tmp_path, value, show
     p.write_text(f"disabled = {value}\n")
     want = f"{p}: disabled: must be a list of 'processor:op' strings, got {shown}"
     r = run_cli("study", ROOT / "sample_models" / "digits_cnn.onnx", "--soc", "arm-dsp-dla", "--config", p)
-    assert assert_cli_error(r) == want
+    assert assert_cli_error(r, limit_s=60) == want
     with pytest.raises(npukit.ConfigError) as e:
         npukit.Config.read(p)
     assert str(e.value) == want
@@ -190,8 +190,29 @@ def test_a_shape_output_names_its_node(tmp_path):
     with pytest.raises(npukit.ModelError) as e:
         npukit.Study(path, "arm-dsp-dla")
     assert str(e.value) == want
-    assert assert_cli_error(run_cli("inspect", path)) == want
+    assert assert_cli_error(run_cli("inspect", path), limit_s=60) == want
     only = save_onnx(onnx_model([h.make_node("Shape", ["x"], ["s"], name="sh")], [tensor_info("x", [1, 4])],
                                 [tensor_info("s", [2], T.INT64)]), tmp_path / "shape_only.onnx")  # fmt: skip
     # before: "shape_only.onnx: an op the importer added makes a shape, which npukit cannot read"
-    assert assert_cli_error(run_cli("inspect", only)) == f"{only}: node 'sh' (Shape) makes a shape, which npukit cannot read"
+    assert assert_cli_error(run_cli("inspect", only), limit_s=60) == f"{only}: node 'sh' (Shape) makes a shape, which npukit cannot read"
+
+
+@pytest.mark.parametrize("flags, said", [
+    # before: the last flag silently won (exit 0, /softmax/Softmax on dsp)
+    (["--pin", "#13=arm", "--pin", "/softmax/Softmax=dsp"],
+     "--pin #13=arm and --pin /softmax/Softmax=dsp contradict each other (both name '/softmax/Softmax'); give one"),
+    (["--bits", "dla=int8", "--bits", "dla=fp16"], "--bits dla=int8 and --bits dla=fp16 contradict each other; give one"),
+    (["--bits-layer", "/conv1/Conv=int8", "--bits-layer", "/conv1/Conv=int16"],
+     "--bits-layer /conv1/Conv=int8 and --bits-layer /conv1/Conv=int16 contradict each other; give one"),
+])  # fmt: skip
+def test_repeated_flags_that_contradict_are_refused(tmp_path, flags, said):
+    out = tmp_path / "report.html"
+    r = run_cli("study", ROOT / "sample_models" / "digits_cnn.onnx", "--soc", "arm-dsp-dla", *flags, "--report", out)
+    assert assert_cli_error(r, limit_s=60) == said
+    assert not out.exists()
+
+
+def test_repeated_flags_that_agree_or_refine_still_study():
+    r = run_cli("study", ROOT / "sample_models" / "digits_cnn.onnx", "--soc", "arm-dsp-dla", "--pin", "#13=dsp",
+                "--pin", "/softmax/Softmax=dsp", "--pin", "/conv1/Conv=arm", "--pin", "/conv1/Conv/add=dla", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr

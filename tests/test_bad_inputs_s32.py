@@ -216,3 +216,18 @@ def test_repeated_flags_that_agree_or_refine_still_study():
     r = run_cli("study", ROOT / "sample_models" / "digits_cnn.onnx", "--soc", "arm-dsp-dla", "--pin", "#13=dsp",
                 "--pin", "/softmax/Softmax=dsp", "--pin", "/conv1/Conv=arm", "--pin", "/conv1/Conv/add=dla", "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("name", ["digits_cnn.npz", "data.onnx", "data.pt2"])
+def test_a_data_archive_given_as_the_model_is_called_data(tmp_path, name):
+    """Model and data swapped. before: "unknown model extension '.npz'; ... (the file looks like a torch.export
+    archive (.pt2, a zip file): name it .pt2)", and as data.onnx "the file is a torch.export archive ..., not an
+    ONNX model: ... name it data.pt2" (a .npz is a zip file too)."""
+    p = tmp_path / name
+    p.write_bytes((ROOT / "sample_models" / "digits_cnn.npz").read_bytes())
+    want = (f"{p}: the file is a NumPy .npz archive of arrays, not a model; give it as the study's data (--data "
+            "FILE.npz, study.set_data(path)) and the model file (.onnx, .tflite, .pt2) as the model")  # fmt: skip
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.Study(p, "arm-dsp-dla")
+    assert str(e.value) == want
+    assert assert_cli_error(run_cli("inspect", p), limit_s=60) == want

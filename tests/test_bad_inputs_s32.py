@@ -231,3 +231,25 @@ def test_a_data_archive_given_as_the_model_is_called_data(tmp_path, name):
         npukit.Study(p, "arm-dsp-dla")
     assert str(e.value) == want
     assert assert_cli_error(run_cli("inspect", p), limit_s=60) == want
+
+
+PROFILE_TEXT = (ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml").read_text()
+
+
+@pytest.mark.parametrize("old, new, said", [
+    # before: accepted; the table met last silently replaced the other ("relax.sigmoid" = {} dropped ranks = [4])
+    ("sigmoid = { ranks = [4] }", 'sigmoid = { ranks = [4] }\n"relax.sigmoid" = {}',
+     "processors.dla.ops.relax.sigmoid: names the op sigmoid, as processors.dla.ops.sigmoid does; keep one"),
+    # before: accepted; efficiency of conv2d on arm was 0.3, the 0.5 ignored
+    ("vector_lanes = 4\n", 'vector_lanes = 4\nefficiency = { conv2d = 0.5, "relax.nn.conv2d" = 0.3 }\n',
+     "processors.arm.efficiency.relax.nn.conv2d: names conv2d, as processors.arm.efficiency.conv2d does; keep one"),
+])  # fmt: skip
+def test_a_profile_naming_one_op_twice_is_refused(tmp_path, old, new, said):
+    p = tmp_path / "soc.toml"
+    assert old in PROFILE_TEXT
+    p.write_text(PROFILE_TEXT.replace(old, new, 1))
+    with pytest.raises(npukit.ProfileError) as e:
+        npukit.load_soc(p)
+    assert str(e.value) == f"{p}: {said}"
+    r = run_cli("study", ROOT / "sample_models" / "digits_cnn.onnx", "--soc", p)
+    assert assert_cli_error(r, limit_s=60) == f"{p}: {said}"

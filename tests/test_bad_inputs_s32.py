@@ -243,6 +243,9 @@ PROFILE_TEXT = (ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml").read_text()
     # before: accepted; efficiency of conv2d on arm was 0.3, the 0.5 ignored
     ("vector_lanes = 4\n", 'vector_lanes = 4\nefficiency = { conv2d = 0.5, "relax.nn.conv2d" = 0.3 }\n',
      "processors.arm.efficiency.relax.nn.conv2d: names conv2d, as processors.arm.efficiency.conv2d does; keep one"),
+    # before: accepted; topk's preference for the DSP silently replaced by the empty list
+    ('topk = ["dsp"]', 'topk = ["dsp"]\n"relax.topk" = []',
+     "placement.prefer.relax.topk: names the op topk, as placement.prefer.topk does; keep one"),
 ])  # fmt: skip
 def test_a_profile_naming_one_op_twice_is_refused(tmp_path, old, new, said):
     p = tmp_path / "soc.toml"

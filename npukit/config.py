@@ -128,7 +128,12 @@ class Config:
 
         def pairs(key: str) -> frozenset[tuple[str, str]]:
             out = set()
-            for i, s in enumerate(d.get(key, [])):
+            items = d.get(key, [])
+            if isinstance(items, (set, frozenset)):
+                items = sorted(items, key=str)
+            if not isinstance(items, (list, tuple)):  # (a string's letters, a table's keys, an int: not a list)
+                raise ConfigError(f"{where}: {key}: must be a list of 'processor:op' strings, got {items!r}")
+            for i, s in enumerate(items):
                 if not isinstance(s, str) or s.count(":") != 1:
                     raise ConfigError(f"{where}: {key}[{i}]: expected 'processor:op', got {s!r}")
                 a, b = s.split(":")

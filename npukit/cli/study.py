@@ -84,6 +84,22 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def _no_contradiction(flag: str, pairs, key) -> None:
+    """Two ``flag``s giving one node (or processor) different values are refused, as --disable and
+    --enable of one op are: else the last one silently won."""
+    from ..errors import ConfigError  # noqa: PLC0415
+
+    seen: dict[str, tuple[str, str]] = {}
+    for name, value in pairs:
+        k = key(name)
+        if k in seen and seen[k][1] != value:
+            first = seen[k]
+            same = f" (both name {k!r})" if first[0] != name or k != name else ""
+            raise ConfigError(f"{flag} {first[0]}={first[1]} and {flag} {name}={value} contradict each other{same}; "
+                              "give one")  # fmt: skip
+        seen.setdefault(k, (name, value))
+
+
 def _build_study(args):
     from .. import Study  # noqa: PLC0415
     from ..config import Config  # noqa: PLC0415
@@ -102,6 +118,9 @@ def _build_study(args):
     if both:
         p, o = sorted(both)[0]
         raise ConfigError(f"--disable {p}:{o} and --enable {p}:{o} contradict each other; give one")
+    _no_contradiction("--pin", args.pin, s._node_key)
+    _no_contradiction("--bits", args.bits, str)
+    _no_contradiction("--bits-layer", args.bits_layer, s._node_key)
     for proc, op in args.disable:
         s.set_support(proc, op, False)
     for proc, op in args.enable:

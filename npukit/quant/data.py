@@ -248,20 +248,30 @@ def random_data(g: OpGraph, n: int = DEFAULT_RANDOM_SAMPLES, seed: int = 0) -> D
     rows = []
     for tid in g.inputs:
         t = g.tensors[tid]
-        if t.dtype == "bool":
-            rows.append(rng.integers(0, 2, size=(n, *t.shape)).astype(bool))
-        elif "int" in t.dtype:
-            info = np.iinfo(t.dtype)
-            if _input_quant(g, tid) is not None:
-                lo, hi = info.min, info.max + 1
-            else:
-                lo, hi = 0, index_limit(g, tid) or 2
-            rows.append(rng.integers(lo, hi, size=(n, *t.shape), dtype=np.int64).astype(t.dtype))
-        else:
-            rows.append(rng.random((n, *t.shape), dtype=np.float64).astype(t.dtype))
+        try:
+            rows.append(_random_input(g, tid, t, rng, n))
+        except MemoryError:
+            size = n * int(np.prod(t.shape, dtype=np.float64)) * np.dtype(t.dtype).itemsize
+            raise DataError(f"seeded random inputs: {n} samples of input {t.name or tid!r} {list(t.shape)} {t.dtype} "
+                            f"({size / 2**30:.3g} GiB) do not fit in this machine's memory; give fewer, smaller "
+                            "samples of your own with study.set_data() or --data") from None  # fmt: skip
     samples = tuple(tuple(r[i] for r in rows) for i in range(n))
     return Data(samples, None, samples[: min(CALIB_SAMPLES, n)],
                 random_source(g, n, seed))
+
+
+def _random_input(g: OpGraph, tid: str, t: Tensor, rng, n: int) -> np.ndarray:
+    """``n`` seeded random samples of one input (see ``random_data``)."""
+    if t.dtype == "bool":
+        return rng.integers(0, 2, size=(n, *t.shape)).astype(bool)
+    if "int" in t.dtype:
+        info = np.iinfo(t.dtype)
+        if _input_quant(g, tid) is not None:
+            lo, hi = info.min, info.max + 1
+        else:
+            lo, hi = 0, index_limit(g, tid) or 2
+        return rng.integers(lo, hi, size=(n, *t.shape), dtype=np.int64).astype(t.dtype)
+    return rng.random((n, *t.shape), dtype=np.float64).astype(t.dtype)
 
 
 def random_source(g: OpGraph, n: int = DEFAULT_RANDOM_SAMPLES, seed: int = 0) -> str:

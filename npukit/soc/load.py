@@ -138,6 +138,9 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
             key = canonical(op, f"{where}: placement.prefer")
         except Exception as e:  # noqa: BLE001
             raise ProfileError(str(e)) from None
+        if key in prefer:  # "softmax" and "relax.nn.softmax": one op, and only the last list would count
+            given = next(k for k in (pl.get("prefer") or {}) if k != op and canonical(k, "") == key)
+            v.fail(f"placement.prefer.{op}", f"names the op {key}, as placement.prefer.{given} does; keep one")
         if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst):
             v.fail(f"placement.prefer.{op}", f"must be a list of processor names, got {lst!r}")
         for i, n in enumerate(lst):

@@ -87,9 +87,12 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
     if arr["channels_in"] % arr["kernel_taps"]:
         v.fail(f"{path}.mac_array.kernel_taps", f"must divide channels_in ({arr['channels_in']}), got {arr['kernel_taps']}")
     eff = {"*": 1.0}
-    for k, x in (r["efficiency"] or {}).items():
-        if k != "*":
-            k = _eff_key(v, path, k)
+    named: dict[str, str] = {}  # kernel class / op kind -> the key that named it
+    for given, x in (r["efficiency"] or {}).items():
+        k = _eff_key(v, path, given) if given != "*" else given
+        if k in named:  # "conv2d" and "relax.nn.conv2d": one key, and only the last value would count
+            v.fail(f"{path}.efficiency.{given}", f"names {k}, as {path}.efficiency.{named[k]} does; keep one")
+        named[k] = given
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= 1:
             v.fail(f"{path}.efficiency.{k}", f"must be a number in (0, 1], got {x!r}")
         eff[k] = float(x)
@@ -115,12 +118,16 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
                                 "exponent": float(red["exponent"])})  # fmt: skip
     ops = {}
     ops_doc = r["ops"] or {}
+    spelt: dict[str, str] = {}  # op kind -> the key that named it
     for op, odoc in ops_doc.items():
         try:
             key = canonical(op, f"{v.where}: {path}.ops")
         except Exception as e:  # noqa: BLE001
             raise ProfileError(str(e)) from None
         opath = f"{path}.ops.{op}"
+        if key in spelt:  # "sigmoid" and "relax.sigmoid": one op, and only one of its tables would count
+            v.fail(opath, f"names the op {key}, as {path}.ops.{spelt[key]} does; keep one")
+        spelt[key] = op
         if odoc is False:  # (as leaving it out: the processor does not run it)
             continue
         if odoc is True:

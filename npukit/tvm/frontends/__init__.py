@@ -45,6 +45,10 @@ def import_model(model, input_shapes: dict | None = None) -> Imported:
             raise ModelError(f"{path}: is a directory, expected a model file ({', '.join(MODEL_EXTENSIONS)})")
         ext = path.suffix.lower()
         looks = _format_of_contents(path)
+        if looks == ".npz":  # model and data swapped: no name makes a model of it
+            raise ModelError(f"{path}: the file is a NumPy .npz archive of arrays, not a model; give it as the "
+                             "study's data (--data FILE.npz, study.set_data(path)) and the model file "
+                             f"({', '.join(MODEL_EXTENSIONS)}) as the model")  # fmt: skip
         if ext not in MODEL_EXTENSIONS:
             raise ModelError(
                 f"{path}: unknown model extension {ext or '(none)'!r}; accepted: "
@@ -91,7 +95,8 @@ _FORMATS = {".onnx": "an ONNX model", ".tflite": "a TFLite flatbuffer", ".pt2": 
 
 
 def _format_of_contents(path: Path) -> str | None:
-    """The extension of the format the file's first bytes identify (a zip file: ``.pt2``; a flatbuffer
+    """The extension of the format the file's first bytes identify (a zip file: ``.pt2``, or ``.npz``
+    when it holds only ``.npy`` arrays, numpy's data archive; a flatbuffer
     with the ``TFL3`` identifier: ``.tflite``), else None (ONNX has no signature; an unreadable file)."""
     try:
         with open(path, "rb") as f:
@@ -99,7 +104,14 @@ def _format_of_contents(path: Path) -> str | None:
     except OSError:
         return None
     if head[:4] == b"PK\x03\x04":
-        return ".pt2"
+        import zipfile  # noqa: PLC0415
+
+        try:
+            with zipfile.ZipFile(path) as z:
+                names = z.namelist()
+        except (OSError, zipfile.BadZipFile):
+            return ".pt2"
+        return ".npz" if names and all(n.endswith(".npy") for n in names) else ".pt2"
     if head[4:8] == b"TFL3":
         return ".tflite"
     return None

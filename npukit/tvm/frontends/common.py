@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import math
 import os
 import re
 import warnings
@@ -19,6 +20,8 @@ from ...graph import OpGraph
 from ...opset import KINDS
 from .. import load as _load_tvm
 from ..spans import SPAN_PREFIX  # noqa: F401 - re-exported
+from .sizes import MAX_ELEMENTS
+from .sizes import _fmt as fmt_count
 
 MODEL_EXTENSIONS = (".onnx", ".tflite", ".pt2")
 MAC_KINDS = frozenset(k for k, v in KINDS.items() if v.mac)  # the op that takes a model node's own name
@@ -57,6 +60,9 @@ class _Marks:
     outputs_of: dict[int, int] = field(default_factory=dict)
     progress: Any = None  # called with each new source index (a progress bar)
     _by_name: dict[str, int] = field(default_factory=dict)  # source name -> index (merged sources)
+    # (source index, shape) of a converter whose result is a shape (ONNX Shape): bound later, e.g. as
+    # a model output, it is still that node's, in an error message
+    values: list[tuple[int, Any]] = field(default_factory=list)
 
     def index(self, src: _Source, merge: bool = False) -> int:
         """The index of ``src``; with ``merge``, one index per source name (the pieces a
@@ -79,6 +85,8 @@ class _Marks:
         if isinstance(sym, relax.Var):
             self.results.append((idx, sym))
         else:
+            if isinstance(sym, relax.ShapeExpr):
+                self.values.append((idx, sym))
             self.elided[idx] = "folded to a constant at import"
         return sym
 
@@ -192,6 +200,10 @@ def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | No
                 if isinstance(d, int) and d > 0 and d != int(want):
                     raise ShapeError(f"{path}: input {name!r} dim {i} is fixed at {d} in the model; input_shapes asks "
                                      f"for {int(want)} (only symbolic dims can be pinned)")  # fmt: skip
+            n = math.prod(int(d) for d in shp)
+            if n > MAX_ELEMENTS:  # (the limit a model's own declared shapes are held to)
+                raise ShapeError(f"{path}: input_shapes[{name!r}] = {tuple(int(d) for d in shp)}: {fmt_count(n)} "
+                                 f"elements; npukit refuses tensors of more than {fmt_count(MAX_ELEMENTS)} elements")  # fmt: skip
             out[name] = [int(d) for d in shp]
             continue
         if dims is None:
@@ -222,6 +234,25 @@ def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | No
         out[name] = list(dims)
     return out
 
+
+
+def check_input_dtype(path: str, label: str, dtype: str) -> None:
+    """A model input npukit can feed: a dtype of ``soc.schema.DTYPES`` or a float format numpy reads
+    (float8 ...); not a 4-bit integer, a string, a complex number or no type at all, whose values no
+    numpy array holds (seeded random inputs, the error figures and ``set_data`` all need one)."""
+    from ...soc.schema import DTYPES  # noqa: PLC0415
+
+    ok = dtype in DTYPES
+    if not ok and dtype.startswith("float"):
+        try:
+            ok = np.dtype(dtype).itemsize > 0
+        except TypeError:
+            ok = False
+    if not ok:
+        untyped = dtype in ("", "None", "undefined")
+        raise ModelError(f"{path}: input {label!r} {'has no element type' if untyped else 'is ' + dtype}, which "
+                         f"npukit cannot feed (it feeds {', '.join(DTYPES)} and float8 inputs); "
+                         f"{'declare one' if untyped else 'cast it in the model'}")  # fmt: skip
 
 
 def _at(what: str, marks: _Marks) -> str:

@@ -8,7 +8,17 @@ from typing import Any
 from ...errors import ModelError, UnsupportedOpError
 from ...progress import Progress
 from .. import load as _load_tvm
-from .common import _NAMES, Imported, _at, _check_input_shapes, _first_line, _Marks, _run_quietly, _Source
+from .common import (
+    _NAMES,
+    Imported,
+    _at,
+    _check_input_shapes,
+    _first_line,
+    _Marks,
+    _run_quietly,
+    _Source,
+    check_input_dtype,
+)
 from .onnx_convert import convert
 from .onnx_qop import piece_of
 from .onnx_qop import rewrite as rewrite_qop
@@ -21,10 +31,32 @@ def _import_onnx_file(path: Path, input_shapes) -> Imported:
     import onnx  # noqa: PLC0415
 
     try:
-        m = onnx.load(str(path))
+        m = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # noqa: BLE001 - protobuf raises several kinds
         raise ModelError(f"{path}: not a readable ONNX model, the file may be truncated ({_first_line(e)})") from None
+    _load_external_data(m, Path(path))
     return _import_onnx(m, str(path), input_shapes)
+
+
+def _load_external_data(m, path: Path) -> None:
+    """Initializers kept in files beside the model (saved with ``save_as_external_data``): a missing
+    or short file is named with the initializer, not blamed on the model file."""
+    import onnx  # noqa: PLC0415
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data  # noqa: PLC0415
+
+    for t in m.graph.initializer:
+        if not uses_external_data(t):
+            continue
+        info = ExternalDataInfo(t)
+        f = path.parent / info.location
+        if not info.location or not f.is_file():
+            raise ModelError(f"{path}: initializer {t.name!r} keeps its data in the file {info.location!r} beside the "
+                             f"model, which {'is not a file' if f.exists() else 'is missing'}; copy it next to "
+                             f"{path.name}")  # fmt: skip
+    try:
+        onnx.load_external_data_for_model(m, str(path.parent))
+    except Exception as e:  # noqa: BLE001 - onnx raises several kinds
+        raise ModelError(f"{path}: cannot read the model's external data ({_first_line(e)})") from None
 
 
 def _import_onnx(m, path: str, input_shapes) -> Imported:
@@ -55,8 +87,26 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
             if not isinstance(t.name, str):
                 raise ModelError(f"{path}: a tensor name is not valid UTF-8 ({t.name!r}); is the file corrupt?")
 
-    # every tensor read must be defined somewhere: catches truncated files that still parse
+    # element types TVM's importer has no dtype for (it said "unknown dtype `object`"), or whose values
+    # no numpy array holds: named here, in the model's words
     inits = {t.name for t in graph.initializer}
+    for i in graph.input:
+        kind = i.type.WhichOneof("value")
+        if i.name in inits or kind is None:
+            continue
+        if kind != "tensor_type":  # a sequence, map, optional or sparse tensor: no shape would help
+            what = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional value",
+                    "sparse_tensor_type": "a sparse tensor"}.get(kind, kind)  # fmt: skip
+            raise ModelError(f"{path}: input {i.name!r} is {what}, not a tensor; npukit studies models whose inputs "
+                             "are dense tensors")  # fmt: skip
+        if i.type.tensor_type.elem_type not in _FED:
+            check_input_dtype(path, i.name, _elem_name(i.type.tensor_type.elem_type))
+    for t in graph.initializer:
+        if t.data_type in (8, 14, 15):  # STRING, COMPLEX64, COMPLEX128
+            raise ModelError(f"{path}: initializer {t.name!r} is {_elem_name(t.data_type)}, which npukit cannot read; "
+                             "only numeric and boolean constants")  # fmt: skip
+
+    # every tensor read must be defined somewhere: catches truncated files that still parse
     defined = set(inits) | {i.name for i in graph.input} | {""}
     maker = {o: n for n in graph.node for o in n.output if o}
     for n in graph.node:
@@ -168,6 +218,19 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     return _finish(raw, marks, "onnx", path, input_names, out_names, const_names)
 
 
+
+
+# ONNX element types npukit feeds (TensorProto.DataType): the numeric ones numpy holds, bool, float8
+_FED = frozenset({1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16, 17, 18, 19, 20})
+
+
+def _elem_name(et: int) -> str:
+    import onnx  # noqa: PLC0415
+
+    try:
+        return onnx.TensorProto.DataType.Name(et).lower()
+    except ValueError:
+        return f"element type {et}"
 
 
 def _internal_names(graph):

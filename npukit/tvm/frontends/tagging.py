@@ -12,7 +12,7 @@ from ...errors import ModelError, ShapeError, UnsupportedOpError
 from ...graph import Op, OpGraph, Tensor, freeze
 from ...progress import Progress
 from .. import load as _load_tvm
-from .common import Imported, _main_of, _Marks, _run_quietly
+from .common import Imported, _main_of, _Marks, _run_quietly, check_input_dtype
 from .naming import _name_ops, _with_name
 from .sizes import check_inferred
 from .tagged_module import _emit_tagged, _keep_kernels, canonical_args
@@ -147,6 +147,7 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
     for i, p in enumerate(f.params):
         label = input_names[i] if i < len(input_names) else p.name
         shape, dtype = _shape_of(p.ty, f"input {label!r}", path)
+        check_input_dtype(path, label, dtype)
         tid = f"in{i}"
         tensors[tid] = Tensor(tid, shape, dtype, "input", None, label)
         env[p] = tid
@@ -177,6 +178,14 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
         val = _static(x)
         static[argname] = val if val is not None else str(x)
         return []
+
+    def tensors_only(fields) -> None:
+        """A tuple's (the model outputs') fields are tensors: a shape among them is refused with its
+        node, not dropped from the outputs."""
+        for x in fields:
+            if not isinstance(x, (relax.Var, relax.Tuple, tvm.ir.GenericConst)):
+                src = next((i for i, y in marks.values if y.same_as(x)), None)
+                raise ModelError(f"{path}: {_where(marks, src)} makes {_kind_of(x)}, which npukit cannot read")
 
     bindings = [b for blk in f.body.blocks for b in blk.bindings]
     owner_at = [owners.get(b.var) for b in bindings]
@@ -216,14 +225,20 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
             tup = env.get(v.tuple_value) if isinstance(v.tuple_value, relax.Var) else None
             env[var] = tup[v.index] if isinstance(tup, tuple) else tup
         elif isinstance(v, relax.Tuple):
+            tensors_only(v.fields)
             env[var] = tuple(t for y in v.fields for t in _as_list(_env_of(y, env, const_tid)))
         elif isinstance(v, tvm.ir.GenericConst):
             env[var] = const_tid(v)
         elif isinstance(v, relax.If):
             raise UnsupportedOpError(f"{path}: control flow ({_where(marks, owner_at[k])}) is not supported")
         else:
-            raise ModelError(f"{path}: {_where(marks, owner_at[k])} makes {_kind_of(v)}, which npukit cannot read")
-    out_tids = _as_list(_env_of(f.body.body, env, const_tid))
+            src = owner_at[k]
+            if src is None:  # a converter's non-tensor result, bound where it is used (a model output)
+                src = next((i for i, x in marks.values if x.same_as(v)), None)
+            raise ModelError(f"{path}: {_where(marks, src)} makes {_kind_of(v)}, which npukit cannot read")
+    body = f.body.body
+    tensors_only(body.fields if isinstance(body, relax.Tuple) else [body])
+    out_tids = _as_list(_env_of(body, env, const_tid))
     if not ops:
         raise ModelError(_computes_nothing(path, out_tids, output_names, tensors))
 

@@ -1,5 +1,5 @@
-"""Bad inputs a new user makes (session s32): each one an NpukitError in the model's words, the
-same Study answering after it, no traceback on the command line."""
+"""Bad inputs a new user makes (huge or unfeedable inputs, external data, hand-edited configs, contradicting
+flags, names given twice in a profile): each an NpukitError in the model's words, the same Study answering after it, no traceback on the command line."""
 
 from __future__ import annotations
 

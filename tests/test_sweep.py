@@ -383,32 +383,6 @@ def test_rows_equal_single_studies(digits_rows):
         assert o.config == s.config and o.totals == t
 
 
-def test_a_default_sweep_stays_in_this_process_while_it_is_short(monkeypatch):
-    """Worker processes start by importing the model and partitioning it afresh: 256 configurations
-    took 6.8 s in this process and 34.5 s on two workers.  By default a sweep runs here while what
-    is left would take under POOL_AFTER_S, then hands the rest to one worker per core."""
-    from npukit.sweeps import run as sweep_run
-
-    ref = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=0, progress=False)
-    handed = []
-
-    def pool(job, chunks, sink, n, bar):  # a stand-in pool that runs the chunks it is given here
-        handed.append((n, sum(map(len, chunks))))
-        for ch in chunks:
-            sink(sweep_run.run_chunk(job, ch))
-
-    monkeypatch.setattr(sweep_run, "_run_pool", pool)
-    monkeypatch.setattr(sweep_run.os, "cpu_count", lambda: 2)
-    short = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, progress=False)
-    assert handed == [] and short.equals(ref)  # 8 configurations: all of them here
-    monkeypatch.setattr(sweep_run, "POOL_AFTER_S", 0.0)  # what is left always looks long
-    long = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, progress=False, chunk_size=2)
-    assert handed == [(2, 6)] and long.equals(ref)  # the first chunk here, the other 6 to two workers
-    handed.clear()
-    npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL, workers=2, progress=False, chunk_size=2)
-    assert handed == [(2, 8)]  # workers given: all of it on them
-
-
 def test_first_fit_rows_share_a_partition_and_equal_studies():
     """Under "first-fit" the on-chip size moves no op: one partition serves both profiles."""
     from npukit import pipeline as pl
@@ -795,3 +769,30 @@ def test_a_grid_written_in_python_takes_tuples_ranges_and_numpy_values():
     assert same(py) == same(toml)
     assert [type(v) for a in py.axes for v in a.values] == [type(v) for a in toml.axes for v in a.values]
     check_grid(py, pl.load(DIGITS_ONNX), npukit.load_soc("arm-dsp-dla"))
+
+
+def test_a_default_sweep_stays_in_this_process_while_it_is_short(monkeypatch):
+    """Worker processes start by importing the model and partitioning it afresh: 256 configurations
+    took 6.8 s in this process and 34.5 s on two workers.  By default a sweep runs here while what
+    is left would take under POOL_AFTER_S, then hands the rest to one worker per core."""
+    from npukit.sweeps import run as sweep_run
+
+    grid = SMALL.replace("4096", "2048")
+    ref = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, progress=False)
+    handed = []
+
+    def pool(job, chunks, sink, n, bar):  # a stand-in pool that runs the chunks it is given here
+        handed.append((n, sum(map(len, chunks))))
+        for ch in chunks:
+            sink(sweep_run.run_chunk(job, ch))
+
+    monkeypatch.setattr(sweep_run, "_run_pool", pool)
+    monkeypatch.setattr(sweep_run.os, "cpu_count", lambda: 2)
+    short = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, progress=False)
+    assert handed == [] and short.equals(ref)  # 8 configurations: all of them here
+    monkeypatch.setattr(sweep_run, "POOL_AFTER_S", 0.0)  # what is left always looks long
+    long = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, progress=False, chunk_size=2)
+    assert handed == [(2, 6)] and long.equals(ref)  # the first chunk here, the other 6 to two workers
+    handed.clear()
+    npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=2, progress=False, chunk_size=2)
+    assert handed == [(2, 8)]  # workers given: all of it on them

@@ -15,6 +15,14 @@ from conftest import ROOT, assert_cli_error, initializer, onnx_model, run_cli, s
 import npukit
 
 
+def assert_model_refused(path, want: str) -> None:
+    """The model at ``path`` is refused with ``want``, by the API and by ``npukit inspect`` alike."""
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.Study(path, "arm-dsp-dla")
+    assert str(e.value) == want
+    assert assert_cli_error(run_cli("inspect", path), limit_s=60) == want
+
+
 def _open_batch(tmp: Path) -> Path:
     from onnx import helper as h
 
@@ -150,10 +158,7 @@ def test_external_data_missing_or_short_is_named(tmp_path):
     # is not regular file.)"
     want = (f"{path}: initializer 'w' keeps its data in the file 'ext.weights' beside the model, which is missing; "
             "copy it next to ext.onnx")  # fmt: skip
-    with pytest.raises(npukit.ModelError) as e:
-        npukit.Study(path, "arm-dsp-dla")
-    assert str(e.value) == want
-    assert assert_cli_error(run_cli("inspect", path), limit_s=60) == want
+    assert_model_refused(path, want)
 
 
 @pytest.mark.parametrize("value, shown", [
@@ -187,10 +192,7 @@ def test_a_shape_output_names_its_node(tmp_path):
     # before: the shape output vanished (`inspect` listed output 'r' only), and `study --error` ended in a
     # traceback from the simulator: AttributeError: 'Shape' object has no attribute 'numpy'
     want = f"{path}: node 'my/shape' (Shape) makes a shape, which npukit cannot read"
-    with pytest.raises(npukit.ModelError) as e:
-        npukit.Study(path, "arm-dsp-dla")
-    assert str(e.value) == want
-    assert assert_cli_error(run_cli("inspect", path), limit_s=60) == want
+    assert_model_refused(path, want)
     only = save_onnx(onnx_model([h.make_node("Shape", ["x"], ["s"], name="sh")], [tensor_info("x", [1, 4])],
                                 [tensor_info("s", [2], T.INT64)]), tmp_path / "shape_only.onnx")  # fmt: skip
     # before: "shape_only.onnx: an op the importer added makes a shape, which npukit cannot read"
@@ -227,10 +229,7 @@ def test_a_data_archive_given_as_the_model_is_called_data(tmp_path, name):
     p.write_bytes((ROOT / "sample_models" / "digits_cnn.npz").read_bytes())
     want = (f"{p}: the file is a NumPy .npz archive of arrays, not a model; give it as the study's data (--data "
             "FILE.npz, study.set_data(path)) and the model file (.onnx, .tflite, .pt2) as the model")  # fmt: skip
-    with pytest.raises(npukit.ModelError) as e:
-        npukit.Study(p, "arm-dsp-dla")
-    assert str(e.value) == want
-    assert assert_cli_error(run_cli("inspect", p), limit_s=60) == want
+    assert_model_refused(p, want)
 
 
 PROFILE_TEXT = (ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml").read_text()

@@ -155,18 +155,27 @@ def _tid_key(tid: str):
         return (head, 0, 0)
 
 
+def over_limits(plan: Plan, soc) -> list[tuple[str, int, list[Partition]]]:
+    """(accelerator, its ``max_partitions``, its partitions) for every accelerator whose runtime
+    takes fewer offloaded partitions than this plan gives it."""
+    out = []
+    for p in soc.processors:
+        if p.max_partitions is None or p.host:
+            continue
+        parts = [part for part in plan.partitions if part.processor == p.name]
+        if len(parts) > p.max_partitions:
+            out.append((p.name, p.max_partitions, parts))
+    return out
+
+
 def partition_limits(plan: Plan, soc) -> tuple[str, ...]:
     """Per accelerator whose runtime takes at most ``max_partitions`` offloaded partitions and that
     this plan gives more: what is over, in words (empty when every limit holds)."""
     out = []
-    for p in soc.processors:
-        lim = p.max_partitions
-        if lim is None or p.host:
-            continue
-        pids = [part.pid for part in plan.partitions if part.processor == p.name]
-        if len(pids) > lim:
-            out.append(f"{p.name} is given {len(pids)} offloaded partitions ({', '.join(map(str, pids))}), and its "
-                       f"runtime takes at most {lim} (processors.{p.name}.max_partitions = {lim}): the chip would refuse "
-                       f"this plan; pins or support toggles that leave {p.name} {lim} partition{'s' if lim > 1 else ''} "
-                       "fix it")  # fmt: skip
+    for name, lim, parts in over_limits(plan, soc):
+        pids = [part.pid for part in parts]
+        out.append(f"{name} is given {len(pids)} offloaded partitions ({', '.join(map(str, pids))}), and its "
+                   f"runtime takes at most {lim} (processors.{name}.max_partitions = {lim}): the chip would refuse "
+                   f"this plan; pins or support toggles that leave {name} {lim} partition{'s' if lim > 1 else ''} "
+                   "fix it")  # fmt: skip
     return tuple(out)

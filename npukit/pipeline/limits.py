@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping
 
-from ..plan import Plan
+from ..plan import over_limits
 from ..rules import Verdict, fail
 from ..soc import SocProfile
 
@@ -27,18 +27,6 @@ ROUNDS = 4  # holding one accelerator can split another's partition: held again 
 def limited(soc: SocProfile) -> bool:
     """Does any accelerator of the profile limit its partitions?"""
     return any(p.max_partitions is not None and not p.host for p in soc.processors)
-
-
-def over(plan: Plan, soc: SocProfile) -> list[tuple[str, int, list]]:
-    """(accelerator, its limit, its partitions) for every accelerator the plan gives too many."""
-    out = []
-    for p in soc.processors:
-        if p.max_partitions is None or p.host:
-            continue
-        parts = [pt for pt in plan.partitions if pt.processor == p.name]
-        if len(parts) > p.max_partitions:
-            out.append((p.name, p.max_partitions, parts))
-    return out
 
 
 def _span(ops) -> str:
@@ -58,7 +46,7 @@ def hold(part, vs: Mapping, soc: SocProfile, pinned: set[int], byoc: Callable, l
     ``max_partitions``: (the held Partitioned, its latency), or None when the pins alone break a
     limit, or when holding does not converge."""
     for _ in range(ROUNDS):
-        excess = over(part.plan, soc)
+        excess = over_limits(part.plan, soc)
         if not excess:
             return part, latency(part)
         proc, lim, parts = excess[0]
@@ -81,4 +69,4 @@ def hold(part, vs: Mapping, soc: SocProfile, pinned: set[int], byoc: Callable, l
             if best is None or (lat, n) < best[0]:
                 best = ((lat, n), cand, held)
         _, part, vs = best
-    return (part, latency(part)) if not over(part.plan, soc) else None
+    return (part, latency(part)) if not over_limits(part.plan, soc) else None

@@ -11,7 +11,7 @@ from ..cost import Tables
 from ..cost.tables import narrowed, op_model_widths, runs_at
 from ..errors import ConfigError, at_field
 from ..graph import OpGraph
-from ..plan import Plan
+from ..plan import Plan, over_limits
 from ..rules import Verdict
 from ..soc import SocProfile
 from ..timeline import Schedule, makespan, schedule
@@ -177,7 +177,7 @@ def _partition(model: Model, soc: SocProfile, cfg: Config, key):
     if limits.limited(soc):  # an accelerator's runtime takes only so many partitions: plans held to it
         work = tables(model).work
         for n, pvs in ((0, cvs), (1, vs)):
-            excess = limits.over(parts[n].plan, soc)
+            excess = over_limits(parts[n].plan, soc)
             if not excess:
                 continue
             over[n] = True
@@ -187,7 +187,7 @@ def _partition(model: Model, soc: SocProfile, cfg: Config, key):
                 to = ", ".join(f"{a}'s max_partitions = {lim}" for a, lim, _ in excess)
                 parts.append(h[0]), lats.append(h[1]), over.append(False)
                 names.append(f"{names[n]} held to {to}"), labels.append(f"{labels[n]} held to {to}")
-        over[2] = bool(limits.over(host.plan, soc))
+        over[2] = bool(over_limits(host.plan, soc))
     k = min(range(len(parts)), key=lambda n: (over[n], lats[n], n))
     if k == 2:  # kept: with the refusals in this config's words
         parts[2] = _byoc(model, soc, _host_verdicts(vs, soc, away))

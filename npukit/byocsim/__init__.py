@@ -42,7 +42,7 @@ from .fuse import NameSupply, fuse
 from .merge import merge
 from .skeleton import Binding, Skeleton
 
-__all__ = ["Binding", "NameSupply", "Skeleton", "fuse", "merge", "partition", "partition_plan"]
+__all__ = ["Binding", "NameSupply", "Skeleton", "fuse", "merge", "obeyed_alike", "partition", "partition_plan"]
 
 
 def partition_plan(sk: Skeleton, g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Verdict], shapes, ar) -> Plan:
@@ -67,3 +67,35 @@ def partition(sk: Skeleton, g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, 
         vs = {**vs, **extra}
         plan = partition_plan(sk, g, soc, vs, shapes, ar)
     return plan, vs
+
+
+
+def obeyed_alike(g: OpGraph, soc: SocProfile, vs: Mapping[tuple[int, str], Verdict], done) -> Mapping | None:
+    """The verdicts a replay under ``vs`` would obey, when it certainly gives the Plan of ``done``
+    (a partition already made: its ``plan`` and the verdicts it obeyed), else None.  The cost
+    policy's verdicts when the cost model chose first-fit's placement are the case: no replay then.
+
+    Certain when, after ``vs``'s view pruning, they accept no op on a processor that ``done``'s
+    verdicts refuse it on (with the same fused-only words), and accept every offloaded op where the
+    Plan put it.  By induction over the passes: each visit of a pattern's root finds the same state,
+    so the same match; a match the Plan took ends where the Plan puts it, so ``vs`` accept it; one it
+    refused ``vs`` refuse too, as they accept less; a pattern left out of ``vs``'s table (none of
+    its kinds accepted) matched nothing.  The merge then sees the same composites.  And the second
+    pruning (partitions that compute nothing) must find nothing to prune."""
+    plan, before = done.plan, done.verdicts
+    obeyed = pt.prune_lone_views(g, soc, vs)
+    for (i, p), v in obeyed.items():
+        if v.host:
+            if v.failed("pinned") != before[(i, p)].failed("pinned"):
+                return None
+        elif v.ok:
+            w = before[(i, p)]
+            if not w.ok or w.fused_only != v.fused_only:
+                return None
+    host = soc.host
+    for i, p in enumerate(plan.processor):
+        if p != host and not obeyed[(i, p)].ok:
+            return None
+    if pt.prune_view_partitions(g, soc, obeyed, plan.partitions):
+        return None
+    return obeyed

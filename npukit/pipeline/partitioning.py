@@ -33,8 +33,9 @@ from .model import (
 from .widths import op_bits
 
 
-def _byoc(model: Model, soc: SocProfile, vs):
-    """The BYOC partition under verdicts ``vs`` (cached by what they accept).
+def _byoc(model: Model, soc: SocProfile, vs, alike=None):
+    """The BYOC partition under verdicts ``vs`` (cached by what they accept).  ``alike``: a partition
+    whose Plan the replay under ``vs`` may give without running (``byocsim.obeyed_alike``).
 
     The Plan comes from ``npukit.byocsim``, TVM's FuseOpsByPattern + MergeCompositeFunctions
     replayed on the tagged module's skeleton (milliseconds where TVM takes tenths of a second);
@@ -67,14 +68,19 @@ def _byoc(model: Model, soc: SocProfile, vs):
         from ..tvm.partition import partition as byoc  # noqa: PLC0415
 
         return PARTS.put(key, byoc(model.module, model.graph, soc, vs, shapes=shapes, ar=ar))
-    return PARTS.put(key, _replayed(model, soc, vs, sk, shapes, ar))
+    return PARTS.put(key, _replayed(model, soc, vs, sk, shapes, ar, alike))
 
 
-def _replayed(model: Model, soc: SocProfile, vs, sk, shapes, ar):
+def _replayed(model: Model, soc: SocProfile, vs, sk, shapes, ar, alike=None):
+    from ..byocsim import obeyed_alike  # noqa: PLC0415
     from ..byocsim import partition as replay  # noqa: PLC0415
     from ..tvm.partition import LazyModule, Partitioned  # noqa: PLC0415
 
-    plan, obeyed = replay(sk, model.graph, soc, vs, shapes, ar)
+    obeyed = None if alike is None else obeyed_alike(model.graph, soc, vs, alike)
+    if obeyed is not None:
+        plan = alike.plan
+    else:
+        plan, obeyed = replay(sk, model.graph, soc, vs, shapes, ar)
     return Partitioned(LazyModule(lambda: _tvm_module(model, soc, obeyed, plan, shapes, ar)), plan, obeyed)
 
 
@@ -161,7 +167,7 @@ def _partition(model: Model, soc: SocProfile, cfg: Config, key):
     choice = decide(g, soc, tables(model), vs, bits_of, ff.plan.processor, runs, cost_model(model, soc),
                     _scores(model, soc), _additive(model, soc))
     cvs = constrain(vs, soc, choice)
-    cost = _byoc(model, soc, cvs)
+    cost = _byoc(model, soc, cvs, ff if choice.processor == ff.plan.processor else None)
     away = _pinned_away(vs, soc)
     host = _host_only(model, soc, vs, away)
     inf = float("inf")

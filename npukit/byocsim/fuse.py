@@ -168,6 +168,8 @@ def topo(st: State, group_of: Mapping[int, int], deps_of) -> list[int]:
 
 def _fuse_pass(st: State, name: str, chain: tuple[str, ...], combo: tuple[int, ...], cands, accept) -> None:
     chain_ops = tuple(full(k) for k in chain)
+    if len(chain_ops) == 1:
+        return _single_pass(st, name, chain_ops[0], cands, accept)
     matches: list[list[int]] = []
     grouped: set[int] = set()
     for root in cands:
@@ -260,6 +262,37 @@ def _fuse_pass(st: State, name: str, chain: tuple[str, ...], combo: tuple[int, .
             st.key[node] = p
         st._order = new_order
         st.reordered = True
+
+
+def _single_pass(st: State, name: str, op: str, cands, accept) -> None:
+    """``_fuse_pass`` of a one-op pattern: every candidate call (in main's order) its processor
+    accepts alone is a composite of its own, emitted where it stood (nothing moves)."""
+    fused, rep, key, reads, op_ids = st.fused, st.rep, st.key, st.sk.reads, st.sk.op_ids
+    matches = [b for b in cands if not fused[b] and rep[b] == b and accept((b,))]
+    if not matches:
+        return
+    matches.sort(key=key.__getitem__)  # (candidates come in main's order: already sorted)
+    supply = NameSupply(st.names)
+    hint = ("fused_" + op).replace(".", "_")
+    comp_args, comp_members, comp_ops, comp_pattern, comp_name = (
+        st.comp_args, st.comp_members, st.comp_ops, st.comp_pattern, st.comp_name)  # fmt: skip
+    c = st.next
+    for b in matches:
+        args: list = []
+        for a in reads[b]:  # the composite's call takes every variable its op reads (tuples opened)
+            if a != b and a not in args:
+                args.append(a)
+        comp_args[c] = args
+        comp_members[c] = (b,)
+        comp_ops[c] = [op_ids[b]]
+        comp_pattern[c] = name
+        comp_name[c] = supply.fresh_clean(hint)
+        fused[b] = True
+        rep[b] = c
+        key.append(key[b])
+        c += 1
+    st.next = c
+    st._order = None
 
 
 def fuse(sk: Skeleton, g: OpGraph, soc: SocProfile, specs, acc: pt.Accepted, ar) -> State:

@@ -161,6 +161,22 @@ def test_external_data_missing_or_short_is_named(tmp_path):
     assert_model_refused(path, want)
 
 
+def test_an_opset_newer_than_onnx_knows_is_refused(tmp_path):
+    """Opset 99 imported without a word (TVM read each op as the newest version it knows)."""
+    import onnx
+    from onnx import helper as h
+
+    newest = onnx.defs.onnx_opset_version()
+    m = onnx_model([h.make_node("Relu", ["x"], ["y"], name="r")], [tensor_info("x", [1, 4])],
+                   [tensor_info("y", [1, 4])], opset=99)  # fmt: skip
+    path = save_onnx(m, tmp_path / "opset99.onnx", infer_shapes=False)
+    assert_model_refused(path, f"{path}: the model declares ONNX opset 99, which the installed onnx {onnx.__version__} "
+                               f"does not know; npukit reads opsets up to {newest} (export the model at opset "
+                               f"{newest} or lower)")  # fmt: skip
+    m.opset_import[0].version = newest  # the newest opset it knows still imports
+    assert [op.kind for op in npukit.import_model(m).graph.ops] == ["relu"]
+
+
 @pytest.mark.parametrize("value, shown", [
     ('"dla:max_pool2d"', "'dla:max_pool2d'"),  # before: "disabled[0]: expected 'processor:op', got 'd'"
     ("5", "5"),  # before: TypeError: 'int' object is not iterable (a traceback)

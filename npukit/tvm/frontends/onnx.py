@@ -71,6 +71,7 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
         raise ModelError(f"{path}: the model has no ops (graph {graph.name!r} is empty)")
     if m.ir_version < 3:
         raise ModelError(f"{path}: ONNX IR version {m.ir_version} is too old; TVM needs >= 3")
+    opset = _default_opset(m, path)
 
     def node_name(n) -> str:
         # an unnamed RNN/LSTM/GRU's first output may be an empty optional: its first real output names it
@@ -197,13 +198,6 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
                 return marks.record(self.bb, relax, sym, _Source(*whole), merge=True)
             return marks.record(self.bb, relax, sym, _Source(name, op_name, outs))
 
-    opset = None
-    for o in m.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            opset = o.version
-    if not opset:
-        raise ModelError(f"{path}: the model declares no opset of the default ONNX domain (opset_import is "
-                         "empty); is the file truncated?")  # fmt: skip
     # the importer is made inside the call so that nothing outside holds its BlockBuilder when a
     # conversion fails (see _run_quietly)
     _NAMES.clear()
@@ -218,6 +212,28 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     return _finish(raw, marks, "onnx", path, input_names, out_names, const_names)
 
 
+
+
+def _default_opset(m, path: str) -> int:
+    """The opset of the default ONNX domain the model declares.  One newer than the installed onnx
+    package knows (a typo, a file from a future exporter) is refused: TVM's importer took opset 99
+    without a word and read every op as the latest version it knows, which may not be what the
+    file means."""
+    import onnx  # noqa: PLC0415
+
+    opset = None
+    for o in m.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            opset = o.version
+    if not opset:
+        raise ModelError(f"{path}: the model declares no opset of the default ONNX domain (opset_import is "
+                         "empty); is the file truncated?")  # fmt: skip
+    newest = onnx.defs.onnx_opset_version()
+    if opset > newest:
+        raise ModelError(f"{path}: the model declares ONNX opset {opset}, which the installed onnx "
+                         f"{onnx.__version__} does not know; npukit reads opsets up to {newest} (export the model "
+                         f"at opset {newest} or lower)")  # fmt: skip
+    return opset
 
 
 # ONNX element types npukit feeds (TensorProto.DataType): the numeric ones numpy holds, bool, float8

@@ -34,21 +34,25 @@ def _import_onnx_file(path: Path, input_shapes) -> Imported:
         m = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # noqa: BLE001 - protobuf raises several kinds
         raise ModelError(f"{path}: not a readable ONNX model, the file may be truncated ({_first_line(e)})") from None
-    _load_external_data(m, Path(path))
-    return _import_onnx(m, str(path), input_shapes)
+    files = _load_external_data(m, Path(path))
+    imp = _import_onnx(m, str(path), input_shapes)
+    imp.files = files
+    return imp
 
 
-def _load_external_data(m, path: Path) -> None:
+def _load_external_data(m, path: Path) -> tuple[Path, ...]:
     """Initializers kept in files beside the model (saved with ``save_as_external_data``): a missing
-    or short file is named with the initializer, not blamed on the model file."""
+    or short file is named with the initializer, not blamed on the model file.  The files read."""
     import onnx  # noqa: PLC0415
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data  # noqa: PLC0415
 
+    files: dict[Path, None] = {}
     for t in m.graph.initializer:
         if not uses_external_data(t):
             continue
         info = ExternalDataInfo(t)
         f = path.parent / info.location
+        files[f] = None
         if not info.location or not f.is_file():
             raise ModelError(f"{path}: initializer {t.name!r} keeps its data in the file {info.location!r} beside the "
                              f"model, which {'is not a file' if f.exists() else 'is missing'}; copy it next to "
@@ -57,6 +61,7 @@ def _load_external_data(m, path: Path) -> None:
         onnx.load_external_data_for_model(m, str(path.parent))
     except Exception as e:  # noqa: BLE001 - onnx raises several kinds
         raise ModelError(f"{path}: cannot read the model's external data ({_first_line(e)})") from None
+    return tuple(files)
 
 
 def _import_onnx(m, path: str, input_shapes) -> Imported:

@@ -194,7 +194,7 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
             name = node_name(n) if n is not None else attrs.get("tvm_custom", {}).get("name", op_name)
             ins = ", ".join(repr(original.get(t, t)) for t in (n.input if n is not None else ()) if t)
             marks.current = f"{name!r} ({op_name}{'; inputs ' + ins if ins else ''})"
-            sym, attrs = convert(relax, op_name, inputs, attrs, opset)
+            sym, attrs = convert(relax, op_name, inputs, attrs, opset, f"{path}: node {name!r} ({op_name})")
             if sym is None:
                 sym = super()._convert_operator(op_name, inputs, attrs, opset)
             outs = tuple(n.output) if n is not None else ()

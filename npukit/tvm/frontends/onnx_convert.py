@@ -23,7 +23,10 @@ def convert(relax, op_name: str, inputs, attrs, opset, where: str = ""):
         f = _OWN.get(op_name)
         return (f(relax, inputs, attrs, opset) if f is not None else None), attrs
     except resize_scales.Unmappable as e:
-        raise UnsupportedOpError(f"{where}: {e}") from None
+        why = str(e)
+    # raised outside the handler: a context would keep the frames (and TVM's BlockBuilder) alive past
+    # the import, whose release TVM logs ("BlockBuilder destroyed with remaining blocks!")
+    raise UnsupportedOpError(f"{where}: {why}")
 
 
 def _text(v, default: str) -> str:

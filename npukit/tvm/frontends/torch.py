@@ -239,11 +239,14 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
             """``aten.upsample_bilinear2d.vec``: TVM's converter, where its in / out mapping is torch's
             (torch.export decomposes bicubic into gathers and arithmetic)."""
             x, size, scale, align = resize_scales.torch_args(node, linear=True)
+            why = None
             if not size and not align and scale is not None:
                 try:
                     resize_scales.torch_plan(self.shape_of(self.env[x]), scale, "linear")
                 except resize_scales.Unmappable as e:
-                    raise UnsupportedOpError(f"{path}: node {marks.current}: {e}") from None
+                    why = str(e)  # raised outside the handler: no context keeps the BlockBuilder alive
+            if why is not None:
+                raise UnsupportedOpError(f"{path}: node {marks.current}: {why}")
             return base(node)
 
         def _npk_grid_sample(self, node):

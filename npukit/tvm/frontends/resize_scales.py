@@ -112,6 +112,20 @@ def torch_plan(shape, scale, method: str):
     return size, plan(shape, size, scales, method, mode, "floor", torch=True)
 
 
+def torch_linear_refusal(node, shape) -> str | None:
+    """Why torch's ``upsample_bilinear2d.vec`` ``node`` of an input of ``shape`` is not TVM's
+    ``resize2d`` (None: it is).  Returned, not raised: an exception's context would keep the
+    importer's frames (and TVM's BlockBuilder, which logs its release) alive past the import."""
+    _, size, scale, align = torch_args(node, linear=True)
+    if size or align or scale is None:
+        return None
+    try:
+        torch_plan(shape, scale, "linear")
+    except Unmappable as e:
+        return str(e)
+    return None
+
+
 def emit(relax, x, takes):
     """The ``take`` ops of ``plan``'s answer, one per axis."""
     for axis, src in takes:

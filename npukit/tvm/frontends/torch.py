@@ -236,15 +236,9 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
                 coordinate_transformation_mode="asymmetric", rounding_method="floor"))
 
         def _npk_upsample_linear(self, node, base):
-            """``aten.upsample_bilinear2d.vec``: TVM's converter, where its in / out mapping is torch's
-            (torch.export decomposes bicubic into gathers and arithmetic)."""
-            x, size, scale, align = resize_scales.torch_args(node, linear=True)
-            why = None
-            if not size and not align and scale is not None:
-                try:
-                    resize_scales.torch_plan(self.shape_of(self.env[x]), scale, "linear")
-                except resize_scales.Unmappable as e:
-                    why = str(e)  # raised outside the handler: no context keeps the BlockBuilder alive
+            """``aten.upsample_bilinear2d.vec``: TVM's converter, where it maps pixels as torch does
+            (``resize_scales``; torch.export decomposes bicubic into gathers and arithmetic)."""
+            why = resize_scales.torch_linear_refusal(node, self.shape_of(self.env[node.args[0]]))
             if why is not None:
                 raise UnsupportedOpError(f"{path}: node {marks.current}: {why}")
             return base(node)

@@ -57,7 +57,7 @@ def _nearest(c: np.ndarray, rounding: str, n_in: int) -> np.ndarray:
         r = np.floor(c + np.float32(0.5))
     else:  # round_prefer_floor: a tie goes down
         r = np.where(c - f == np.float32(0.5), f, np.floor(c + np.float32(0.5)))
-    return np.clip(r, 0, n_in - 1).astype("int64")
+    return np.clip(r, 0, n_in - 1).astype("int32")
 
 
 def plan(shape, out, scales, method: str, mode: str, rounding, torch: bool = False):
@@ -129,5 +129,5 @@ def torch_linear_refusal(node, shape) -> str | None:
 def emit(relax, x, takes):
     """The ``take`` ops of ``plan``'s answer, one per axis."""
     for axis, src in takes:
-        x = relax.op.take(x, relax.const(src, "int64"), axis=axis)
+        x = relax.op.take(x, relax.const(src, "int32"), axis=axis)
     return x

@@ -161,6 +161,38 @@ def test_external_data_missing_or_short_is_named(tmp_path):
     assert_model_refused(path, want)
 
 
+def test_external_data_changed_or_deleted_within_one_session_is_read_again(tmp_path):
+    """The import cache was keyed by the .onnx file alone: a rewritten or deleted external data file
+    went unnoticed until a fresh process (the old weights, then a study of data that is gone)."""
+    import numpy as np
+
+    path = _external(tmp_path)
+    weights = tmp_path / "ext.weights"
+    saved = np.frombuffer(weights.read_bytes(), np.float32).reshape(1, 4)
+    assert [a.tolist() for a in npukit.Study(path, "arm-dsp-dla").graph.consts.values()] == [saved.tolist()]
+    weights.write_bytes(np.array([[5, 6, 7, 8]], np.float32).tobytes())  # same size, in place
+    assert [a.tolist() for a in npukit.Study(path, "arm-dsp-dla").graph.consts.values()] == [[[5.0, 6.0, 7.0, 8.0]]]
+    weights.unlink()
+    assert_model_refused(path, f"{path}: initializer 'w' keeps its data in the file 'ext.weights' beside the model, "
+                               "which is missing; copy it next to ext.onnx")  # fmt: skip
+
+
+def test_an_opset_newer_than_onnx_knows_is_refused(tmp_path):
+    """Opset 99 imported without a word (TVM read each op as the newest version it knows)."""
+    import onnx
+    from onnx import helper as h
+
+    newest = onnx.defs.onnx_opset_version()
+    m = onnx_model([h.make_node("Relu", ["x"], ["y"], name="r")], [tensor_info("x", [1, 4])],
+                   [tensor_info("y", [1, 4])], opset=99)  # fmt: skip
+    path = save_onnx(m, tmp_path / "opset99.onnx", infer_shapes=False)
+    assert_model_refused(path, f"{path}: the model declares ONNX opset 99, which the installed onnx {onnx.__version__} "
+                               f"does not know; npukit reads opsets up to {newest} (export the model at opset "
+                               f"{newest} or lower)")  # fmt: skip
+    m.opset_import[0].version = newest  # the newest opset it knows still imports
+    assert [op.kind for op in npukit.import_model(m).graph.ops] == ["relu"]
+
+
 @pytest.mark.parametrize("value, shown", [
     ('"dla:max_pool2d"', "'dla:max_pool2d'"),  # before: "disabled[0]: expected 'processor:op', got 'd'"
     ("5", "5"),  # before: TypeError: 'int' object is not iterable (a traceback)

@@ -146,6 +146,25 @@ def test_the_command_line_refuses_one_input_given_two_shapes(tmp_path):
     assert r.returncode == 0 and "input  'x' [2, 3, 4, 4] float32" in r.stdout, r.stderr
 
 
+def test_the_command_line_reads_several_input_shapes_separated_by_semicolons(tmp_path):
+    """``--input-shape 'x=1,4;x=2,4'`` was read as the shape 2,4 of an input named 'x=1,4;x' ("which is
+    not a model input"): a ';' separates inputs, and one given twice is refused as with two options."""
+    from onnx import helper as h
+
+    path = _symbolic(tmp_path)
+    r = run_cli("inspect", path, "--input-shape", "x=1,3,4,4;x=2,3,4,4")
+    assert assert_cli_error(r) == "--input-shape gives input 'x' twice (1,3,4,4 and 2,3,4,4); give each input once"
+    r = run_cli("inspect", path, "--input-shape", "x=1,3,4,4;y=")
+    assert assert_cli_error(r) == ("inspect: argument --input-shape: --input-shape 'y=': no dims after '='; expected "
+                                   "NAME=D1,D2,... e.g. y=1,3,224,224 (in 'x=1,3,4,4;y=') (see npukit inspect --help)")
+    m = onnx_model([h.make_node("Add", ["x", "y"], ["z"], name="add")], [tensor_info("x", ["N", 4]),
+                   tensor_info("y", ["N", 4])], [tensor_info("z", ["N", 4])])  # fmt: skip
+    two = save_onnx(m, tmp_path / "two.onnx")
+    r = run_cli("inspect", two, "--input-shape", "x=3,4;y=3,4")
+    assert r.returncode == 0, r.stderr
+    assert "input  'x' [3, 4] float32" in r.stdout and "input  'y' [3, 4] float32" in r.stdout, r.stdout
+
+
 # ---------------------------------------------------------------------------------------------
 # a model file rewritten in place with the same size and time stamps is read again
 

@@ -26,7 +26,20 @@ def _path(s: str) -> str:
     return s
 
 
-def _shape_arg(s: str) -> tuple[str, tuple[int, ...]]:
+def _shape_arg(s: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """``NAME=D1,D2,...``, or several of them separated by ';' (``x=1,4;mask=1,8``): the (name, dims)
+    pairs.  A ';' splits only where every piece is ``NAME=...`` (an input named ``a;b`` is one name);
+    each piece is read as one option (``cli.study.input_shapes`` refuses an input given twice)."""
+    pieces = s.split(";")
+    if len(pieces) > 1 and all("=" in p for p in pieces):
+        try:
+            return tuple(_one_shape(p) for p in pieces)
+        except argparse.ArgumentTypeError as e:  # the piece is quoted; so is the whole option
+            raise argparse.ArgumentTypeError(f"{e} (in {s!r})") from None
+    return (_one_shape(s),)
+
+
+def _one_shape(s: str) -> tuple[str, tuple[int, ...]]:
     if "=" not in s:
         raise argparse.ArgumentTypeError(f"--input-shape {s!r}: expected NAME=D1,D2,... e.g. x=1,3,224,224")
     name, dims = s.rsplit("=", 1)
@@ -44,6 +57,10 @@ def _shape_arg(s: str) -> tuple[str, tuple[int, ...]]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"--input-shape {s!r}: dims must be integers") from None
     return name, shape
+
+
+_SHAPE_HELP = ("the shape of an input whose dims the model leaves open; repeat the option for several inputs, "
+               "or separate them with ';' (x=1,3,8,8;mask=1,8); an input given twice is refused")
 
 
 def _pair(sep: str, what: str):
@@ -87,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="ops, shapes and MACs of a model (no SoC needed)")
     p.add_argument("model", type=_path)
-    p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...")
+    p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...",
+                   help=_SHAPE_HELP)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("study", help="partition a model on an SoC and estimate its cost")
@@ -99,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pin", action="append", type=_pair("=", "NODE=PROC"), default=[], metavar="NODE=PROC")
     p.add_argument("--bits", action="append", type=_pair("=", "PROC=BITS"), default=[], metavar="PROC=BITS")
     p.add_argument("--bits-layer", action="append", type=_pair("=", "NODE=BITS"), default=[], metavar="NODE=BITS")
-    p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...")
+    p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...",
+                   help=_SHAPE_HELP)
     p.add_argument("--placement", choices=("cost", "first-fit"),
                    help="cost (default): the cost model chooses among the processors the rules allow; "
                         "first-fit: the profile's preference order")  # fmt: skip

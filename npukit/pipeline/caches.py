@@ -41,7 +41,7 @@ class LRU:
 
 
 # one cache per step
-IMPORTS = LRU(8)  # (path, digest of the file's bytes, shapes) -> Model
+IMPORTS = LRU(8)  # (path, digest of the file's bytes, shapes) -> (Model, ((file read beside it, its file_key), ...))
 DIGESTS = LRU(64)  # a model file's stat signature -> digest of its bytes (pipeline.source.file_key)
 TABLES = LRU(8)  # model key -> cost Tables
 CAPS = LRU(16)  # (model, soc) -> capability verdicts

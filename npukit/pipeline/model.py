@@ -124,7 +124,8 @@ def _graph_digest(g: OpGraph) -> str:
 
 def load(model, input_shapes: Mapping[str, tuple] | None = None) -> Model:
     """Import a model (a path, an onnx.ModelProto, an ExportedProgram, a Relax IRModule, or a Model),
-    once per (file, content of its bytes, input shapes)."""
+    once per (file, content of its bytes, input shapes) and content of the files it read beside it
+    (an ONNX model's external data: a changed or deleted one is read again, as a fresh process would)."""
     if isinstance(model, Model):
         return model
     from ..tvm.importers import import_model  # noqa: PLC0415 - keeps `import npukit` free of tvm
@@ -135,11 +136,15 @@ def load(model, input_shapes: Mapping[str, tuple] | None = None) -> Model:
         fk = file_key(Path(model))
         key = None if fk is None else (*fk, _shape_key(input_shapes))
         if key is not None and (hit := IMPORTS.get(key)) is not None:
-            return hit
+            m, beside = hit
+            if all(file_key(f) == k for f, k in beside):
+                return m
     imp = import_model(model, input_shapes)
     m = Model(imp.graph, imp.mod, _graph_digest(imp.graph), _recipe(model, input_shapes))
     if key is not None:
-        IMPORTS.put(key, m)
+        beside = tuple((f, file_key(f)) for f in imp.files)
+        if all(k is not None for _, k in beside):
+            IMPORTS.put(key, (m, beside))
     return m
 
 

@@ -11,6 +11,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ class Imported:
 
     graph: OpGraph
     mod: Any  # tvm.IRModule
+    files: tuple[Path, ...] = ()  # the files it read beside the model file (an ONNX model's external data)
 
 
 @dataclass

@@ -34,21 +34,25 @@ def _import_onnx_file(path: Path, input_shapes) -> Imported:
         m = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # noqa: BLE001 - protobuf raises several kinds
         raise ModelError(f"{path}: not a readable ONNX model, the file may be truncated ({_first_line(e)})") from None
-    _load_external_data(m, Path(path))
-    return _import_onnx(m, str(path), input_shapes)
+    files = _load_external_data(m, Path(path))
+    imp = _import_onnx(m, str(path), input_shapes)
+    imp.files = files
+    return imp
 
 
-def _load_external_data(m, path: Path) -> None:
+def _load_external_data(m, path: Path) -> tuple[Path, ...]:
     """Initializers kept in files beside the model (saved with ``save_as_external_data``): a missing
-    or short file is named with the initializer, not blamed on the model file."""
+    or short file is named with the initializer, not blamed on the model file.  The files read."""
     import onnx  # noqa: PLC0415
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data  # noqa: PLC0415
 
+    files: dict[Path, None] = {}
     for t in m.graph.initializer:
         if not uses_external_data(t):
             continue
         info = ExternalDataInfo(t)
         f = path.parent / info.location
+        files[f] = None
         if not info.location or not f.is_file():
             raise ModelError(f"{path}: initializer {t.name!r} keeps its data in the file {info.location!r} beside the "
                              f"model, which {'is not a file' if f.exists() else 'is missing'}; copy it next to "
@@ -57,6 +61,7 @@ def _load_external_data(m, path: Path) -> None:
         onnx.load_external_data_for_model(m, str(path.parent))
     except Exception as e:  # noqa: BLE001 - onnx raises several kinds
         raise ModelError(f"{path}: cannot read the model's external data ({_first_line(e)})") from None
+    return tuple(files)
 
 
 def _import_onnx(m, path: str, input_shapes) -> Imported:
@@ -71,6 +76,7 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
         raise ModelError(f"{path}: the model has no ops (graph {graph.name!r} is empty)")
     if m.ir_version < 3:
         raise ModelError(f"{path}: ONNX IR version {m.ir_version} is too old; TVM needs >= 3")
+    opset = _default_opset(m, path)
 
     def node_name(n) -> str:
         # an unnamed RNN/LSTM/GRU's first output may be an empty optional: its first real output names it
@@ -188,7 +194,7 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
             name = node_name(n) if n is not None else attrs.get("tvm_custom", {}).get("name", op_name)
             ins = ", ".join(repr(original.get(t, t)) for t in (n.input if n is not None else ()) if t)
             marks.current = f"{name!r} ({op_name}{'; inputs ' + ins if ins else ''})"
-            sym, attrs = convert(relax, op_name, inputs, attrs, opset)
+            sym, attrs = convert(relax, op_name, inputs, attrs, opset, f"{path}: node {name!r} ({op_name})")
             if sym is None:
                 sym = super()._convert_operator(op_name, inputs, attrs, opset)
             outs = tuple(n.output) if n is not None else ()
@@ -197,13 +203,6 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
                 return marks.record(self.bb, relax, sym, _Source(*whole), merge=True)
             return marks.record(self.bb, relax, sym, _Source(name, op_name, outs))
 
-    opset = None
-    for o in m.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            opset = o.version
-    if not opset:
-        raise ModelError(f"{path}: the model declares no opset of the default ONNX domain (opset_import is "
-                         "empty); is the file truncated?")  # fmt: skip
     # the importer is made inside the call so that nothing outside holds its BlockBuilder when a
     # conversion fails (see _run_quietly)
     _NAMES.clear()
@@ -218,6 +217,28 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
     return _finish(raw, marks, "onnx", path, input_names, out_names, const_names)
 
 
+
+
+def _default_opset(m, path: str) -> int:
+    """The opset of the default ONNX domain the model declares.  One newer than the installed onnx
+    package knows (a typo, a file from a future exporter) is refused: TVM's importer took opset 99
+    without a word and read every op as the latest version it knows, which may not be what the
+    file means."""
+    import onnx  # noqa: PLC0415
+
+    opset = None
+    for o in m.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            opset = o.version
+    if not opset:
+        raise ModelError(f"{path}: the model declares no opset of the default ONNX domain (opset_import is "
+                         "empty); is the file truncated?")  # fmt: skip
+    newest = onnx.defs.onnx_opset_version()
+    if opset > newest:
+        raise ModelError(f"{path}: the model declares ONNX opset {opset}, which the installed onnx "
+                         f"{onnx.__version__} does not know; npukit reads opsets up to {newest} (export the model "
+                         f"at opset {newest} or lower)")  # fmt: skip
+    return opset
 
 
 # ONNX element types npukit feeds (TensorProto.DataType): the numeric ones numpy holds, bool, float8

@@ -6,17 +6,66 @@ is) for what these cannot take (computed operands, unknown shapes)."""
 
 from __future__ import annotations
 
+from ...errors import UnsupportedOpError
 from .. import load as _load_tvm
+from . import resize_scales
 
 
-def convert(relax, op_name: str, inputs, attrs, opset):
-    """(expression or None, attributes for TVM's converter) of one ONNX node."""
-    if op_name == "Conv":
-        return None, _conv_same(inputs, attrs)
-    if op_name == "Resize":
-        return None, _resize_inputs(inputs, attrs, opset)
-    f = _OWN.get(op_name)
-    return (f(relax, inputs, attrs, opset) if f is not None else None), attrs
+def convert(relax, op_name: str, inputs, attrs, opset, where: str = ""):
+    """(expression or None, attributes for TVM's converter) of one ONNX node; ``where`` names it in
+    an error (``<file>: node '<name>' (<op>)``)."""
+    try:
+        if op_name == "Conv":
+            return None, _conv_same(inputs, attrs)
+        if op_name == "Resize":
+            by_scale = _resize_by_scales(relax, inputs, attrs, opset)
+            return (by_scale, attrs) if by_scale is not None else (None, _resize_inputs(inputs, attrs, opset))
+        f = _OWN.get(op_name)
+        return (f(relax, inputs, attrs, opset) if f is not None else None), attrs
+    except resize_scales.Unmappable as e:
+        why = str(e)
+    # raised outside the handler: a context would keep the frames (and TVM's BlockBuilder) alive past
+    # the import, whose release TVM logs ("BlockBuilder destroyed with remaining blocks!")
+    raise UnsupportedOpError(f"{where}: {why}")
+
+
+def _text(v, default: str) -> str:
+    v = default if v is None else v
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _resize_by_scales(relax, inputs, attrs, opset):
+    """A Resize of a 4-D NCHW tensor by constant scales whose mapping TVM's ``resize2d`` gets wrong
+    (``resize_scales``): the ``take`` ops that compute it as ONNX Runtime does; None (the usual
+    conversion) for every other Resize.  Resize-10 samples asymmetric coordinates, rounding down
+    where an axis enlarges and up where it shrinks."""
+    import numpy as np  # noqa: PLC0415
+
+    tvm = _load_tvm()
+    shape = _static_shape(inputs[0])
+    if shape is None or len(shape) != 4 or attrs.get("axes") is not None:
+        return None
+    if opset < 11:
+        scales = _const_array(tvm, inputs[1]) if len(inputs) > 1 else None
+    else:
+        sizes = inputs[3] if len(inputs) > 3 else None
+        scales = _const_array(tvm, inputs[2]) if len(inputs) > 2 and sizes is None else None
+    if scales is None:
+        return None
+    scales = np.asarray(scales, np.float32).ravel()
+    if scales.size != 4 or scales[0] != 1 or scales[1] != 1 or (scales <= 0).any():
+        return None
+    method = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}.get(_text(attrs.get("mode"), "nearest"))
+    if method is None:
+        return None
+    if opset < 11:
+        mode, rounding = "asymmetric", ["floor" if k >= 1 else "ceil" for k in scales[2:]]
+    else:
+        mode = _text(attrs.get("coordinate_transformation_mode"), "half_pixel")
+        rounding = _text(attrs.get("nearest_mode"), "round_prefer_floor")
+    out = [int(np.float32(d) * k) for d, k in zip(shape[2:], scales[2:], strict=True)]  # ONNX Runtime's sizes
+    takes = resize_scales.plan(shape, out, scales[2:], method, mode, rounding)
+    return None if takes is None else resize_scales.emit(relax, inputs[0], takes)
 
 
 def _const_array(tvm, b):
@@ -76,6 +125,10 @@ def _upsample(relax, inputs, attrs, opset):
     if scales.size != 4 or scales[0] != 1 or scales[1] != 1 or (scales < 1).any():
         return None
     size = [int(np.floor(d * k)) for d, k in zip(shape[2:], scales[2:], strict=True)]
+    method = "nearest_neighbor" if mode == "nearest" else "linear"
+    takes = resize_scales.plan(shape, size, scales[2:], method, "asymmetric", "floor")
+    if takes is not None:
+        return resize_scales.emit(relax, inputs[0], takes)
     return relax.op.image.resize2d(inputs[0], size, roi=None, layout="NCHW",
                                    method="nearest_neighbor" if mode == "nearest" else "linear",
                                    coordinate_transformation_mode="asymmetric", rounding_method="floor")  # fmt: skip

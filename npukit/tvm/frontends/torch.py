@@ -7,6 +7,7 @@ from pathlib import Path
 from ...errors import ModelError, ShapeError, UnsupportedOpError
 from ...progress import Progress
 from .. import load as _load_tvm
+from . import resize_scales
 from .common import Imported, _at, _bind_input_shapes, _check_input_shapes, _Marks, _run_quietly, _Source
 from .tagging import _finish
 from .torch_names import node_names
@@ -193,6 +194,9 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
                 cmap.setdefault(key, lambda node, reduce=reduce: self._npk_reduce(node, reduce))
             if "upsample_nearest2d.vec" in cmap:
                 cmap["upsample_nearest2d.vec"] = self._npk_upsample_nearest
+            if "upsample_bilinear2d.vec" in cmap:
+                cmap["upsample_bilinear2d.vec"] = lambda node, base=cmap["upsample_bilinear2d.vec"]: (
+                    self._npk_upsample_linear(node, base))
             if "grid_sampler_2d.default" in cmap:
                 cmap["grid_sampler_2d.default"] = self._npk_grid_sample
             if "native_group_norm.default" in cmap:
@@ -217,22 +221,27 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
                                                                   float(eps)))  # fmt: skip
 
         def _npk_upsample_nearest(self, node):
-            """``aten.upsample_nearest2d.vec`` (input, output_size, scale_factors): torch's "nearest"
-            takes source pixel floor(dst * in / out), ONNX's Resize (nearest, asymmetric, floor) as
-            torch's ONNX export writes it. TVM's PyTorch converter wrote half_pixel coordinates
-            rounded to the nearest, which picks other pixels wherever out / in is not a whole number
-            (6 x 4 to 5 x 7). The size is the given one, else floor(in * scale)."""
-            x = self.env[node.args[0]]
-            size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
+            """``aten.upsample_nearest2d.vec``: torch's "nearest" takes source pixel floor(dst * in / out)
+            for a given size (TVM's converter wrote half_pixel coordinates rounded to the nearest,
+            other pixels wherever out / in is not whole: 6 x 4 to 5 x 7), floor(dst * float(1 / scale))
+            for a scale: ``resize_scales``."""
+            x, size, scale, _ = resize_scales.torch_args(node, linear=False)
+            x = self.env[x]
             if not size:
-                scale = node.args[2] if len(node.args) > 2 else node.kwargs.get("scale_factors")
-                shape = self.shape_of(x)
-                dims = [int(shape[i]) for i in range(2, len(shape))]
-                scales = list(scale) if isinstance(scale, (list, tuple)) else [scale] * len(dims)
-                size = [int(d * float(k)) for d, k in zip(dims, scales)]
+                size, takes = resize_scales.torch_plan(self.shape_of(x), scale, "nearest_neighbor")
+                if takes is not None:
+                    return self.block_builder.emit(resize_scales.emit(relax, x, takes))
             return self.block_builder.emit(relax.op.image.resize2d(
                 x, [int(d) for d in size], layout="NCHW", method="nearest_neighbor",
                 coordinate_transformation_mode="asymmetric", rounding_method="floor"))
+
+        def _npk_upsample_linear(self, node, base):
+            """``aten.upsample_bilinear2d.vec``: TVM's converter, where it maps pixels as torch does
+            (``resize_scales``; torch.export decomposes bicubic into gathers and arithmetic)."""
+            why = resize_scales.torch_linear_refusal(node, self.shape_of(self.env[node.args[0]]))
+            if why is not None:
+                raise UnsupportedOpError(f"{path}: node {marks.current}: {why}")
+            return base(node)
 
         def _npk_grid_sample(self, node):
             """``aten.grid_sampler_2d`` (input, grid, interpolation, padding, align_corners): torch's

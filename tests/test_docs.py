@@ -36,3 +36,25 @@ def test_every_notebook_cell_has_an_id():
         ids = [c.get("id") for c in doc["cells"]]
         assert (doc["nbformat"], doc["nbformat_minor"]) >= (4, 5), nb.name
         assert all(ids) and len(set(ids)) == len(ids), (nb.name, [k for k, i in enumerate(ids) if not i])
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))])
+def test_table_rows_are_one_line(page):
+    """A markdown table row must not break across lines (a cell's text wrapped onto the next line ends the
+    table there): docs/rules.md's rule docstrings once did."""
+    inside_code = in_table = False
+    broken = []
+    for n, line in enumerate((ROOT / page).read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            inside_code = not inside_code
+            continue
+        if inside_code:
+            continue
+        if line.startswith("|"):
+            in_table = True
+        elif in_table and line.strip():
+            broken.append(n)
+            in_table = False
+        else:
+            in_table = False
+    assert broken == [], f"{page}: table rows continued on lines {broken}"

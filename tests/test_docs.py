@@ -58,3 +58,15 @@ def test_table_rows_are_one_line(page):
         else:
             in_table = False
     assert broken == [], f"{page}: table rows continued on lines {broken}"
+
+
+def test_kernel_library_page_lists_the_core_files():
+    """docs/kernel-library.md's Files table names exactly the core's files (it once left out npk_ref_convert.c)."""
+    import re
+
+    from npukit.codegen.kernels import core_files
+
+    text = (ROOT / "docs/kernel-library.md").read_text(encoding="utf-8")
+    row = next(ln for ln in text.splitlines() if ln.startswith('| `library_files("nvdla")`'))
+    named = set(re.findall(r"`(npk_ref[\w.]*)`", row))
+    assert named == set(core_files())

@@ -492,3 +492,15 @@ def test_save_config_writes_toml_or_json_by_name(tmp_path):
     r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", "c.JSON", "--json", cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr  # read back as JSON too
     assert json.loads(r.stdout)["config"]["pins"] == {"/conv1/Conv": "arm"}
+
+
+def test_every_cli_argument_has_help():
+    """`npukit <cmd> --help` explains every argument (socs/inspect/build's --json, inspect's and
+    study's positional model and study's --disable/--enable/--pin/--bits/--bits-layer/--input-shape once
+    showed a bare name)."""
+    from npukit.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "cmd")
+    bare = sorted(f"{name} {a.option_strings[0] if a.option_strings else a.dest}"
+                  for name, p in sub.choices.items() for a in p._actions if not a.help)  # fmt: skip
+    assert bare == []

@@ -77,6 +77,11 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+DATA_HELP = (".npz with x (the inputs; or one array per input name), optionally y (class labels) and calib "
+             "(calibration inputs, else the first 32 of x): they calibrate the integer scales and give the error "
+             "figures; default: the model's sidecar <stem>.npz beside it, else seeded random inputs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="npukit", description="What-if offload studies of ML models on edge SoCs.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -110,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", choices=("cost", "first-fit"),
                    help="cost (default): the cost model chooses among the processors the rules allow; "
                         "first-fit: the profile's preference order")  # fmt: skip
-    p.add_argument("--data", type=_path, help=".npz with x (inputs) and optionally y (labels) for the error figures")
+    p.add_argument("--data", type=_path, metavar="FILE.npz", help=DATA_HELP)
     p.add_argument("--error", action="store_true", help="measure the numeric error of the bit-widths (runs the model)")
     p.add_argument("--report", type=_path, help="write an HTML report here")
     p.add_argument("--save-config", type=_path, help="write the resulting config (.toml or .json)")
@@ -127,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="local worker processes (0: this process; default: this process while the rest would take under 20 s, then one per core)")
     p.add_argument("--error", action="store_true", help="measure each configuration's numeric error (runs the model)")
     p.add_argument("--memory", action="store_true", help="generate each configuration's C program: arena and weight bytes")
-    p.add_argument("--data", type=_path, help=".npz with x (inputs) and optionally y (labels) for the error figures")
+    p.add_argument("--data", type=_path, metavar="FILE.npz", help=DATA_HELP)
     p.add_argument("--report", type=_path, help="write the sweep's HTML report here (Pareto views and the table)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -70,3 +70,23 @@ def test_kernel_library_page_lists_the_core_files():
     row = next(ln for ln in text.splitlines() if ln.startswith('| `library_files("nvdla")`'))
     named = set(re.findall(r"`(npk_ref[\w.]*)`", row))
     assert named == set(core_files())
+
+
+def test_targets_page_table_matches_the_targets():
+    """docs/targets.md's Targets table names each target's compiler, every flag it builds with, its
+    extra sources and its Debian packages as npukit.codegen.targets.TARGETS holds them (the
+    cortex-m7-mps2 row once left out -ffunction-sections -fdata-sections -Wl,--gc-sections)."""
+    from npukit.codegen.targets import TARGETS
+
+    text = (ROOT / "docs/targets.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in text.split("## Targets", 1)[1].split("\n## ", 1)[0].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells
+    assert set(rows) == set(TARGETS)
+    for name, t in TARGETS.items():
+        _, flags, _, _, packages = rows[name]
+        for word in (t.cc, *t.cflags, *t.ldflags, *t.extra_sources):
+            assert word in flags, (name, word)
+        assert sorted(p.strip() for p in packages.split(",")) == list(t.packages), name

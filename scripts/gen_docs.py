@@ -48,7 +48,7 @@ def quantization() -> str:
 def support_rules() -> str:
     from npukit.codegen.calls import CALLS, CHECKED
 
-    rows = "\n".join(f"| `{name}` | {doc} |" for name, doc in rules.rule_docs())
+    rows = "\n".join(f"| `{name}` | {' '.join(doc.split())} |" for name, doc in rules.rule_docs())  # one line per row
     calls = ", ".join(f"`{k}`" for k in sorted(CALLS))
     checked = ", ".join(f"`{k}`" for k in sorted(CHECKED))
     return ("# Support rules\n\n" + HEADER + (inspect.getdoc(rules) or "") + "\n\n| rule | what it checks |\n|---|---|\n" + rows + "\n"

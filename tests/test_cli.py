@@ -492,3 +492,29 @@ def test_save_config_writes_toml_or_json_by_name(tmp_path):
     r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", "c.JSON", "--json", cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr  # read back as JSON too
     assert json.loads(r.stdout)["config"]["pins"] == {"/conv1/Conv": "arm"}
+
+
+def test_every_cli_argument_has_help():
+    """`npukit <cmd> --help` explains every argument (socs/inspect/build's --json, inspect's and
+    study's positional model and study's --disable/--enable/--pin/--bits/--bits-layer/--input-shape once
+    showed a bare name)."""
+    from npukit.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "cmd")
+    bare = sorted(f"{name} {a.option_strings[0] if a.option_strings else a.dest}"
+                  for name, p in sub.choices.items() for a in p._actions if not a.help)  # fmt: skip
+    assert bare == []
+
+
+def test_data_help_names_the_npz_keys_and_the_default():
+    """study's and sweep's --data say what the .npz may hold (x or one array per input, y, calib) and
+    what is used without it (the sidecar, else seeded random inputs); they once named x and y only."""
+    from npukit.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "cmd")
+    helps = {name: next(a.help for a in sub.choices[name]._actions if "--data" in a.option_strings)
+             for name in ("study", "sweep")}  # fmt: skip
+    assert helps["study"] == helps["sweep"]
+    for words in ("x (the inputs; or one array per input name)", "y (class labels)", "calib (calibration inputs",
+                  "<stem>.npz", "seeded random inputs"):  # fmt: skip
+        assert words in helps["study"], words

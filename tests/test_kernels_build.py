@@ -60,7 +60,8 @@ def test_files_are_deterministic_across_processes():
 
 
 @pytest.mark.parametrize(
-    "bad", ["", "1dla", "my-dla", "dla x", "_dla", "npk", "npk_x", "math", "stdint", "arm_nnfunctions", 3]
+    "bad", ["", "1dla", "my-dla", "dla x", "_dla", "npk", "npk_x", "math", "stdint", "arm_nnfunctions", 3,
+            "npukit", "npukit_model", "NPK", "Math"]  # docs/kernel-library.md: npukit*, any letter case
 )
 def test_bad_prefixes_are_refused(bad):
     with pytest.raises(ValueError):

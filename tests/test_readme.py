@@ -54,3 +54,25 @@ def test_readme_systems_table_commands_run(tmp_path):
         if "--export" in args:
             out = tmp_path / args[args.index("--export") + 1]
             assert (out / "manifest.json").is_file() and doc["export"]["directory"] == str(out.relative_to(tmp_path))
+
+
+def test_readme_command_line_names_every_option():
+    """The README's `## Command line` synopsis names every option each subcommand's parser takes (it once
+    left out study's --config / --input-shape / --placement / --export, build's --samples ...)."""
+    from npukit.cli import build_parser
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Command line", 1)[1].split("```", 2)[1]
+    synopsis: dict[str, str] = {}
+    cmd = None
+    for line in block.splitlines():
+        if line.startswith("npukit "):
+            cmd = line.split()[1]
+        if cmd and line.strip():
+            synopsis[cmd] = synopsis.get(cmd, "") + " " + line.split("#", 1)[0]
+    sub = next(a for a in build_parser()._actions if a.dest == "cmd")
+    assert set(synopsis) == set(sub.choices)
+    for name, parser in sub.choices.items():
+        options = {s for a in parser._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
+        missing = sorted(o for o in options if not re.search(re.escape(o) + r"(?![\w-])", synopsis[name]))
+        assert missing == [], f"npukit {name}: the README's synopsis leaves out {missing}"

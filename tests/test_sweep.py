@@ -153,10 +153,10 @@ ACCEL_FIELDS = ("clock_mhz, macs_per_cycle, vector_ops_per_cycle, default_bits, 
      f"library an accelerator's generated calls use; the host's ops are TVM's generated C; fields to sweep on arm: {HOST_FIELDS}"),
     ('"soc.processors.dla.kind" = ["dla", "dsp"]\n',
      "grid.toml:2: soc.processors.dla.kind: not a figure to sweep on dla: kind is what the processor is (cpu, dsp, dla, "
-     f"gpu), not a figure: no estimate reads it; fields to sweep on dla: {ACCEL_FIELDS}"),
+     f"npu, gpu), not a figure: no estimate reads it; fields to sweep on dla: {ACCEL_FIELDS}"),
     ('"soc.processors.arm.kind" = ["cpu"]\n',
      "grid.toml:2: soc.processors.arm.kind: not a figure to sweep on arm: kind is what the processor is (cpu, dsp, dla, "
-     f"gpu), not a figure: no estimate reads it; fields to sweep on arm: {HOST_FIELDS}"),
+     f"npu, gpu), not a figure: no estimate reads it; fields to sweep on arm: {HOST_FIELDS}"),
     ('"soc.processors.dsp.host" = [false, true]\n',
      "grid.toml:2: soc.processors.dsp.host: not a figure to sweep on dsp: host says which processor is the host, the "
      f"shape of the profile, not a figure; fields to sweep on dsp: {ACCEL_FIELDS}"),

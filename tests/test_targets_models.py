@@ -104,7 +104,8 @@ def test_cmsis_nn_processor_calls_the_public_api(study_of):
 def test_cmsis_fully_connected_and_pooling_of_the_int8_tflite(study_of):
     src = study_of(DIGITS_INT8, "cortex-m7-cmsis-nn").code["src/partitions_m7_nn.c"]
     assert "arm_max_pool_s8(&" in src  # same quantization in and out: CMSIS-NN's max pool
-    # the FC weights are per-channel (npukit quantizes them as the simulation does): a 1x1 convolution
+    # the file's FULLY_CONNECTED weights are per-channel (64 and 10 scales): a 1x1 convolution, which
+    # requantizes per channel (arm_fully_connected_s8 takes one scale)
     assert "matmul with constant weights as a 1x1 convolution" in src
     # the int8 softmax (dequantize -> softmax -> quantize, out at 1/256 and -128) is CMSIS-NN's: it was
     # three reference calls (convert, a float softmax, convert)

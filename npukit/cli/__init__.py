@@ -94,35 +94,45 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+DATA_HELP = (".npz with x (the inputs; or one array per input name), optionally y (class labels) and calib "
+             "(calibration inputs, else the first 32 of x): they calibrate the integer scales and give the error "
+             "figures; default: the model's sidecar <stem>.npz beside it, else seeded random inputs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="npukit", description="What-if offload studies of ML models on edge SoCs.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
     p = sub.add_parser("socs", help="list the bundled SoC profiles")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the profiles as JSON")
     p.add_argument("--reference", action="store_true", help="print the SoC profile field reference (markdown)")
 
     p = sub.add_parser("inspect", help="ops, shapes and MACs of a model (no SoC needed)")
-    p.add_argument("model", type=_path)
+    p.add_argument("model", type=_path, help="the model (ONNX, TFLite, .pt2)")
     p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...",
                    help=_SHAPE_HELP)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the ops and totals as JSON")
 
     p = sub.add_parser("study", help="partition a model on an SoC and estimate its cost")
-    p.add_argument("model", type=_path)
+    p.add_argument("model", type=_path, help="the model (ONNX, TFLite, .pt2)")
     p.add_argument("--soc", type=_path, required=True, help="bundled profile name or path to a .toml profile")
     p.add_argument("--config", type=_path, help="start from a saved config (.toml or .json)")
-    p.add_argument("--disable", action="append", type=_pair(":", "PROC:OP"), default=[], metavar="PROC:OP")
-    p.add_argument("--enable", action="append", type=_pair(":", "PROC:OP"), default=[], metavar="PROC:OP")
-    p.add_argument("--pin", action="append", type=_pair("=", "NODE=PROC"), default=[], metavar="NODE=PROC")
-    p.add_argument("--bits", action="append", type=_pair("=", "PROC=BITS"), default=[], metavar="PROC=BITS")
-    p.add_argument("--bits-layer", action="append", type=_pair("=", "NODE=BITS"), default=[], metavar="NODE=BITS")
+    p.add_argument("--disable", action="append", type=_pair(":", "PROC:OP"), default=[], metavar="PROC:OP",
+                   help="take op support away from a processor (repeatable)")
+    p.add_argument("--enable", action="append", type=_pair(":", "PROC:OP"), default=[], metavar="PROC:OP",
+                   help="give a processor op support (repeatable)")
+    p.add_argument("--pin", action="append", type=_pair("=", "NODE=PROC"), default=[], metavar="NODE=PROC",
+                   help="run a node (a model node name, an op name or #op_id) on a processor (repeatable)")
+    p.add_argument("--bits", action="append", type=_pair("=", "PROC=BITS"), default=[], metavar="PROC=BITS",
+                   help="a processor's bit-width: int2 int4 int8 int16 fp16 fp32 (repeatable)")
+    p.add_argument("--bits-layer", action="append", type=_pair("=", "NODE=BITS"), default=[], metavar="NODE=BITS",
+                   help="a layer's bit-width, over its processor's (repeatable)")
     p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...",
                    help=_SHAPE_HELP)
     p.add_argument("--placement", choices=("cost", "first-fit"),
                    help="cost (default): the cost model chooses among the processors the rules allow; "
                         "first-fit: the profile's preference order")  # fmt: skip
-    p.add_argument("--data", type=_path, help=".npz with x (inputs) and optionally y (labels) for the error figures")
+    p.add_argument("--data", type=_path, metavar="FILE.npz", help=DATA_HELP)
     p.add_argument("--error", action="store_true", help="measure the numeric error of the bit-widths (runs the model)")
     p.add_argument("--report", type=_path, help="write an HTML report here")
     p.add_argument("--save-config", type=_path, help="write the resulting config (.toml or .json)")
@@ -131,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print everything as JSON")
 
     p = sub.add_parser("sweep", help="evaluate a grid of configurations; Parquet results, Pareto set, HTML report")
-    p.add_argument("model", type=_path)
+    p.add_argument("model", type=_path, help="the model (ONNX, TFLite, .pt2)")
     p.add_argument("--soc", type=_path, required=True, help="bundled profile name or path to a .toml profile")
     p.add_argument("--grid", type=_path, required=True, help="the grid (.toml with a [grid] table of dotted keys)")
     p.add_argument("--out", type=_path, required=True, help="results (.parquet); a re-run skips the configurations it holds")
@@ -139,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="local worker processes (0: this process; default: this process while the rest would take under 20 s, then one per core)")
     p.add_argument("--error", action="store_true", help="measure each configuration's numeric error (runs the model)")
     p.add_argument("--memory", action="store_true", help="generate each configuration's C program: arena and weight bytes")
-    p.add_argument("--data", type=_path, help=".npz with x (inputs) and optionally y (labels) for the error figures")
+    p.add_argument("--data", type=_path, metavar="FILE.npz", help=DATA_HELP)
     p.add_argument("--report", type=_path, help="write the sweep's HTML report here (Pareto views and the table)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -148,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", type=_path, help="a directory written by `npukit study ... --export DIR` or study.export()")
     p.add_argument("--samples", type=_at_least_one, default=16, help="inputs of the study's data to run (default 16)")
     p.add_argument("--target", action="store_true", help="also build and run for the profile's target")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the build report as JSON")
 
     p = sub.add_parser("calibrate", help="measure this machine's CPU per op and fit a host profile",
                        description="Run the models with TVM on this machine's CPU, time every kernel, and fit the "

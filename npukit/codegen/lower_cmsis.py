@@ -10,8 +10,10 @@ declared in the wrapper, so Arm's library links in place of npukit's reference `
   multiplier) -> ``arm_depthwise_conv_wrapper_s8``; weights per output channel, symmetric, with
   per-channel multipliers and shifts and an int32 bias computed here, at export time;
 * a fused int8 matmul with constant [K, N] weights -> ``arm_fully_connected_s8`` when the weights
-  have one scale (an int8 TFLite model's), else the same product as a 1x1
-  ``arm_convolve_wrapper_s8`` (per-channel requantization, which the fully connected call lacks);
+  have one scale (a per-tensor quantized fully connected layer), else the same product as a 1x1
+  ``arm_convolve_wrapper_s8`` (per-channel requantization, which the fully connected call lacks:
+  npukit's int8 of a float model, and TFLite's converter, which quantizes FULLY_CONNECTED weights
+  per channel, as in the bundled ``digits_cnn_int8.tflite``);
 * max / average pooling with the same quantization in and out -> ``arm_max_pool_s8`` /
   ``arm_avgpool_s8``;
 * softmax over the last axis into int8 with scale 1/256 and zero point -128 -> ``arm_softmax_s8``;

@@ -162,7 +162,7 @@ OP_FIELD_KINDS = {
 
 # processor fields that are not figures: no estimate reads them (why, in words)
 NOT_FIGURES = {
-    "kind": "is what the processor is (cpu, dsp, dla, gpu), not a figure: no estimate reads it",
+    "kind": f"is what the processor is ({', '.join(KINDS)}), not a figure: no estimate reads it",
     "host": "says which processor is the host, the shape of the profile, not a figure",
     "description": "is free text: no estimate reads it",
 }

@@ -399,6 +399,14 @@ def test_first_fit_rows_share_a_partition_and_equal_studies():
         assert npukit.sweep_study(df.iloc[row.Index], DIGITS_ONNX, "arm-dsp-dla").totals == s.totals
 
 
+def test_clear_caches_forgets_the_partitions_a_sweep_kept():
+    """A sweep keeps one evaluator per grid keys (its profiles, partitions, checks): a grid of other
+    values under the same keys shares it.  clear_caches() forgets it too, so the sweep after it
+    partitions anew and the count above holds whatever ran before."""
+    npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL.replace("4096", "2048"), workers=0, progress=False)
+    test_first_fit_rows_share_a_partition_and_equal_studies()
+
+
 def test_error_rows_equal_study_error(tmp_path):
     grid = '[grid]\n"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16"]\n'
     df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, error=True, progress=False)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ModelError
 from ..graph import OpGraph
 from ..opset import KINDS, weight_axis
 from ..progress import Progress
@@ -112,8 +113,31 @@ class ErrorModel:
     @property
     def _ref(self) -> tuple[list, list]:
         if self._ref_runs is None:
-            self._ref_runs = self._run(self._w32, self._fp32_q, "npukit: fp32 reference")
+            runs = self._run(self._w32, self._fp32_q, "npukit: fp32 reference")
+            self._check_finite(runs[0])
+            self._ref_runs = runs
         return self._ref_runs
+
+    def _check_finite(self, outs: list) -> None:
+        """Refuse a reference whose model outputs hold inf or NaN (a division by zero, a log of 0 in
+        the float model itself): no error can be measured against it.  The message names the first
+        such output and the first op whose fp32 output is not finite on that sample."""
+        n = self.sim.layout.n_outputs
+        for s, sample in enumerate(outs):
+            for j in range(n):
+                if np.isfinite(sample[j]).all():
+                    continue
+                g = self.g
+                full = self.sim.run(self._inputs[s], self._w32, self._fp32_q, True)[n:]
+                bad = [i for i, o in zip(self.sim.layout.fq_ops, full) if not np.isfinite(o).all()]
+                first = ""
+                if bad:
+                    op = g.ops[min(bad)]
+                    its = "" if op.name == op.source else f", its op {op.name!r} ({op.kind})"
+                    first = f", first at node {op.source!r} ({op.source_op}{its})"
+                raise ModelError(f"{g.path or 'the model'}: the float model itself gives inf or NaN at output "
+                                 f"{g.output_name(j)!r} on sample {s} of {len(outs)}{first}; the numeric error is "
+                                 "measured against the fp32 outputs, so they must be finite")  # fmt: skip
 
     def _tensor_ranges(self, lay) -> dict[str, tuple[float, float]]:
         """Calibrated [min, max] of every float tensor an op reads or writes: op outputs from the
@@ -191,9 +215,9 @@ class ErrorModel:
         hit = self._results.get(key)
         if hit is not None:
             return hit
+        ref_outs, ref_full = self._ref  # (first: a reference that is not finite is refused before any run)
         weights, qparams = self._params(op_bits, rounded, edge_bits)
         outs, full = self._run(weights, qparams)
-        ref_outs, ref_full = self._ref
         per_op = []
         for k, i in enumerate(lay.fq_ops):
             same = [(a[k], b[k]) for a, b in zip(ref_full, full) if a[k].shape == b[k].shape]

@@ -40,3 +40,36 @@ def test_a_reference_output_that_is_not_finite_is_refused_naming_output_and_node
     r = run_cli("study", path, "--soc", "arm-dsp-dla", "--error")
     assert assert_cli_error(r) == want
     assert "nan" not in r.stdout and "Warning" not in r.stderr
+
+
+def _overflows_fp16(tmp_path):
+    """x @ w * 1e6: finite in fp32, beyond fp16's largest value (65504)."""
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    big = numpy_helper.from_array(np.full([1, 4], 1e6, np.float32), "k")
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="fc"), h.make_node("Mul", ["m", "k"], ["y"], name="big")]
+    m = onnx_model(nodes, [tensor_info("x", [1, 4])], [tensor_info("y", [1, 4])], [initializer("w", [4, 4]), big])
+    return save_onnx(m, tmp_path / "overflows_fp16.onnx")
+
+
+def test_values_that_are_not_finite_give_defined_figures_without_warnings(tmp_path):
+    """An fp16 overflow (fp32 finite, fp16 inf) is an infinite error: SNR -inf dB, max abs inf (was
+    Python's ValueError 'math domain error' out of snr_db).  A float op's own inf that the next op
+    makes finite again is no error where both runs agree: SNR inf, max abs 0 (was NaN, after numpy's
+    'invalid value encountered in subtract')."""
+    from conftest import NUMERICS
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = npukit.Study(_overflows_fp16(tmp_path), NUMERICS).set_bits("fp16", processor="cpu")
+        e = s.error.set_index("name")
+        assert (e.loc["big", "snr_db"], e.loc["big", "max_abs_err"]) == (-np.inf, np.inf)
+        assert 40 < e.loc["fc", "snr_db"] < np.inf  # the matmul itself stays in range
+        out = s.error_dict()["outputs"][0]
+        assert (out["name"], out["snr_db"], out["max_abs"]) == ("y", -np.inf, np.inf)
+
+        s = npukit.Study(_divided_by_zero(tmp_path, "Sigmoid"), "arm-dsp-dla")  # sigmoid(+-inf): 1 or 0
+        e = s.error.set_index("name")
+        assert e["snr_db"].tolist() == [np.inf] * 3 and e["max_abs_err"].tolist() == [0.0] * 3  # fp32 everywhere
+        assert s.error_dict()["outputs"][0]["snr_db"] == np.inf

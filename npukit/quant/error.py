@@ -22,19 +22,36 @@ PER_OP_SAMPLES = 64
 # metrics
 
 
+def _error(ref, q) -> tuple[np.ndarray, np.ndarray]:
+    """(the reference, q - ref) as float64.  Where a value is not finite (an fp16 overflow, an op of
+    the float model itself dividing by zero), equal values (the same infinity, NaN against NaN) differ
+    by 0 and any other difference counts as infinite, with no numpy warning."""
+    r = np.asarray(ref, dtype=np.float64)
+    x = np.asarray(q, dtype=np.float64)
+    if np.isfinite(r).all() and np.isfinite(x).all():
+        return r, x - r
+    with np.errstate(invalid="ignore"):
+        d = np.array(x - r)
+    d[(x == r) | (np.isnan(x) & np.isnan(r))] = 0.0
+    d[np.isnan(d)] = np.inf
+    return r, d
+
+
 def snr_db(ref: np.ndarray, q: np.ndarray) -> float:
-    ref = np.asarray(ref, dtype=np.float64)
-    noise = float(np.sum((np.asarray(q, dtype=np.float64) - ref) ** 2))
-    sig = float(np.sum(ref**2))
+    """Signal (the finite reference values) over noise, in dB: inf when nothing differs, -inf when a
+    difference is infinite or the signal is 0."""
+    r, d = _error(ref, q)
+    noise = float(np.sum(d**2))
+    sig = float(np.sum(np.where(np.isfinite(r), r, 0.0) ** 2))
     if noise == 0:
         return math.inf
-    if sig == 0:
+    if sig == 0 or math.isinf(noise):
         return -math.inf
     return 10 * math.log10(sig / noise)
 
 
 def max_abs(ref, q) -> float:
-    return float(np.max(np.abs(np.asarray(q, dtype=np.float64) - np.asarray(ref, dtype=np.float64)))) if np.size(ref) else 0.0
+    return float(np.max(np.abs(_error(ref, q)[1]))) if np.size(ref) else 0.0
 
 
 def is_class_output(shape: Sequence[int]) -> bool:

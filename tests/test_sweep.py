@@ -461,7 +461,7 @@ def test_failing_configurations_record_their_error():
     df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, progress=False)
     fail = dict(zip(df["index"], df["failure"]))
     assert pd.isna(fail[0]) and pd.isna(fail[4])  # dsp / none with int8
-    assert fail[2].startswith("ConfigError: cannot pin '/softmax/Softmax' (softmax) to dla: dla: does not support")
+    assert fail[2].startswith("ConfigError: cannot pin '/softmax/Softmax' (softmax) to dla: dla: softmax is not in processors.dla.ops")
     assert fail[3] == fail[2]
     # conv1 at int16, which the DLA cannot run: first-fit gives it to the next processor that takes it
     # and runs int16 (arm), slower than the DLA at int8

@@ -198,6 +198,8 @@ class Config:
         from pathlib import Path  # noqa: PLC0415
 
         path = Path(path)
+        if path.is_dir():
+            raise ConfigError(f"{path}: is a directory, expected a config file (.toml or .json, see --save-config)")
         if not path.is_file():
             raise ConfigError(f"{path}: no such config file")
         try:

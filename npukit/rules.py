@@ -268,7 +268,10 @@ def capability(op: Op, g: OpGraph, proc: Processor) -> Verdict:
         return Verdict(proc.name, True, host=True)
     rule = proc.ops.get(op.kind)
     if rule is None:
-        return Verdict(proc.name, False, (fail("unsupported", f"does not support {op.op}", op=op.op),))
+        # in the profile's terms: the table a user adds the op to (keyed by its short kind, the key
+        # ``canonical`` gives any spelling of it)
+        return Verdict(proc.name, False, (fail("unsupported", f"{op.kind} is not in processors.{proc.name}.ops",
+                                               op=op.op),))  # fmt: skip
     fails = [f for fn in OP_RULES if (f := fn(op, g, rule, proc) if fn is rule_axis else fn(op, g, rule))]
     if f := rule_dtypes(op, g, rule.dtypes or proc.dtypes):
         fails.append(f)

@@ -435,7 +435,7 @@ EDIT_CASES = [
     ("unknown-node", ["--pin", "/conv9/Conv=dla"], ["unknown node '/conv9/Conv'", "'/conv1/Conv'"]),
     ("unknown-processor", ["--disable", "npu:conv2d"], ["unknown processor 'npu'", "'arm'", "'dla'", "'dsp'"]),
     ("unknown-op", ["--disable", "dla:convv2d"], ["unknown op 'convv2d'", "'conv2d'"]),
-    ("impossible-pin", ["--pin", "/softmax/Softmax=dla"], ["/softmax/Softmax", "dla", "does not support relax.nn.softmax"]),
+    ("impossible-pin", ["--pin", "/softmax/Softmax=dla"], ["/softmax/Softmax", "dla", "softmax is not in processors.dla.ops"]),
     ("bad-bits", ["--bits", "dla=int3"], ["int3"]),
 ]
 

@@ -136,7 +136,7 @@ def test_study_json_sections(study_json):
     assert {"op_id", "name", "op", "processor", "partition", "reason", "arm", "dsp", "dla"} <= set(row)
     assert (row["op_id"], row["name"], row["op"], row["processor"]) == (0, "/conv1/Conv", "conv2d", "dla")
     assert row["arm"] == "runs every op (host)"
-    assert row["dsp"] == "does not support relax.nn.conv2d"
+    assert row["dsp"] == "conv2d is not in processors.dsp.ops"
     assert row["dla"] == "accepted"
     # the cost policy keeps the 10-element softmax on the host: a DSP call costs more than it saves
     assert [p["processor"] for p in d["partitions"]] == ["dla", "arm"]

@@ -184,7 +184,7 @@ def test_duplicate_onnx_node_names_stay_unique_and_keep_their_source(tmp_path, g
     assert s.explain("dup").startswith("dup  (op_id 0")
     with pytest.raises(npukit.ConfigError) as ei:
         s.pin("dup~2", "accel")
-    assert str(ei.value) == "cannot pin 'dup~2' (sigmoid) to accel: accel: does not support relax.sigmoid"
+    assert str(ei.value) == "cannot pin 'dup~2' (sigmoid) to accel: accel: sigmoid is not in processors.accel.ops"
 
 
 # ---------------------------------------------------------------------------------------------

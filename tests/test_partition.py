@@ -84,15 +84,34 @@ def test_digits_placement_follows_the_profile(digits):
     assert by.loc["/softmax/Softmax", "reason"] == "dsp: accepted as dsp.softmax"
     # one verdict column per processor
     assert by.loc["/conv1/Conv", "arm"] == "runs every op (host)"
-    assert by.loc["/conv1/Conv", "dsp"] == "does not support relax.nn.conv2d"
+    assert by.loc["/conv1/Conv", "dsp"] == "conv2d is not in processors.dsp.ops"
     assert by.loc["/conv1/Conv", "dla"] == "accepted"
-    assert by.loc["/softmax/Softmax", "dla"] == "does not support relax.nn.softmax"
+    assert by.loc["/softmax/Softmax", "dla"] == "softmax is not in processors.dla.ops"
     assert by.loc["/softmax/Softmax", "dsp"] == "accepted"
     # two partitions: the DLA's, then the DSP's softmax
     parts = digits.plan.partitions
     assert [(p.processor, p.ops) for p in parts] == [("dla", tuple(range(13))), ("dsp", (13,))]
     assert list(digits.partitions["processor"]) == ["dla", "dsp"]
     assert [(b.src, b.dst) for b in digits.plan.boundaries] == [("arm", "dla"), ("dla", "dsp"), ("dsp", "arm")]
+
+
+def test_an_op_the_profile_lacks_is_refused_naming_the_profile_table_to_add_it_to(digits):
+    """The softmax on arm-dsp-dla's DLA: refused in the profile's terms, the key a user adds to
+    ``processors.dla.ops`` (the short kind, not the Relax name), with the rule code and its detail as
+    before; adding that very key to the profile lifts the refusal."""
+    import tomllib  # noqa: PLC0415
+
+    from npukit.rules import capability  # noqa: PLC0415
+    from npukit.soc import bundled, load_soc  # noqa: PLC0415
+
+    g = digits.graph
+    op = next(o for o in g.ops if o.name == "/softmax/Softmax")
+    v = capability(op, g, digits.soc.processor("dla"))
+    assert not v.ok and v.text == "softmax is not in processors.dla.ops"
+    assert [(f.rule, f.values) for f in v.failures] == [("unsupported", (("op", "relax.nn.softmax"),))]
+    doc = tomllib.loads(bundled()["arm-dsp-dla"].read_text(encoding="utf-8"))
+    doc["processors"]["dla"]["ops"]["softmax"] = {}
+    assert not capability(op, g, load_soc(doc).processor("dla")).failed("unsupported")
 
 
 @pytest.mark.parametrize("path", [DIGITS_TFLITE, DIGITS_INT8], ids=["tflite-float", "tflite-int8"])
@@ -111,8 +130,8 @@ def test_disabling_conv_on_the_dla_moves_every_conv_to_the_host(digits):
     convs = pl[pl["op"] == "conv2d"]
     assert list(convs["processor"]) == ["arm", "arm"]
     assert list(convs["dla"]) == ["user disabled conv2d on dla"] * 2
-    assert list(convs["dsp"]) == ["does not support relax.nn.conv2d"] * 2
-    assert list(convs["reason"]) == ["arm: fallback; dsp: does not support relax.nn.conv2d; dla: user disabled conv2d on dla"] * 2
+    assert list(convs["dsp"]) == ["conv2d is not in processors.dsp.ops"] * 2
+    assert list(convs["reason"]) == ["arm: fallback; dsp: conv2d is not in processors.dsp.ops; dla: user disabled conv2d on dla"] * 2
     # nothing else moved off its processor
     others = [(n, k, p) for n, k, p in _placed(digits) if k != "conv2d"]
     assert others == [(n, k, p) for n, k, p in DIGITS_PLACEMENT if k != "conv2d"]
@@ -259,7 +278,7 @@ def test_rule_verdicts_name_the_values(tmp_path, study_of):
     assert pl.loc["big_and_strided", "dla"] == "kernel 9x9 > max 7x7; stride 3x3 not in allowed 1, 2"
     assert pl.loc["depthwise", "dla"] == "accepted"
     assert list(pl["processor"]) == ["arm", "arm", "arm", "dla"]
-    assert pl.loc["grouped", "reason"] == "arm: fallback; dsp: does not support relax.nn.conv2d; dla: groups=2 (grouped conv) not supported"
+    assert pl.loc["grouped", "reason"] == "arm: fallback; dsp: conv2d is not in processors.dsp.ops; dla: groups=2 (grouped conv) not supported"
 
 
 @pytest.mark.parametrize("node,rule", [
@@ -322,8 +341,8 @@ def test_detector_on_arm_dsp_dla(study_of):
     assert {kind[n] for n in proc if proc[n] == "dsp"} == {"all_class_non_max_suppression", "topk", "sigmoid"}
     reason = dict(zip(s.placement["name"], s.placement["reason"]))
     assert reason["post/nms"] == "dsp: accepted as dsp.all_class_non_max_suppression"
-    assert reason["head/split"] == "arm: fallback; dsp: does not support relax.split; dla: does not support relax.split"
-    assert reason["decode/xy_scale"] == "arm: fallback (dla takes it only fused into a kernel); dsp: does not support relax.multiply"
+    assert reason["head/split"] == "arm: fallback; dsp: split is not in processors.dsp.ops; dla: split is not in processors.dla.ops"
+    assert reason["decode/xy_scale"] == "arm: fallback (dla takes it only fused into a kernel); dsp: multiply is not in processors.dsp.ops"
     assert set(s.placement["processor"]) == {"arm", "dsp", "dla"}
 
 
@@ -587,7 +606,7 @@ def test_fused_only_op_alone_says_so_under_the_cost_policy():
     row = s.placement.set_index("name").loc["decode/xy_scale"]
     assert row["processor"] == "arm"
     assert row["dla"] == "accepted only fused into a kernel; not fused here"
-    assert row["reason"] == ("arm: fallback; dsp: does not support relax.multiply; "
+    assert row["reason"] == ("arm: fallback; dsp: multiply is not in processors.dsp.ops; "
                              "dla: accepted only fused into a kernel; not fused here")  # fmt: skip
     with pytest.raises(npukit.ConfigError) as ei:
         s.pin("decode/xy_scale", "dla")
@@ -633,12 +652,12 @@ def test_few_valid_names_lead_with_the_closest_and_shorten_long_ones():
 
 def test_a_host_op_one_accelerator_takes_only_fused_keeps_the_others_refusals():
     """decode/xy_scale (a multiply) on the ARM under first-fit: the DLA takes it only fused, and the
-    DSP does not support it; the reason dropped the DSP's refusal (the cost policy's said it)."""
+    DSP's profile does not list it; the reason dropped the DSP's refusal (the cost policy's said it)."""
     s = npukit.Study(DETECTOR, "arm-dsp-dla", placement="first-fit")
     r = s.placement.set_index("name").loc["decode/xy_scale"]
     assert r["processor"] == "arm"
-    assert r["reason"] == ("arm: fallback (dla takes it only fused into a kernel); dsp: does not support "
-                           "relax.multiply")  # fmt: skip
+    assert r["reason"] == ("arm: fallback (dla takes it only fused into a kernel); dsp: multiply is not in "
+                           "processors.dsp.ops")  # fmt: skip
 
 
 def test_an_accelerator_refuses_an_op_its_generated_code_could_not_call(tmp_path):

@@ -114,12 +114,12 @@ def test_reasons_say_why_with_numbers():
     s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
     r = dict(zip(s.placement["name"], s.placement["reason"]))
     assert r["/softmax/Softmax"].startswith("arm: kept on arm by cost: the model takes 25.7 us; on dsp its kernel takes")
-    assert "overheads and transfers add" in r["/softmax/Softmax"] and "dla: does not support relax.nn.softmax" in r["/softmax/Softmax"]
+    assert "overheads and transfers add" in r["/softmax/Softmax"] and "dla: softmax is not in processors.dla.ops" in r["/softmax/Softmax"]
     assert r["/conv1/Conv"].startswith("dla: accepted as dla.conv2d_add_relu; on dla by cost")
     d = npukit.Study(DETECTOR, "arm-dsp-dla")
     rd = dict(zip(d.placement["name"], d.placement["reason"]))
     # an op no accelerator runs names the rule that blocked each one, not "no accelerator accepts"
-    assert rd["post/gather_boxes/add"] == ("arm: fallback; dsp: does not support relax.add; dla: rank-1 tensor, supports "
+    assert rd["post/gather_boxes/add"] == ("arm: fallback; dsp: add is not in processors.dsp.ops; dla: rank-1 tensor, supports "
                                            "ranks 2, 4; dtype int64 not in float32, float16, int8, uint8, int32")
     assert "explain" and "cost" in d.explain("post/nms")
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
-from conftest import ROOT, initializer, onnx_model, save_onnx, tensor_info
+from conftest import DIGITS_ONNX, ROOT, assert_cli_error, initializer, onnx_model, run_cli, save_onnx, tensor_info
 
 import npukit
 from npukit import soc as socmod
@@ -149,6 +150,24 @@ def test_a_json_profile_that_writes_a_processor_twice_is_refused(tmp_path):
     good = tmp_path / "once.json"
     good.write_text(json.dumps(doc))
     assert [p.name for p in npukit.load_soc(good).processors] == ["arm", "dsp", "dla"]
+
+
+def test_a_directory_given_as_the_profile_is_refused_naming_it(tmp_path, monkeypatch):
+    """Was Python's own words: "somedir: cannot read: [Errno 21] Is a directory: 'somedir'"."""
+    (tmp_path / "somedir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    want = ("somedir: is a directory, expected a SoC profile file (.toml or .json) or a bundled profile's name "
+            f"({', '.join(BUNDLED)})")  # fmt: skip
+    for spec in ("somedir/", Path("somedir")):
+        with pytest.raises(npukit.ProfileError) as e:
+            npukit.Study(DIGITS_ONNX, spec)
+        assert str(e.value) == want
+    assert assert_cli_error(run_cli("study", DIGITS_ONNX, "--soc", "somedir/", cwd=tmp_path)) == want
+    # a directory that happens to bear a bundled profile's name (an output folder, say) leaves the name to the profile
+    (tmp_path / "arm-dsp-dla").mkdir()
+    assert npukit.load_soc("arm-dsp-dla").name == npukit.load_soc(ROOT / "npukit/profiles/arm-dsp-dla.toml").name
+    with pytest.raises(npukit.ProfileError, match=r"^arm-dsp-dla: is a directory, expected a SoC profile file"):
+        npukit.load_soc("arm-dsp-dla/")
 
 
 def _arm_dsp_dla() -> dict:

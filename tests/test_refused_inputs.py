@@ -287,3 +287,23 @@ def test_a_profile_naming_one_op_twice_is_refused(tmp_path, old, new, said):
     assert str(e.value) == f"{p}: {said}"
     r = run_cli("study", ROOT / "sample_models" / "digits_cnn.onnx", "--soc", p)
     assert assert_cli_error(r, limit_s=60) == f"{p}: {said}"
+
+
+def test_a_directory_given_as_the_config_or_the_grid_is_refused_naming_it(tmp_path):
+    """Both said "no such ... file" of a directory that exists (the profile's case: tests/test_profiles.py)."""
+    from conftest import DIGITS_ONNX
+
+    from npukit.sweeps import GridError, load_grid
+
+    d = tmp_path / "somedir"
+    d.mkdir()
+    want = f"{d}: is a directory, expected a config file (.toml or .json, see --save-config)"
+    with pytest.raises(npukit.ConfigError) as e:
+        npukit.Study(DIGITS_ONNX, "arm-dsp-dla", d)
+    assert str(e.value) == want
+    assert assert_cli_error(run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", d)) == want
+    with pytest.raises(GridError) as e:
+        load_grid(d)
+    assert str(e.value) == f"{d}: is a directory, expected a grid file (.toml)"
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", d, "--out", tmp_path / "o.parquet")
+    assert assert_cli_error(r) == f"{d}: is a directory, expected a grid file (.toml)"

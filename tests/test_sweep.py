@@ -99,7 +99,7 @@ def grid_error(tmp_path, body: str, model=DIGITS_ONNX) -> str:
     ('"soc.processors.npu.clock_mhz" = [800]\n', "grid.toml:2: soc.processors.npu.clock_mhz: unknown processor "
      "'npu'; valid names: 'arm', 'dla', 'dsp'"),
     ('"soc.clock_mhz" = [800]\n', "grid.toml:2: soc.clock_mhz: unknown profile field 'clock_mhz'; valid names: "
-     "'conversion', 'description', 'flash_bytes', 'host', 'links', 'name', 'placement', 'processors', 'sources', 'sram_bytes', 'target'"),
+     "'conversion', 'flash_bytes', 'host', 'links', 'placement', 'processors', 'sram_bytes', 'target'"),
     ('"soc.links.1.bandwidth_gbps" = [4.0]\n', "grid.toml:2: soc.links.1.bandwidth_gbps: links is a list of 1; "
      "index it with 0..0"),
     ('"bits.dla" = ["int8", "int8"]\n', "grid.toml:2: bits.dla: value 'int8' is listed twice"),
@@ -179,6 +179,25 @@ ACCEL_FIELDS = ("clock_mhz, macs_per_cycle, vector_ops_per_cycle, default_bits, 
      "int8, int16, fp16, fp32; dsp runs int8, int16, fp16, fp32; dla runs int8, fp16 (processors.<name>.macs_per_cycle)"),
 ])  # fmt: skip
 def test_grid_fields_a_processor_never_reads_are_refused(tmp_path, body, message):
+    assert grid_error(tmp_path, body) == message
+
+
+@pytest.mark.parametrize("body, message", [
+    # each suggested a field the sweep then refuses: 'description', 'call_overhead_cycles' (on the host), 'host',
+    # 'kind', and 'note' (an unknown op field's message was the profile's own: "unknown field; ... 'note'")
+    ('"soc.descripton" = ["a", "b"]\n', "grid.toml:2: soc.descripton: unknown profile field 'descripton'; valid names: "
+     "'conversion', 'flash_bytes', 'host', 'links', 'placement', 'processors', 'sram_bytes', 'target'"),
+    ('"soc.processors.arm.call_overhead_cycle" = [0, 100]\n', "grid.toml:2: soc.processors.arm.call_overhead_cycle: "
+     "unknown processor field 'call_overhead_cycle'; closest valid names: 'op_overhead_cycles', 'macs_per_cycle', "
+     "'vector_ops_per_cycle', 'dram_bytes_per_cycle', 'weight_bytes_per_cycle'"),
+    ('"soc.processors.dla.hst" = [true]\n', "grid.toml:2: soc.processors.dla.hst: unknown processor field 'hst'; "
+     "closest valid names: 'static_mw', 'ops'"),
+    ('"soc.processors.dla.kinds" = ["dla"]\n', "grid.toml:2: soc.processors.dla.kinds: unknown processor field "
+     "'kinds'; closest valid names: 'dtypes', 'max_partitions'"),
+    ('"soc.processors.dla.ops.conv2d.notes" = ["a"]\n', "grid.toml:2: soc.processors.dla.ops.conv2d.notes: unknown op "
+     "field 'notes'; closest valid names: 'dtypes', 'strides', 'max_boxes', 'ranks', 'max_channels'"),
+])  # fmt: skip
+def test_unknown_field_suggestions_are_fields_to_sweep(tmp_path, body, message):
     assert grid_error(tmp_path, body) == message
 
 
@@ -399,6 +418,14 @@ def test_first_fit_rows_share_a_partition_and_equal_studies():
         assert npukit.sweep_study(df.iloc[row.Index], DIGITS_ONNX, "arm-dsp-dla").totals == s.totals
 
 
+def test_clear_caches_forgets_the_partitions_a_sweep_kept():
+    """A sweep keeps one evaluator per grid keys (its profiles, partitions, checks): a grid of other
+    values under the same keys shares it.  clear_caches() forgets it too, so the sweep after it
+    partitions anew and the count above holds whatever ran before."""
+    npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", SMALL.replace("4096", "2048"), workers=0, progress=False)
+    test_first_fit_rows_share_a_partition_and_equal_studies()
+
+
 def test_error_rows_equal_study_error(tmp_path):
     grid = '[grid]\n"bits.dla" = ["int8", "fp16"]\n"bits.dsp" = ["int8", "int16"]\n'
     df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, error=True, progress=False)
@@ -434,7 +461,7 @@ def test_failing_configurations_record_their_error():
     df = npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=0, progress=False)
     fail = dict(zip(df["index"], df["failure"]))
     assert pd.isna(fail[0]) and pd.isna(fail[4])  # dsp / none with int8
-    assert fail[2].startswith("ConfigError: cannot pin '/softmax/Softmax' (softmax) to dla: dla: does not support")
+    assert fail[2].startswith("ConfigError: cannot pin '/softmax/Softmax' (softmax) to dla: dla: softmax is not in processors.dla.ops")
     assert fail[3] == fail[2]
     # conv1 at int16, which the DLA cannot run: first-fit gives it to the next processor that takes it
     # and runs int16 (arm), slower than the DLA at int8

@@ -306,7 +306,7 @@ VALID = "'arm', 'dla', 'dsp'"
     ("badpinproc.toml", '[pins]\n"/softmax/Softmax" = "npu"\n', "pins.\"/softmax/Softmax\": unknown processor 'npu'; "
                                                                 f"valid names: {VALID}"),
     ("badpin.toml", '[pins]\n"/softmax/Softmax" = "dla"\n', "pins.\"/softmax/Softmax\": cannot pin '/softmax/Softmax' "
-                                                            "(softmax) to dla: dla: does not support relax.nn.softmax"),
+                                                            "(softmax) to dla: dla: softmax is not in processors.dla.ops"),
     ("badwidth.toml", '[bits]\ndla = "int4"\n', "bits.dla: dla cannot run int4: processors.dla.macs_per_cycle lists "
                                                 "int8, fp16"),
     ("badlayer.toml", '[layer_bits]\n"/conv1/Conv" = "int2"\n', "layer_bits.\"/conv1/Conv\": layer '/conv1/Conv' would run "

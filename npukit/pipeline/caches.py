@@ -62,11 +62,12 @@ ADDITIVE_MAX = 200_000
 HOSTONLY = LRU(16)  # (model, soc, ops pinned away from the host) -> the all-host baseline's partition
 COSTED = LRU(16)  # (model, soc, plan, bit-widths) -> Costed (op costs, boundary costs, makespan, schedule)
 VERDICTS = LRU(16)  # (model, soc, support edits, pins) -> every processor's verdict on every op
+EVALUATORS = LRU(2)  # a sweep job's key -> its sweeps.evaluate.Evaluator (its own profiles, partitions, checks)
 
 
 ALL_CACHES = (IMPORTS, DIGESTS, TABLES, CAPS, PREP, PARTS, CHOICES, COSTS, RESULTS, SIMS, ERRORS, CODE, HOSTC, FITS, RANGES,
-              SCORES, ADDITIVE, HOSTONLY, COSTED, VERDICTS)
-PARTITION_CACHES = (VERDICTS, PARTS, CHOICES)  # what a support toggle or a pin computes anew
+              SCORES, ADDITIVE, HOSTONLY, COSTED, VERDICTS, EVALUATORS)
+PARTITION_CACHES = (VERDICTS, PARTS, CHOICES, EVALUATORS)  # what a support toggle or a pin computes anew
 
 
 def clear_caches() -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ModelError
 from ..graph import OpGraph
 from ..opset import KINDS, weight_axis
 from ..progress import Progress
@@ -21,19 +22,36 @@ PER_OP_SAMPLES = 64
 # metrics
 
 
+def _error(ref, q) -> tuple[np.ndarray, np.ndarray]:
+    """(the reference, q - ref) as float64.  Where a value is not finite (an fp16 overflow, an op of
+    the float model itself dividing by zero), equal values (the same infinity, NaN against NaN) differ
+    by 0 and any other difference counts as infinite, with no numpy warning."""
+    r = np.asarray(ref, dtype=np.float64)
+    x = np.asarray(q, dtype=np.float64)
+    if np.isfinite(r).all() and np.isfinite(x).all():
+        return r, x - r
+    with np.errstate(invalid="ignore"):
+        d = np.array(x - r)
+    d[(x == r) | (np.isnan(x) & np.isnan(r))] = 0.0
+    d[np.isnan(d)] = np.inf
+    return r, d
+
+
 def snr_db(ref: np.ndarray, q: np.ndarray) -> float:
-    ref = np.asarray(ref, dtype=np.float64)
-    noise = float(np.sum((np.asarray(q, dtype=np.float64) - ref) ** 2))
-    sig = float(np.sum(ref**2))
+    """Signal (the finite reference values) over noise, in dB: inf when nothing differs, -inf when a
+    difference is infinite or the signal is 0."""
+    r, d = _error(ref, q)
+    noise = float(np.sum(d**2))
+    sig = float(np.sum(np.where(np.isfinite(r), r, 0.0) ** 2))
     if noise == 0:
         return math.inf
-    if sig == 0:
+    if sig == 0 or math.isinf(noise):
         return -math.inf
     return 10 * math.log10(sig / noise)
 
 
 def max_abs(ref, q) -> float:
-    return float(np.max(np.abs(np.asarray(q, dtype=np.float64) - np.asarray(ref, dtype=np.float64)))) if np.size(ref) else 0.0
+    return float(np.max(np.abs(_error(ref, q)[1]))) if np.size(ref) else 0.0
 
 
 def is_class_output(shape: Sequence[int]) -> bool:
@@ -112,8 +130,31 @@ class ErrorModel:
     @property
     def _ref(self) -> tuple[list, list]:
         if self._ref_runs is None:
-            self._ref_runs = self._run(self._w32, self._fp32_q, "npukit: fp32 reference")
+            runs = self._run(self._w32, self._fp32_q, "npukit: fp32 reference")
+            self._check_finite(runs[0])
+            self._ref_runs = runs
         return self._ref_runs
+
+    def _check_finite(self, outs: list) -> None:
+        """Refuse a reference whose model outputs hold inf or NaN (a division by zero, a log of 0 in
+        the float model itself): no error can be measured against it.  The message names the first
+        such output and the first op whose fp32 output is not finite on that sample."""
+        n = self.sim.layout.n_outputs
+        for s, sample in enumerate(outs):
+            for j in range(n):
+                if np.isfinite(sample[j]).all():
+                    continue
+                g = self.g
+                full = self.sim.run(self._inputs[s], self._w32, self._fp32_q, True)[n:]
+                bad = [i for i, o in zip(self.sim.layout.fq_ops, full) if not np.isfinite(o).all()]
+                first = ""
+                if bad:
+                    op = g.ops[min(bad)]
+                    its = "" if op.name == op.source else f", its op {op.name!r} ({op.kind})"
+                    first = f", first at node {op.source!r} ({op.source_op}{its})"
+                raise ModelError(f"{g.path or 'the model'}: the float model itself gives inf or NaN at output "
+                                 f"{g.output_name(j)!r} on sample {s} of {len(outs)}{first}; the numeric error is "
+                                 "measured against the fp32 outputs, so they must be finite")  # fmt: skip
 
     def _tensor_ranges(self, lay) -> dict[str, tuple[float, float]]:
         """Calibrated [min, max] of every float tensor an op reads or writes: op outputs from the
@@ -191,9 +232,9 @@ class ErrorModel:
         hit = self._results.get(key)
         if hit is not None:
             return hit
+        ref_outs, ref_full = self._ref  # (first: a reference that is not finite is refused before any run)
         weights, qparams = self._params(op_bits, rounded, edge_bits)
         outs, full = self._run(weights, qparams)
-        ref_outs, ref_full = self._ref
         per_op = []
         for k, i in enumerate(lay.fq_ops):
             same = [(a[k], b[k]) for a, b in zip(ref_full, full) if a[k].shape == b[k].shape]

@@ -53,9 +53,13 @@ def load_soc(spec: str | Path | Mapping | SocProfile) -> SocProfile:
         return parse_profile(spec, "<dict>")
     s = str(spec)
     path = Path(s)
-    if path.suffix.lower() in (".toml", ".json") or path.exists() or "/" in s:
+    named = "/" not in s and path.is_dir() and s in bundled()  # (a directory of the profile's name here: the name)
+    if path.suffix.lower() in (".toml", ".json") or (path.exists() and not named) or "/" in s:
         if not path.exists():
             raise ProfileError(f"{path}: no such profile file")
+        if path.is_dir():
+            raise ProfileError(f"{path}: is a directory, expected a SoC profile file (.toml or .json) or a bundled "
+                               f"profile's name ({', '.join(sorted(bundled()))})")  # fmt: skip
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:

@@ -84,6 +84,7 @@ def _check_layer_widths(grid: Grid, a: Axis, soc, added: dict[str, set[str]]) ->
 def _check_soc_axis(grid: Grid, a: Axis, soc) -> None:
     from ..soc.schema import (  # noqa: PLC0415
         ACCELERATOR_ONLY,
+        OP_FIELDS,
         OP_NOT_FIGURES,
         PROCESSOR_FIELDS,
         TOP_NOT_FIGURES,
@@ -91,12 +92,13 @@ def _check_soc_axis(grid: Grid, a: Axis, soc) -> None:
         unread_field,
     )
 
+    # (an unknown field's suggestions are the fields a sweep takes, not those it refuses below)
     path = a.target[0]
     parts = path.split(".")
+    top = [k for k in SOC_TOP if k not in TOP_NOT_FIGURES]
     if parts[0] not in SOC_TOP:
-        raise grid.fail(a.key, f"unknown profile field {parts[0]!r}; {closest(parts[0], SOC_TOP)}")
+        raise grid.fail(a.key, f"unknown profile field {parts[0]!r}; {closest(parts[0], top)}")
     if parts[0] in TOP_NOT_FIGURES:
-        top = [k for k in SOC_TOP if k not in TOP_NOT_FIGURES]
         raise grid.fail(a.key, f"not a figure to sweep: {parts[0]} {TOP_NOT_FIGURES[parts[0]]}; top-level fields "
                                f"to sweep: {', '.join(top)}")  # fmt: skip
     if len(parts) >= 5 and parts[0] == "processors" and parts[2] == "ops" and parts[4] in OP_NOT_FIGURES:
@@ -107,15 +109,17 @@ def _check_soc_axis(grid: Grid, a: Axis, soc) -> None:
             raise grid.fail(a.key, "write soc.processors.<processor>.<field>")
         if parts[1] not in soc.names:
             raise grid.fail(a.key, f"unknown processor {parts[1]!r}; {closest(parts[1], soc.names)}")
-        fields = [f.key for f in PROCESSOR_FIELDS]
-        if parts[2] not in fields:
-            raise grid.fail(a.key, f"unknown processor field {parts[2]!r}; {closest(parts[2], fields)}")
         p = soc.processor(parts[1])
+        if parts[2] not in [f.key for f in PROCESSOR_FIELDS]:
+            raise grid.fail(a.key, f"unknown processor field {parts[2]!r}; {closest(parts[2], figure_fields(p.host))}")
         why = unread_field(parts[2], p.host)
         if why is not None:
             who = f"on the host {p.name}" if p.host and parts[2] in ACCELERATOR_ONLY else f"on {p.name}"
             raise grid.fail(a.key, f"not a figure to sweep {who}: {parts[2]} {why}; fields to sweep on {p.name}: "
                                    f"{', '.join(figure_fields(p.host))}")  # fmt: skip
+        limits = [f.key for f in OP_FIELDS if f.key not in OP_NOT_FIGURES]
+        if len(parts) >= 5 and parts[2] == "ops" and parts[4] not in limits:
+            raise grid.fail(a.key, f"unknown op field {parts[4]!r}; {closest(parts[4], limits)}")
     for v in a.values:
         try:
             soc.with_changes({path: v})

@@ -226,15 +226,16 @@ def errors(e, row: dict) -> dict:
 # workers: one Evaluator per job per process
 
 
-_EVALUATORS: OrderedDict = OrderedDict()
 _GUARD = threading.Lock()
 
 
 def evaluator(job: Job) -> Evaluator:
+    """The job's evaluator, kept in ``pipeline.EVALUATORS`` (so ``pipeline.clear_caches()`` forgets
+    the partitions and checks it holds, as it does the pipeline's own)."""
     with _GUARD:
-        ev = _EVALUATORS.get(job.key)
+        ev = pl.EVALUATORS.get(job.key)
         if ev is None:
-            ev = _lru(_EVALUATORS, job.key, Evaluator(job), 2)
+            ev = pl.EVALUATORS.put(job.key, Evaluator(job))
         return ev
 
 

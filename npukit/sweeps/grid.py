@@ -168,6 +168,8 @@ def load_grid(spec) -> Grid:
         where, text = "<grid>", s
     else:
         p = Path(s)
+        if p.is_dir():
+            raise GridError(f"{p}: is a directory, expected a grid file (.toml)")
         if not p.is_file():
             raise GridError(f"{p}: no such grid file")
         try:

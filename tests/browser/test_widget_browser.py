@@ -108,7 +108,7 @@ def test_bad_pin_shows_its_message_and_the_widget_keeps_working(page, expected, 
     edit(page, lambda: page.click(f'{ROOT} [data-testid="pin-button"]'))
     level, msg = status(page)
     assert level == "error"
-    assert "cannot pin '/softmax/Softmax' (softmax) to dla: dla: does not support relax.nn.softmax" in msg
+    assert "cannot pin '/softmax/Softmax' (softmax) to dla: dla: softmax is not in processors.dla.ops" in msg
     page.screenshot(path=str(artifacts / "widget_bad_pin.png"))
     home = colors[expected["default"]["proc"]["/softmax/Softmax"]]
     assert home == colors["arm"]

@@ -119,7 +119,7 @@ def test_bad_edits_become_status_messages(widget, study):
     assert widget.status["level"] == "error"
     assert (
         widget.status["text"]
-        == "cannot pin '/softmax/Softmax' (softmax) to dla: dla: does not support relax.nn.softmax"
+        == "cannot pin '/softmax/Softmax' (softmax) to dla: dla: softmax is not in processors.dla.ops"
     )
     assert study.config == before
     request(widget, type="support", processor="arm", op="add", enabled=False)

@@ -18,6 +18,7 @@ def _import_relax(mod, input_shapes) -> Imported:
     f = mod["main"]
     if not isinstance(f, relax.Function):
         raise ModelError("<IRModule>: 'main' is not a Relax function")
+    mod, f, const_names = _bind_weights(mod, f, relax)
     marks = _Marks()
     for blk in f.body.blocks:
         for b in blk.bindings:
@@ -37,6 +38,25 @@ def _import_relax(mod, input_shapes) -> Imported:
     res = f.body.body  # main's result: a var, or a tuple of them; an output keeps its var's name
     fields = res.fields if isinstance(res, relax.Tuple) else [res]
     outs = [x.name if isinstance(x, relax.Var) else "" for x in fields]
-    return _finish(mod, marks, "relax", "<IRModule>", ins, outs, {})
+    return _finish(mod, marks, "relax", "<IRModule>", ins, outs, const_names)
+
+
+def _bind_weights(mod, f, relax):
+    """``main`` with the weights a frontend kept as parameters bound as constants.
+
+    ``from_onnx(keep_params_in_input=True)`` and ``from_exported_program(keep_params_as_input=True)``
+    make every weight a parameter of ``main`` after its ``num_input`` inputs and keep the values in
+    its ``params`` attribute (as ``relax.frontend.detach_params`` reads them): they are the model's
+    weights, not inputs to feed.  Returns the module, ``main`` and each such constant's name (the
+    parameter's)."""
+    attrs = f.attrs or {}
+    values, count = attrs.get("params"), attrs.get("num_input")
+    if values is None or count is None or len(f.params) - int(count) != len(values):
+        return mod, f, {}
+    consts = {p: relax.const(v) for p, v in zip(f.params[int(count):], values, strict=True)}
+    f = f.bind_params(consts).without_attr("params")
+    mod = mod.clone() if hasattr(mod, "clone") else mod
+    mod["main"] = f
+    return mod, f, {c: p.name for p, c in consts.items()}
 
 

@@ -31,3 +31,30 @@ def test_weights_a_frontend_kept_as_parameters_are_the_models_weights():
     s = npukit.Study(_from_onnx(keep_params_in_input=True), "arm-dsp-dla")
     assert list(s.placement["processor"]) == list(npukit.Study(_from_onnx(), "arm-dsp-dla").placement["processor"])
     assert s.placement["processor"].iloc[0] == "dla"
+
+
+def _tuple_outputs():
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((1, 8), "float32")):
+            with R.dataflow():
+                parts = R.split(x, 2, axis=1)
+                a = R.nn.relu(x)
+                b = R.sigmoid(x)
+                R.output(parts, a, b)
+            return (parts, (b, a))
+
+    return Module
+
+
+def test_each_returned_tensor_keeps_its_variables_name():
+    """A returned tuple var's fields were named ``parts`` and ``t0.1`` (npukit's internal tensor id,
+    shown in the build report and the error figures), and the fields of a returned nested tuple went
+    by their tensor ids (``t2``, ``t1``)."""
+    g = npukit.import_model(_tuple_outputs()).graph
+    assert g.output_names == ("parts:0", "parts:1", "b", "a")
+    assert [g.tensors[t].name for t in g.outputs] == ["parts:0", "parts:1", "b", "a"]

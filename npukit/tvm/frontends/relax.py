@@ -35,10 +35,25 @@ def _import_relax(mod, input_shapes) -> Imported:
         declared[p.name] = None if shape is None else [_dim(d) for d in shape]
     _check_input_shapes("<IRModule>", declared, input_shapes)
     mod = _bind_input_shapes(mod, ins, input_shapes, "<IRModule>", marks)
-    res = f.body.body  # main's result: a var, or a tuple of them; an output keeps its var's name
-    fields = res.fields if isinstance(res, relax.Tuple) else [res]
-    outs = [x.name if isinstance(x, relax.Var) else "" for x in fields]
+    outs = _output_names(f.body.body, relax)
     return _finish(mod, marks, "relax", "<IRModule>", ins, outs, const_names)
+
+
+def _output_names(e, relax) -> list[str]:
+    """The name of each tensor ``main`` returns, flattened as its outputs are: a var's own name; a
+    field of a tuple var ``parts`` is ``parts:0``, ``parts:1`` ... (``parts:1:0`` nested), as the
+    tables label a tuple's fields; a constant has none ("")."""
+    if isinstance(e, relax.Tuple):
+        return [n for x in e.fields for n in _output_names(x, relax)]
+    if not isinstance(e, relax.Var):
+        return [""]
+
+    def fields(name: str, ty) -> list[str]:
+        if not isinstance(ty, relax.TupleType):
+            return [name]
+        return [n for k, fty in enumerate(ty.fields) for n in fields(f"{name}:{k}", fty)]
+
+    return fields(e.name, e.ty)
 
 
 def _bind_weights(mod, f, relax):

@@ -58,3 +58,66 @@ def test_each_returned_tensor_keeps_its_variables_name():
     g = npukit.import_model(_tuple_outputs()).graph
     assert g.output_names == ("parts:0", "parts:1", "b", "a")
     assert [g.tensors[t].name for t in g.outputs] == ["parts:0", "parts:1", "b", "a"]
+
+
+def _calls_a_helper(private: bool):
+    """main calling ``helper`` (a private function, else a public one: with a global symbol)."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Module:
+        @R.function(private=True)
+        def helper(a: R.Tensor((1, 4), "float32")) -> R.Tensor((1, 4), "float32"):
+            b = R.nn.relu(a)
+            return b
+
+        @R.function
+        def main(x: R.Tensor((1, 4), "float32")):
+            cls = Module
+            y = cls.helper(x)
+            z = R.sigmoid(y)
+            return z
+
+    if not private:
+        gv = Module.get_global_var("helper")
+        Module[gv] = Module[gv].with_attr("global_symbol", "helper")
+    return Module
+
+
+def _branches():
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((1, 4), "float32"), flag: R.Tensor((), "bool")):
+            if flag:
+                y = R.nn.relu(x)
+                z = y
+            else:
+                z = R.sigmoid(x)
+            return z
+
+    return Module
+
+
+def test_a_binding_with_no_operator_is_refused_by_its_own_variable():
+    """A call of another Relax function was blamed on the binding after it ("node 'z' (relax.sigmoid)
+    calls the function 'helper'"), an if / else on "an op the importer added"; each is named by
+    its own variable, and the advice for a helper works."""
+    import pytest
+    from tvm import relax
+
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.import_model(_calls_a_helper(private=False))
+    assert str(ei.value) == ("<IRModule>: 'y' calls the Relax function 'helper'; npukit reads the operators of main "
+                             "itself: declare 'helper' with @R.function(private=True) and inline it with "
+                             "relax.transform.InlinePrivateFunctions()")  # fmt: skip
+    with pytest.raises(npukit.UnsupportedOpError) as ei:
+        npukit.import_model(_branches())
+    assert str(ei.value) == ("<IRModule>: 'z' is an if / else; npukit does not support control flow: give main one "
+                             "path of operators")  # fmt: skip
+    inlined = relax.transform.InlinePrivateFunctions()(_calls_a_helper(private=True))
+    assert [(op.name, op.kind) for op in npukit.import_model(inlined).graph.ops] == [("b", "relu"), ("z", "sigmoid")]

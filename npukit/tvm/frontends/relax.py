@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...errors import ModelError
+from ...errors import ModelError, UnsupportedOpError
 from .. import load as _load_tvm
 from .common import Imported, _bind_input_shapes, _check_input_shapes, _dim, _Marks, _Source
 from .tagging import _finish
@@ -18,6 +18,7 @@ def _import_relax(mod, input_shapes) -> Imported:
     f = mod["main"]
     if not isinstance(f, relax.Function):
         raise ModelError("<IRModule>: 'main' is not a Relax function")
+    _check_bindings(mod, f, relax, _load_tvm())
     mod, f, const_names = _bind_weights(mod, f, relax)
     marks = _Marks()
     for blk in f.body.blocks:
@@ -37,6 +38,32 @@ def _import_relax(mod, input_shapes) -> Imported:
     mod = _bind_input_shapes(mod, ins, input_shapes, "<IRModule>", marks)
     outs = _output_names(f.body.body, relax)
     return _finish(mod, marks, "relax", "<IRModule>", ins, outs, const_names)
+
+
+def _check_bindings(mod, f, relax, tvm) -> None:
+    """Every binding of ``main`` calls a Relax operator: a call of another function or an if / else
+    is refused here, named by its variable (the frontends' walk gives a binding with no operator of
+    its own to the operator after it)."""
+    for blk in f.body.blocks:
+        for b in blk.bindings:
+            v, name = b.value, b.var.name
+            if isinstance(v, relax.If):
+                raise UnsupportedOpError(f"<IRModule>: {name!r} is an if / else; npukit does not support control "
+                                         "flow: give main one path of operators")  # fmt: skip
+            if not isinstance(v, relax.Call) or isinstance(v.op, tvm.ir.Op):
+                continue
+            callee = getattr(v.op, "name_hint", None)
+            if isinstance(v.op, tvm.ir.GlobalVar) and isinstance(mod.functions.get(v.op), relax.Function):
+                raise ModelError(f"<IRModule>: {name!r} calls the Relax function {callee!r}; npukit reads the operators "
+                                 f"of main itself: declare {callee!r} with @R.function(private=True) and inline it with "
+                                 "relax.transform.InlinePrivateFunctions()")  # fmt: skip
+            if isinstance(v.op, tvm.ir.GlobalVar):
+                what = f"the TIR function {callee!r} directly; call it with R.call_tir"
+            elif isinstance(v.op, relax.ExternFunc):
+                what = f"the external function {v.op.global_symbol!r}, which npukit cannot place or estimate"
+            else:
+                what = f"{callee!r}, a function value, which npukit cannot place or estimate"
+            raise ModelError(f"<IRModule>: {name!r} calls {what}")
 
 
 def _output_names(e, relax) -> list[str]:

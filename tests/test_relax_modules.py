@@ -121,3 +121,45 @@ def test_a_binding_with_no_operator_is_refused_by_its_own_variable():
                              "path of operators")  # fmt: skip
     inlined = relax.transform.InlinePrivateFunctions()(_calls_a_helper(private=True))
     assert [(op.name, op.kind) for op in npukit.import_model(inlined).graph.ops] == [("b", "relu"), ("z", "sigmoid")]
+
+
+def _shared_dim():
+    """Two modules: ``y: (m, 3)`` and ``y: (m, k)``, ``x: (n, m)`` in both."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Cols3:
+        @R.function
+        def main(x: R.Tensor(("n", "m"), "float32"), y: R.Tensor(("m", 3), "float32")):
+            z = R.matmul(x, y)
+            return z
+
+    @I.ir_module
+    class ColsK:
+        @R.function
+        def main(x: R.Tensor(("n", "m"), "float32"), y: R.Tensor(("m", "k"), "float32")):
+            z = R.matmul(x, y)
+            return z
+
+    return Cols3, ColsK
+
+
+def test_a_symbolic_dim_pinned_on_one_input_is_pinned_on_every_input():
+    """``m`` pinned through ``x`` is ``m`` in ``y`` too (BindSymbolicVars binds it everywhere), but
+    ``y`` was refused as symbolic with the hint ``input_shapes={'y': (1, 3)}``, a size for ``m``
+    that contradicts the one given; it is ``(4, 3)`` now, and a dim left open is asked for with the
+    size given to ``m``."""
+    import pytest
+
+    cols3, cols_k = _shared_dim()
+    g = npukit.import_model(cols3, input_shapes={"x": (2, 4)}).graph
+    assert [(g.tensors[t].name, g.tensors[t].shape) for t in g.inputs] == [("x", (2, 4)), ("y", (4, 3))]
+    with pytest.raises(npukit.ShapeError) as ei:
+        npukit.import_model(cols_k, input_shapes={"x": (2, 4)})
+    assert str(ei.value) == ("<IRModule>: input 'y' dim 1 is symbolic ('k') in shape [4, k]; npukit needs static "
+                             "shapes: pin it with npukit.Study(..., input_shapes={'y': (4, K)}) or --input-shape y=4,K, "
+                             "with K the size to study (the model leaves it open)")  # fmt: skip
+    with pytest.raises(npukit.ShapeError) as ei:  # (two sizes for m: said as such)
+        npukit.import_model(cols3, input_shapes={"x": (2, 4), "y": (5, 3)})
+    assert str(ei.value) == "<IRModule>: input_shapes gives the symbolic dim m both 4 and 5"

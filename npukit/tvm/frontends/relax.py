@@ -34,10 +34,25 @@ def _import_relax(mod, input_shapes) -> Imported:
                              "parameter per tensor")  # fmt: skip
         shape = getattr(p.ty, "shape", None)
         declared[p.name] = None if shape is None else [_dim(d) for d in shape]
-    _check_input_shapes("<IRModule>", declared, input_shapes)
+    _check_input_shapes("<IRModule>", _pinned_along(declared, input_shapes), input_shapes)
     mod = _bind_input_shapes(mod, ins, input_shapes, "<IRModule>", marks)
     outs = _output_names(f.body.body, relax)
     return _finish(mod, marks, "relax", "<IRModule>", ins, outs, const_names)
+
+
+def _pinned_along(declared: dict, input_shapes: dict | None) -> dict:
+    """``declared`` with each symbolic dim an input of ``input_shapes`` pins given its value in the
+    inputs it does not name: one symbolic variable is one size in main (BindSymbolicVars binds it
+    everywhere), so ``x: (n, m)`` pinned to ``(2, 4)`` makes ``y: (m, 3)`` ``(4, 3)``."""
+    known: dict[str, int] = {}
+    for name, dims in (input_shapes or {}).items():
+        have = declared.get(name)
+        if have is not None and len(have) == len(dims):
+            for d, v in zip(have, dims, strict=True):
+                if isinstance(d, str) and d.isidentifier():
+                    known.setdefault(d, int(v))
+    return {name: dims if dims is None or name in (input_shapes or {}) else
+            [known.get(d, d) if isinstance(d, str) else d for d in dims] for name, dims in declared.items()}  # fmt: skip
 
 
 def _check_bindings(mod, f, relax, tvm) -> None:

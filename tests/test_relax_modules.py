@@ -3,7 +3,11 @@ the modules TVM's own frontends return, studied in the module's own words."""
 
 from __future__ import annotations
 
-from conftest import DIGITS_ONNX
+import shutil
+
+import numpy as np
+import pytest
+from conftest import DIGITS_ONNX, missing_tool
 
 import npukit
 
@@ -150,8 +154,6 @@ def test_a_symbolic_dim_pinned_on_one_input_is_pinned_on_every_input():
     ``y`` was refused as symbolic with the hint ``input_shapes={'y': (1, 3)}``, a size for ``m``
     that contradicts the one given; it is ``(4, 3)`` now, and a dim left open is asked for with the
     size given to ``m``."""
-    import pytest
-
     cols3, cols_k = _shared_dim()
     g = npukit.import_model(cols3, input_shapes={"x": (2, 4)}).graph
     assert [(g.tensors[t].name, g.tensors[t].shape) for t in g.inputs] == [("x", (2, 4)), ("y", (4, 3))]
@@ -163,3 +165,64 @@ def test_a_symbolic_dim_pinned_on_one_input_is_pinned_on_every_input():
     with pytest.raises(npukit.ShapeError) as ei:  # (two sizes for m: said as such)
         npukit.import_model(cols3, input_shapes={"x": (2, 4), "y": (5, 3)})
     assert str(ei.value) == "<IRModule>: input_shapes gives the symbolic dim m both 4 and 5"
+
+
+def _int8_module():
+    """The model's own integer arithmetic, as a Relax module writes it: int8 conv2d and matmul
+    accumulating into int32 (no scale, no zero point)."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    rng = np.random.default_rng(1)
+    w = rng.integers(-5, 5, (8, 3, 3, 3)).astype("int8")
+    m = rng.integers(-5, 5, (8, 4)).astype("int8")
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((1, 3, 4, 4), "int8"), v: R.Tensor((1, 8), "int8")):
+            with R.dataflow():
+                acc = R.nn.conv2d(x, R.const(w), padding=(1, 1), out_dtype="int32")
+                act = R.nn.relu(acc)
+                dot = R.matmul(v, R.const(m), out_dtype="int32")
+                R.output(act, dot)
+            return (act, dot)
+
+    return Module
+
+
+def test_an_accelerator_leaves_the_models_integer_conv_and_matmul_to_the_host():
+    """The kernel library's conv2d and matmul take float or quantized values: placed on the DLA, an
+    int8 conv2d into int32 made a program that failed (``npukit_model_run failed with status 2 in
+    partition 0 on dla``: NPK_ERR_DTYPE), and an int8 one into int8 saturated where TVM wraps."""
+    s = npukit.Study(_int8_module(), "arm-dsp-dla", placement="first-fit")
+    assert list(zip(s.placement["name"], s.placement["processor"])) == [("acc", "arm"), ("act", "dla"), ("dot", "arm")]
+    dla = s.placement.set_index("name")["dla"]
+    why = "code generation cannot run it here: the kernel library has no call for {} of the model's int8 integers"
+    assert dla["acc"] == why.format("conv2d")
+    assert dla["dot"] == why.format("matmul") + " (fully connected layers run as 1x1 convolutions)"  # (the profile's note)
+
+
+@pytest.mark.slow
+def test_the_generated_program_of_an_integer_module_matches_tvms_own_build(tmp_path):
+    """The exported program's outputs are TVM's (relax.build + VM) on the same inputs, bit for bit."""
+    import tvm
+    from tvm import relax
+
+    from npukit.codegen.build import make, run_program
+
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        missing_tool("make / cc is not installed")
+    mod = _int8_module()
+    rng = np.random.default_rng(2)
+    inputs = [rng.integers(-128, 128, (1, 3, 4, 4)).astype("int8"), rng.integers(-128, 128, (1, 8)).astype("int8")]
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    want = [o.numpy() for o in vm["main"](*[tvm.runtime.tensor(a) for a in inputs])]
+    s = npukit.Study(mod, "arm-dsp-dla", placement="first-fit")
+    s.export(tmp_path / "p")
+    make(tmp_path / "p")
+    (tmp_path / "w").mkdir()
+    got = run_program(tmp_path / "p", ["./model"], inputs, [a.shape for a in inputs], tmp_path / "w")
+    assert [g.dtype for g in got] == [np.dtype("int32")] * 2
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)

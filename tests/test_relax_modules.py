@@ -226,3 +226,27 @@ def test_the_generated_program_of_an_integer_module_matches_tvms_own_build(tmp_p
     assert [g.dtype for g in got] == [np.dtype("int32")] * 2
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def test_the_host_never_runs_tvms_kernel_where_it_writes_another_type_than_the_op_declares():
+    """TVM 0.27 legalizes an int8 ``avg_pool2d`` (its Relax type: int8) into a kernel that writes
+    int64: the host's C from TVM wrote 8 bytes per int8 element of the output buffer (AddressSanitizer:
+    global-buffer-overflow in ``__tvm_ffi_npk_host_0_f0``).  The host runs the kernel library's call
+    instead, which writes the declared int8."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((1, 3, 4, 4), "int8")):
+            with R.dataflow():
+                q = R.nn.avg_pool2d(x, pool_size=(2, 2), strides=(2, 2))
+                R.output(q)
+            return q
+
+    code = npukit.Study(Module, "arm-dsp-dla").code
+    assert "host/npk_host_tvm.c" not in code
+    assert "npk_tensor t_t0 = {(void *)(outputs->out0), NPK_S8, 4, {1, 3, 2, 2}" in code["src/model.c"]
+    assert "if ((st = npk_avg_pool2d(&t_in0, &t_t0, &pool)) != 0) return st;" in code["src/model.c"]
+

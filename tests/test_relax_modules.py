@@ -250,3 +250,51 @@ def test_the_host_never_runs_tvms_kernel_where_it_writes_another_type_than_the_o
     assert "npk_tensor t_t0 = {(void *)(outputs->out0), NPK_S8, 4, {1, 3, 2, 2}" in code["src/model.c"]
     assert "if ((st = npk_avg_pool2d(&t_in0, &t_t0, &pool)) != 0) return st;" in code["src/model.c"]
 
+
+def _odd_parameters():
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class ShapeParam:
+        @R.function
+        def main(x: R.Tensor((1, 4), "float32"), s: R.Shape([1, 4])):
+            y = R.nn.relu(x)
+            return y
+
+    @I.ir_module
+    class ScalarParam:
+        @R.function
+        def main(x: R.Tensor((1, 4), "float32"), k: R.Prim("float32")):
+            y = R.multiply(x, k)
+            return y
+
+    @I.ir_module
+    class RankOnly:
+        @R.function
+        def main(x: R.Tensor(ndim=2, dtype="float32")):
+            y = R.nn.relu(x)
+            return y
+
+    return ShapeParam, ScalarParam, RankOnly
+
+
+def test_a_parameter_input_shapes_cannot_pin_is_refused_for_what_it_is():
+    """A shape or scalar parameter of main, and a tensor declaring a rank but no shape, were all
+    "input 'x' has unknown rank; pin it with input_shapes={'x': (1, 3, 224, 224)}": a rank-4 hint
+    for a rank-2 tensor, and pinned as told, "input 'x' has an unknown shape"."""
+    shape_param, scalar_param, rank_only = _odd_parameters()
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.import_model(shape_param)
+    assert str(ei.value) == ("<IRModule>: input 's' is a shape (R.Shape); npukit takes tensor inputs: give main one "
+                             "tensor parameter per input (a scalar as R.Tensor((), dtype))")  # fmt: skip
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.import_model(scalar_param)
+    assert str(ei.value) == ("<IRModule>: input 'k' is a scalar (R.Prim); npukit takes tensor inputs: give main one "
+                             "tensor parameter per input (a scalar as R.Tensor((), dtype))")  # fmt: skip
+    for shapes in (None, {"x": (1, 4)}):
+        with pytest.raises(npukit.ShapeError) as ei:
+            npukit.import_model(rank_only, input_shapes=shapes)
+        assert str(ei.value) == ("<IRModule>: input 'x' declares rank 2 but no shape; npukit needs static shapes: "
+                                 'declare its dims in main, e.g. R.Tensor(("d0", "d1"), "float32"), and pin symbolic '
+                                 "ones with input_shapes")  # fmt: skip

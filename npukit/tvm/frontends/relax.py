@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...errors import ModelError, UnsupportedOpError
+from ...errors import ModelError, ShapeError, UnsupportedOpError
 from .. import load as _load_tvm
 from .common import Imported, _bind_input_shapes, _check_input_shapes, _dim, _Marks, _Source
 from .tagging import _finish
@@ -29,15 +29,30 @@ def _import_relax(mod, input_shapes) -> Imported:
     ins = [p.name for p in f.params]
     declared = {}
     for p in f.params:
-        if isinstance(getattr(p, "ty", None), relax.TupleType):
-            raise ModelError(f"<IRModule>: input {p.name!r} is a tuple; npukit takes tensor inputs: give main one "
-                             "parameter per tensor")  # fmt: skip
-        shape = getattr(p.ty, "shape", None)
-        declared[p.name] = None if shape is None else [_dim(d) for d in shape]
+        declared[p.name] = _declared_dims(p, relax)
     _check_input_shapes("<IRModule>", _pinned_along(declared, input_shapes), input_shapes)
     mod = _bind_input_shapes(mod, ins, input_shapes, "<IRModule>", marks)
     outs = _output_names(f.body.body, relax)
     return _finish(mod, marks, "relax", "<IRModule>", ins, outs, const_names)
+
+
+def _declared_dims(p, relax) -> list | None:
+    """The dims a parameter of main declares (None: no rank); a parameter that is no tensor, or a
+    tensor of a known rank but no shape (which ``input_shapes`` has no dims of to pin), is refused."""
+    ty = getattr(p, "ty", None)
+    if isinstance(ty, relax.TupleType):
+        raise ModelError(f"<IRModule>: input {p.name!r} is a tuple; npukit takes tensor inputs: give main one "
+                         "parameter per tensor")  # fmt: skip
+    if not isinstance(ty, relax.TensorType):
+        what = {"ShapeType": "a shape (R.Shape)", "PrimType": "a scalar (R.Prim)"}.get(type(ty).__name__, "no tensor")
+        raise ModelError(f"<IRModule>: input {p.name!r} is {what}; npukit takes tensor inputs: give main one tensor "
+                         "parameter per input (a scalar as R.Tensor((), dtype))")  # fmt: skip
+    if ty.shape is None and ty.ndim >= 0:
+        dims = ", ".join(f'"d{k}"' for k in range(ty.ndim)) + ("," if ty.ndim == 1 else "")
+        raise ShapeError(f"<IRModule>: input {p.name!r} declares rank {ty.ndim} but no shape; npukit needs static "
+                         f'shapes: declare its dims in main, e.g. R.Tensor(({dims}), "{ty.dtype}"), and pin symbolic '
+                         "ones with input_shapes")  # fmt: skip
+    return None if ty.shape is None else [_dim(d) for d in ty.shape]
 
 
 def _pinned_along(declared: dict, input_shapes: dict | None) -> dict:

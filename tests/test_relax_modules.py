@@ -298,3 +298,23 @@ def test_a_parameter_input_shapes_cannot_pin_is_refused_for_what_it_is():
         assert str(ei.value) == ("<IRModule>: input 'x' declares rank 2 but no shape; npukit needs static shapes: "
                                  'declare its dims in main, e.g. R.Tensor(("d0", "d1"), "float32"), and pin symbolic '
                                  "ones with input_shapes")  # fmt: skip
+
+
+def test_a_returned_tuple_of_variables_names_its_outputs_by_them():
+    """TVM's frontends bind main's result to one tuple var (``gv = (lv3, lv4)``, a one-field tuple
+    for a single output): its outputs were ``gv:0``, ``gv:1``, not the variables the tuple holds."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((1, 4), "float32")):
+            with R.dataflow():
+                a = R.nn.relu(x)
+                b = R.sigmoid(x)
+                gv = (a, b)
+                R.output(gv)
+            return gv
+
+    assert npukit.import_model(Module).graph.output_names == ("a", "b")

@@ -32,7 +32,7 @@ def _import_relax(mod, input_shapes) -> Imported:
         declared[p.name] = _declared_dims(p, relax)
     _check_input_shapes("<IRModule>", _pinned_along(declared, input_shapes), input_shapes)
     mod = _bind_input_shapes(mod, ins, input_shapes, "<IRModule>", marks)
-    outs = _output_names(f.body.body, relax)
+    outs = _output_names(f, relax)
     return _finish(mod, marks, "relax", "<IRModule>", ins, outs, const_names)
 
 
@@ -96,21 +96,25 @@ def _check_bindings(mod, f, relax, tvm) -> None:
             raise ModelError(f"<IRModule>: {name!r} calls {what}")
 
 
-def _output_names(e, relax) -> list[str]:
+def _output_names(f, relax) -> list[str]:
     """The name of each tensor ``main`` returns, flattened as its outputs are: a var's own name; a
-    field of a tuple var ``parts`` is ``parts:0``, ``parts:1`` ... (``parts:1:0`` nested), as the
-    tables label a tuple's fields; a constant has none ("")."""
-    if isinstance(e, relax.Tuple):
-        return [n for x in e.fields for n in _output_names(x, relax)]
-    if not isinstance(e, relax.Var):
-        return [""]
+    var bound to a tuple of vars (``gv = (lv3, lv4)``, as TVM's frontends return) names by its
+    fields; a field of a tuple an op made (``parts = R.split(...)``) is ``parts:0``, ``parts:1`` ...
+    (``parts:1:0`` nested), as the tables label a tuple's fields; a constant has none ("")."""
+    tuples = {b.var: b.value for blk in f.body.blocks for b in blk.bindings if isinstance(b.value, relax.Tuple)}
+
+    def names(e) -> list[str]:
+        e = tuples.get(e, e)
+        if isinstance(e, relax.Tuple):
+            return [n for x in e.fields for n in names(x)]
+        return fields(e.name, e.ty) if isinstance(e, relax.Var) else [""]
 
     def fields(name: str, ty) -> list[str]:
         if not isinstance(ty, relax.TupleType):
             return [name]
         return [n for k, fty in enumerate(ty.fields) for n in fields(f"{name}:{k}", fty)]
 
-    return fields(e.name, e.ty)
+    return names(f.body.body)
 
 
 def _bind_weights(mod, f, relax):

@@ -318,3 +318,15 @@ def test_a_returned_tuple_of_variables_names_its_outputs_by_them():
             return gv
 
     assert npukit.import_model(Module).graph.output_names == ("a", "b")
+
+
+def test_a_python_file_is_told_how_its_module_is_studied(tmp_path):
+    """``npukit study mymod.py`` (a TVMScript module) said "accepted: .onnx, .tflite, .pt2, or pass a
+    torch.export.ExportedProgram or a Relax IRModule", which no command line can do."""
+    p = tmp_path / "mymod.py"
+    p.write_text("from tvm.script import ir as I\n")
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.import_model(p)
+    assert str(ei.value) == (f"{p}: a Python file is code, not a model file; a Relax IRModule it builds (TVMScript "
+                             "@I.ir_module, a BlockBuilder) or a torch.export.ExportedProgram is studied from Python by "
+                             "passing the object: npukit.Study(mod, soc); files accepted: .onnx, .tflite, .pt2")  # fmt: skip

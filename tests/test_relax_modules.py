@@ -330,3 +330,47 @@ def test_a_python_file_is_told_how_its_module_is_studied(tmp_path):
     assert str(ei.value) == (f"{p}: a Python file is code, not a model file; a Relax IRModule it builds (TVMScript "
                              "@I.ir_module, a BlockBuilder) or a torch.export.ExportedProgram is studied from Python by "
                              "passing the object: npukit.Study(mod, soc); files accepted: .onnx, .tflite, .pt2")  # fmt: skip
+
+
+def _opaque_and_unknown():
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Packed:
+        @R.function
+        def main(x: R.Tensor((1, 4), "float32")):
+            with R.dataflow():
+                r = R.nn.relu(x)
+                ext = R.call_dps_packed("my_kernel", (r,), out_ty=R.Tensor((1, 4), "float32"))
+                R.output(ext)
+            return ext
+
+    @I.ir_module
+    class Unknown:
+        @R.function
+        def main(x: R.Tensor((1, 4), "float32")):
+            with R.dataflow():
+                r = R.nn.relu(x)
+                n = R.grad.no_grad(r)
+                R.output(n)
+            return n
+
+    return Packed, Unknown
+
+
+def test_an_op_npukit_cannot_count_is_named_once_with_what_to_do():
+    """A Relax module's node is its op: it was said twice ("'ext' (relax.call_dps_packed, as
+    relax.call_dps_packed)"), and an opaque packed call got the closest op names
+    ('collapse_sum_like', 'logical_and' ...) as its hint."""
+    packed, unknown = _opaque_and_unknown()
+    with pytest.raises(npukit.UnsupportedOpError) as ei:
+        npukit.import_model(packed)
+    assert str(ei.value) == ("<IRModule>: 1 op(s) npukit has no entry for (no work formula, no rules): 'ext' "
+                             "(relax.call_dps_packed); an opaque call_dps_packed has no work npukit can count: write "
+                             "the kernel as a TIR function called with R.call_tir")  # fmt: skip
+    with pytest.raises(npukit.UnsupportedOpError) as ei:
+        npukit.import_model(unknown)
+    assert str(ei.value) == ("<IRModule>: 1 op(s) npukit has no entry for (no work formula, no rules): 'n' "
+                             "(relax.grad.no_grad); for 'no_grad': closest valid names: 'affine_grid', 'not_equal', "
+                             "'logical_and', 'log_add_exp', 'nonzero'")  # fmt: skip

@@ -374,3 +374,24 @@ def test_an_op_npukit_cannot_count_is_named_once_with_what_to_do():
     assert str(ei.value) == ("<IRModule>: 1 op(s) npukit has no entry for (no work formula, no rules): 'n' "
                              "(relax.grad.no_grad); for 'no_grad': closest valid names: 'affine_grid', 'not_equal', "
                              "'logical_and', 'log_add_exp', 'nonzero'")  # fmt: skip
+
+
+def test_a_conv_whose_weights_are_an_input_says_so():
+    """A module taking its weights as parameters of main (no values kept for them) has weights that
+    are model inputs: the DLA's refusal called them "computed (not constant) weights"."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((1, 3, 8, 8), "float32"), w: R.Tensor((4, 3, 3, 3), "float32")):
+            with R.dataflow():
+                conv = R.nn.conv2d(x, w, padding=(1, 1))
+                R.output(conv)
+            return conv
+
+    s = npukit.Study(Module, "arm-dsp-dla", placement="first-fit")
+    row = s.placement.set_index("name").loc["conv"]
+    assert row["processor"] == "arm"
+    assert row["dla"] == "code generation cannot run it here: conv2d whose weights are the model input 'w', not constants"

@@ -86,6 +86,8 @@ def missing_call(g: OpGraph, op: Op) -> str | None:
         wp = w.producer
         if wp is not None and g.ops[wp].kind == "dequantize" and g.tensors[g.ops[wp].inputs[0]].kind == "const":
             return None
+        if w.kind == "input":  # (a Relax module's main taking its weights as parameters)
+            return f"conv2d whose weights are the model input {w.name!r}, not constants"
         return "conv2d with computed (not constant) weights"
     if k == "layer_norm":
         rank = len(g.tensors[op.inputs[0]].shape)

@@ -395,3 +395,21 @@ def test_a_conv_whose_weights_are_an_input_says_so():
     row = s.placement.set_index("name").loc["conv"]
     assert row["processor"] == "arm"
     assert row["dla"] == "code generation cannot run it here: conv2d whose weights are the model input 'w', not constants"
+
+
+def test_a_returned_constant_is_named_by_its_position():
+    """A constant main returns has no variable: its output was named ``c0``, npukit's id of the
+    constant."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((1, 4), "float32")):
+            y = R.nn.relu(x)
+            return (y, x, R.const(np.ones((1, 4), "float32")))
+
+    g = npukit.import_model(Module).graph
+    assert g.output_names == ("y", "x", "output 2")
+    assert g.tensors[g.outputs[2]].kind == "const"

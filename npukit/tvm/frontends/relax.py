@@ -100,7 +100,8 @@ def _output_names(f, relax) -> list[str]:
     """The name of each tensor ``main`` returns, flattened as its outputs are: a var's own name; a
     var bound to a tuple of vars (``gv = (lv3, lv4)``, as TVM's frontends return) names by its
     fields; a field of a tuple an op made (``parts = R.split(...)``) is ``parts:0``, ``parts:1`` ...
-    (``parts:1:0`` nested), as the tables label a tuple's fields; a constant has none ("")."""
+    (``parts:1:0`` nested), as the tables label a tuple's fields; a constant, no variable, is
+    ``output <k>``."""
     tuples = {b.var: b.value for blk in f.body.blocks for b in blk.bindings if isinstance(b.value, relax.Tuple)}
 
     def names(e) -> list[str]:
@@ -114,7 +115,7 @@ def _output_names(f, relax) -> list[str]:
             return [name]
         return [n for k, fty in enumerate(ty.fields) for n in fields(f"{name}:{k}", fty)]
 
-    return names(f.body.body)
+    return [n or f"output {k}" for k, n in enumerate(names(f.body.body))]
 
 
 def _bind_weights(mod, f, relax):

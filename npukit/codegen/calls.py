@@ -69,6 +69,10 @@ def missing_call(g: OpGraph, op: Op) -> str | None:
         dt = g.tensors[op.inputs[0]].dtype
         if k in ("sum", "mean") or dt in ("int32", "int64"):
             return f"the kernel library has no call for {k} of the model's {dt} integers (its reductions compute in float)"
+    if k in ("conv2d", "matmul") and op.inputs and g.tensors[op.inputs[0]].dtype in PLAIN_INT:
+        # its conv / matmul read float or quantized values (a scale and zero point, saturating): the
+        # model's own integers (a Relax conv2d of int8 into int32) accumulate exactly, or wrap
+        return f"the kernel library has no call for {k} of the model's {g.tensors[op.inputs[0]].dtype} integers"
     if k in CALLS:
         return None
     if k not in KNOWN:
@@ -82,6 +86,8 @@ def missing_call(g: OpGraph, op: Op) -> str | None:
         wp = w.producer
         if wp is not None and g.ops[wp].kind == "dequantize" and g.tensors[g.ops[wp].inputs[0]].kind == "const":
             return None
+        if w.kind == "input":  # (a Relax module's main taking its weights as parameters)
+            return f"conv2d whose weights are the model input {w.name!r}, not constants"
         return "conv2d with computed (not constant) weights"
     if k == "layer_norm":
         rank = len(g.tensors[op.inputs[0]].shape)

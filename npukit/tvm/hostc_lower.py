@@ -151,6 +151,7 @@ def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group:
                 f"{e}; its kernels also call the packed runtime function(s) {', '.join(packed)}"
             ) from None
         raise
+    _check_result_types(tvm, func, legal)  # (after the reasons _read_main gives: a data-dependent shape)
     names = {gv: f"{placeholder}_f{j}" for j, gv in enumerate(order)}
     funcs = {}
     for gv, sym in names.items():
@@ -178,6 +179,20 @@ def lower_function(tvm, func, placeholder: str, inline: bool = True, fuse_group:
     return Lowered(chunk, includes, calls, MappingProxyType(values), results,
                    MappingProxyType({k: v[0] for k, v in ws.items()}), MappingProxyType({k: v[1] for k, v in ws.items()}),
                    tuple(s for s in RUNTIME_SYMBOLS if s in chunk))  # fmt: skip
+
+
+def _check_result_types(tvm, func, legal) -> None:
+    """The group's results keep the types its ops declare: the program holds each in a buffer of
+    that dtype and shape.  TVM 0.27 legalizes an int8 ``avg_pool2d`` (declared int8) into a kernel
+    that writes int64, eight times the bytes of the buffer it is given."""
+    want, got = func.ret_ty, legal["main"].ret_ty
+    import tvm_ffi  # noqa: PLC0415
+
+    if not tvm_ffi.structural_equal(want, got):
+        from .frontends.common import _model_words  # noqa: PLC0415
+
+        raise Unsupported(f"TVM's lowering of its ops returns {_model_words(str(got))} where the ops declare "
+                          f"{_model_words(str(want))}")  # fmt: skip
 
 
 def _fuse_whole_group(tvm, relax, mod):

@@ -49,6 +49,10 @@ def import_model(model, input_shapes: dict | None = None) -> Imported:
             raise ModelError(f"{path}: the file is a NumPy .npz archive of arrays, not a model; give it as the "
                              "study's data (--data FILE.npz, study.set_data(path)) and the model file "
                              f"({', '.join(MODEL_EXTENSIONS)}) as the model")  # fmt: skip
+        if ext == ".py" and not looks:  # (TVMScript, a BlockBuilder, a torch module: code, not a model file)
+            raise ModelError(f"{path}: a Python file is code, not a model file; a Relax IRModule it builds (TVMScript "
+                             "@I.ir_module, a BlockBuilder) or a torch.export.ExportedProgram is studied from Python by "
+                             f"passing the object: npukit.Study(mod, soc); files accepted: {', '.join(MODEL_EXTENSIONS)}")  # fmt: skip
         if ext not in MODEL_EXTENSIONS:
             raise ModelError(
                 f"{path}: unknown model extension {ext or '(none)'!r}; accepted: "

@@ -91,6 +91,9 @@ def _shape_of(ty, what: str, path: str) -> tuple[tuple[int, ...], str]:
     return tuple(dims), dtype
 
 
+_PACKED = frozenset({"call_dps_packed", "call_pure_packed", "call_inplace_packed", "call_builtin_with_ctx"})
+
+
 def _known_kinds(path: str, ops: list[dict], names: dict, sources: dict) -> None:
     """Every op is one npukit has an entry for (a work formula, rules): else refused here, each named
     in the model's words (its node, the node's op type), not later by the cost model with no node."""
@@ -101,10 +104,14 @@ def _known_kinds(path: str, ops: list[dict], names: dict, sources: dict) -> None
     bad = [o for o in ops if short_op(o["op"]) not in KINDS]
     if not bad:
         return
-    listed = "; ".join(f"{names[o['op_id']]!r} ({sources[o['op_id']][1]}, as {o['op']})" for o in bad[:10])
+    src = {o["op_id"]: sources[o["op_id"]][1] for o in bad}  # (a Relax module's node is its op: said once)
+    listed = "; ".join(f"{names[o['op_id']]!r} ({src[o['op_id']]}{'' if src[o['op_id']] == o['op'] else ', as ' + o['op']})"
+                       for o in bad[:10])  # fmt: skip
+    first = short_op(bad[0]["op"])
+    hint = (f"an opaque {first} has no work npukit can count: write the kernel as a TIR function called with "
+            "R.call_tir" if first in _PACKED else f"for {first!r}: {closest(first, KINDS)}")  # fmt: skip
     raise UnsupportedOpError(f"{path}: {len(bad)} op(s) npukit has no entry for (no work formula, no rules): {listed}"
-                             f"{' ...' if len(bad) > 10 else ''}; for {short_op(bad[0]['op'])!r}: "
-                             f"{closest(short_op(bad[0]['op']), KINDS)}")  # fmt: skip
+                             f"{' ...' if len(bad) > 10 else ''}; {hint}")  # fmt: skip
 
 
 def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, const_names, aliases=None,

@@ -105,6 +105,19 @@ def random_edit(rnd: random.Random, model, soc, cfg: Config) -> Config:
     return Config(placement=cfg.placement)
 
 
+def valid_edits(rnd: random.Random, model, soc, cfg: Config, n: int):
+    """The configs of ``n`` random edits from ``cfg``, each one the Study accepts (an edit it refuses
+    is not made: the next one starts from the same config)."""
+    for _ in range(n):
+        nxt = random_edit(rnd, model, soc, cfg)
+        try:
+            pipeline.check(model, soc, nxt)
+        except ConfigError:
+            continue
+        cfg = nxt
+        yield cfg
+
+
 def tvm_under(model, soc, vs):
     """TVM's own passes on the whole module under exactly ``vs`` (what a partition obeyed)."""
     from npukit.patterns import chain_shapes
@@ -117,15 +130,8 @@ def check_sequence(model, soc, rnd: random.Random, edits: int, placement: str, w
     """``whole``: every edit against a whole run from scratch (for the cost policy: its placement
     search again, then TVM's passes); else (cost policy) the chosen partition and the first-fit
     baseline against TVM's passes under the verdicts each obeyed."""
-    cfg = Config(placement=placement)
     checked = 0
-    for _ in range(edits):
-        nxt = random_edit(rnd, model, soc, cfg)
-        try:
-            pipeline.check(model, soc, nxt)  # an edit the Study refuses is not made
-        except ConfigError:
-            continue
-        cfg = nxt
+    for cfg in valid_edits(rnd, model, soc, Config(placement=placement), edits):
         got = pipeline.partition(model, soc, cfg)
         where = f"{Path(model.graph.path).name} on {soc.name}, {cfg}"
         if not whole:

@@ -117,8 +117,7 @@ def _upsample(relax, inputs, attrs, opset):
     if opset >= 9:
         scales = _const_array(_load_tvm(), inputs[1]) if len(inputs) > 1 else None
     shape = _static_shape(inputs[0])
-    mode = attrs.get("mode", b"nearest")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    mode = _text(attrs.get("mode"), "nearest")
     if scales is None or shape is None or len(shape) != 4 or mode not in ("nearest", "linear"):
         return None
     scales = np.asarray(scales, dtype=np.float32).ravel()
@@ -129,8 +128,7 @@ def _upsample(relax, inputs, attrs, opset):
     takes = resize_scales.plan(shape, size, scales[2:], method, "asymmetric", "floor")
     if takes is not None:
         return resize_scales.emit(relax, inputs[0], takes)
-    return relax.op.image.resize2d(inputs[0], size, roi=None, layout="NCHW",
-                                   method="nearest_neighbor" if mode == "nearest" else "linear",
+    return relax.op.image.resize2d(inputs[0], size, roi=None, layout="NCHW", method=method,
                                    coordinate_transformation_mode="asymmetric", rounding_method="floor")  # fmt: skip
 
 

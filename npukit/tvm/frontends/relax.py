@@ -132,7 +132,7 @@ def _bind_weights(mod, f, relax):
         return mod, f, {}
     consts = {p: relax.const(v) for p, v in zip(f.params[int(count):], values, strict=True)}
     f = f.bind_params(consts).without_attr("params")
-    mod = mod.clone() if hasattr(mod, "clone") else mod
+    mod = mod.clone()  # (the user's module stays as it was)
     mod["main"] = f
     return mod, f, {c: p.name for p, c in consts.items()}
 

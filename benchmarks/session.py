@@ -3,7 +3,7 @@ processor and layer bit-widths, the placement policy, data sets, resets -- and a
 edit the Study's figures against the same config evaluated from scratch (every cache set aside).
 
     python benchmarks/session.py [--edits 10000] [--check-every 50] [--model PATH] [--soc NAME]
-                                 [--widget] [--seed 14]
+                                 [--error-every 1000] [--widget] [--seed 14]
 
 Prints one JSON document: edits by kind, documented errors (NpukitError) by kind, other exceptions
 (goal 0), mismatches against from-scratch (goal 0), the process's resident memory after the

@@ -1,6 +1,6 @@
 """Trust check: npukit's ethos-u55-256 estimates held against Arm's Vela on the int8 TFLite samples.
 
-    python benchmarks/vs_vela.py [--json-only] [MODEL.tflite ...]
+    python benchmarks/vs_vela.py [--vela-repeat 5] [--no-layers] [MODEL.tflite ...]
 
 Vela (``pip install ethos-u-vela``, the ``bench`` extra; a benchmark-only dependency) compiles each
 model with ``--accelerator-config ethos-u55-256``, the bundled ``Arm/vela.ini``, system config

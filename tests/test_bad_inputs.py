@@ -376,6 +376,11 @@ PROFILE_CASES = [
      r"soc\.toml: processors\.3dsp: processor names are C identifiers, .*not starting with a digit$"),
     ("name-with-a-dash", lambda t: t.replace("[processors.dsp", "[processors.dsp-2"),
      r"soc\.toml: processors\.dsp-2: processor names are C identifiers"),
+    # a processor's verdicts are a column of study.placement named after it: not one of its other columns
+    ("name-a-placement-column", lambda t: t.replace("[processors.dsp", "[processors.reason")
+                                           .replace('"dsp"]', '"reason"]').replace("dsp = {", "reason = {"),
+     r"soc\.toml: processors\.reason: is a column of study\.placement \(op_id, name, op, processor, partition, "
+     r"reason, pattern, source\), beside which each processor has a column of its verdicts: rename the processor$"),
 ]  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from ..opset.names import canonical
 from .checks import _V
 from .parse_processor import _processor
 from .profile import Link, Processor, SocProfile, _freeze
-from .schema import CONVERSION_FIELDS, LINK_FIELDS, PLACEMENT_FIELDS, TOP_FIELDS
+from .schema import CONVERSION_FIELDS, LINK_FIELDS, PLACEMENT_COLUMNS, PLACEMENT_FIELDS, TOP_FIELDS
 
 # ---------------------------------------------------------------------------------------------
 # loading
@@ -92,6 +92,9 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         if not (name.isascii() and name.isidentifier()):
             v.fail(f"processors.{name}", "processor names are C identifiers, as the generated code uses them: ASCII "
                                          "letters, digits and _, not starting with a digit")  # fmt: skip
+        if name in PLACEMENT_COLUMNS:
+            v.fail(f"processors.{name}", f"is a column of study.placement ({', '.join(PLACEMENT_COLUMNS)}), beside "
+                                         "which each processor has a column of its verdicts: rename the processor")  # fmt: skip
         twin = next((p.name for p in processors if p.name.lower() == name.lower()), None)
         if twin is not None:
             v.fail(f"processors.{name}", f"differs from processor {twin!r} only in case; the generated code's files "

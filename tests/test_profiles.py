@@ -131,7 +131,7 @@ def test_an_op_set_true_is_accepted_and_false_is_left_out():
     assert set(off.processor("dla").ops) == set(base.processor("dla").ops) - {"sigmoid"}
     on = off.with_changes({"processors.dla.ops.sigmoid": True})
     assert "sigmoid" in on.processor("dla").ops and not on.processor("dla").ops["sigmoid"].ranks  # no limits
-    with pytest.raises(npukit.ProfileError, match=r"processors\.dla\.ops: unknown op 'sigmod'"):
+    with pytest.raises(npukit.ProfileError, match=r"processors\.dla\.ops\.sigmod: unknown op 'sigmod'"):
         base.with_changes({"processors.dla.ops.sigmod": False})
 
 
@@ -271,3 +271,19 @@ def test_an_npu_that_takes_constant_weights_only_refuses_an_activation_matmul(tm
     assert verdict["scores"].startswith("both operands are activations (an activation x activation matmul); takes "
                                         "constant weights only")  # fmt: skip
     assert proc["scores"] == "m55"
+
+
+@pytest.mark.parametrize("field,value,path", [
+    ("processors.dla.ops.sigmod", {}, "processors.dla.ops.sigmod"),
+    ("processors.dla.efficiency", {"conv2dd": 0.5}, "processors.dla.efficiency.conv2dd"),
+    ("processors.dla.efficiency", {"conv2dd.depthwise": 0.5}, "processors.dla.efficiency.conv2dd.depthwise"),
+    ("placement.prefer", {"softmaxx": ["dsp"]}, "placement.prefer.softmaxx"),
+])  # fmt: skip
+def test_a_misspelt_op_key_is_named_by_its_whole_path(field, value, path):
+    """A misspelt op in an ops table, an efficiency key or a placement preference was named by the
+    table it sits in ('processors.dla.ops: unknown op ...'); the error names the key itself, as every
+    other profile error names its field."""
+    with pytest.raises(npukit.ProfileError) as ei:
+        npukit.load_soc("arm-dsp-dla").with_changes({field: value})
+    op = path.rsplit(".", 1)[1] if "depthwise" not in path else "conv2dd"
+    assert str(ei.value).startswith(f"{npukit.load_soc('arm-dsp-dla').path} (edited): {path}: unknown op {op!r}; "), str(ei.value)

@@ -142,7 +142,7 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
     prefer = {}
     for op, lst in (pl.get("prefer") or {}).items():
         try:
-            key = canonical(op, f"{where}: placement.prefer")
+            key = canonical(op, f"{where}: placement.prefer.{op}")
         except Exception as e:  # noqa: BLE001
             raise ProfileError(str(e)) from None
         if key in prefer:  # "softmax" and "relax.nn.softmax": one op, and only the last list would count

@@ -287,3 +287,17 @@ def test_a_misspelt_op_key_is_named_by_its_whole_path(field, value, path):
         npukit.load_soc("arm-dsp-dla").with_changes({field: value})
     op = path.rsplit(".", 1)[1] if "depthwise" not in path else "conv2dd"
     assert str(ei.value).startswith(f"{npukit.load_soc('arm-dsp-dla').path} (edited): {path}: unknown op {op!r}; "), str(ei.value)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("sources", "a datasheet", "sources: must be a list of strings, got 'a datasheet'"),
+    ("links.0.between", "arm,dsp", "links[0].between: must be a list of strings, got 'arm,dsp'"),
+    ("processors.dla.ops.conv2d.strides", 2, "processors.dla.ops.conv2d.strides: must be a list of integers, got 2"),
+])  # fmt: skip
+def test_a_list_field_given_one_value_says_list_of_what_in_words(field, value, message):
+    """A list field given a single value said 'must be a list of strs' / 'of ints' (the schema's type
+    names); it says strings / integers."""
+    soc = npukit.load_soc("arm-dsp-dla")
+    with pytest.raises(npukit.ProfileError) as ei:
+        soc.with_changes({field: value})
+    assert str(ei.value) == f"{soc.path} (edited): {message}"

@@ -301,3 +301,22 @@ def test_a_list_field_given_one_value_says_list_of_what_in_words(field, value, m
     with pytest.raises(npukit.ProfileError) as ei:
         soc.with_changes({field: value})
     assert str(ei.value) == f"{soc.path} (edited): {message}"
+
+
+def test_processors_linked_in_a_chain_name_every_missing_pair():
+    """A chain arm - dsp - dla (the DSP and the DLA reach each other only through the host) was
+    refused naming only the first pair without a link, so a profile of several processors was
+    fixed one error at a time; the error names every missing pair and says no tensor is routed
+    through a third processor."""
+    soc = npukit.load_soc("arm-dsp-dla")
+    chain = [{"between": ["arm", "dsp"], "bandwidth_gbps": 8.0}, {"between": ["arm", "dla"], "bandwidth_gbps": 8.0}]
+    with pytest.raises(npukit.ProfileError) as ei:
+        soc.with_changes({"links": chain})
+    assert str(ei.value) == (
+        f"{soc.path} (edited): links: no link between 'dsp' and 'dla'; a tensor crosses one link from the processor "
+        "that makes it to the one that reads it (npukit does not route it through a third processor): add [[links]] "
+        "with between = [\"dsp\", \"dla\"] and the figures of that route, one for each pair (or [\"*\", \"*\"] for a "
+        "shared bus)")  # fmt: skip
+    with pytest.raises(npukit.ProfileError, match=r"links: no link between 'arm' and 'dsp', nor between 'dsp' and "
+                                                  r"'dla'; a tensor crosses one link"):  # fmt: skip
+        soc.with_changes({"links": chain[1:]})

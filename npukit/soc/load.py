@@ -194,13 +194,17 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         raw=_freeze(doc), target=top["target"], flash_bytes=top["flash_bytes"],
         sram_bytes=top["sram_bytes"],
     )  # fmt: skip
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            if not any(_matches(ln.between, a, b) for ln in links):
-                raise ProfileError(
-                    f"{where}: links: no link between {a!r} and {b!r}; add [[links]] with "
-                    f"between = [\"{a}\", \"{b}\"] (or [\"*\", \"*\"] for a shared bus)"
-                )
+    missing = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]
+               if not any(_matches(ln.between, a, b) for ln in links)]  # fmt: skip
+    if missing:  # every pair at once: a profile of several processors linked in a chain misses several
+        a, b = missing[0]
+        pairs = ", nor between ".join(f"{x!r} and {y!r}" for x, y in missing)
+        raise ProfileError(
+            f"{where}: links: no link between {pairs}; a tensor crosses one link from the processor that makes it "
+            f"to the one that reads it (npukit does not route it through a third processor): add [[links]] with "
+            f"between = [\"{a}\", \"{b}\"] and the figures of that route, one for each pair (or [\"*\", \"*\"] "
+            f"for a shared bus)"
+        )  # fmt: skip
     return prof
 
 

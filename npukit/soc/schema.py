@@ -243,7 +243,8 @@ def reference_markdown() -> str:
         "kernel calls, `kernel_library`, which starts with a letter: a name starting with `_` needs its "
         "own `kernel_library`; and not one of " + ", ".join(f"`{c}`" for c in PLACEMENT_COLUMNS) + ", the "
         "columns of `study.placement` beside its one column per processor), per-op limits in `[processors.NAME.ops.OP]`, and "
-        "`[[links]]` joining every pair of processors. Load one with `npukit.load_soc(name_or_path)`. "
+        "`[[links]]` joining every pair of processors (a tensor crosses one link, from the processor that "
+        "makes it to the one that reads it: npukit does not route it through a third). Load one with `npukit.load_soc(name_or_path)`. "
         "Every field is validated on load; an error names the file and the field, e.g. "
         "`soc.toml: processors.dla.macs_per_cycle.int4: must be a positive number, got -3`.",
         "",

@@ -219,7 +219,7 @@ def rule_max_tensor_bytes(op: Op, g: OpGraph, limit: int | None) -> Failure | No
         return None
     big = max(g.tensors[t].size * dtype_bytes(g.tensors[t].dtype) for t in (*op.inputs, *op.outputs))
     if big > limit:
-        return fail("max_tensor_bytes", f"tensor of {int(big):,} bytes > max {limit:,}", bytes=int(big), max=limit)
+        return fail("max_tensor_bytes", f"tensor of {int(big):,} bytes > max_tensor_bytes {limit:,}", bytes=int(big), max=limit)
     return None
 
 

@@ -64,7 +64,7 @@ class StudyEdits:
         if not isinstance(enabled, (bool, np.bool_)):
             raise ConfigError(f"set_support: enabled must be True or False, got {enabled!r}")
         proc = self._proc(processor)
-        kind = canonical(op, "op")
+        kind = canonical(op)
         if self.soc.processor(proc).host:
             raise ConfigError(pl.host_toggle(self.soc, proc))
         has = kind in self.soc.processor(proc).ops

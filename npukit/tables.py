@@ -6,6 +6,7 @@ from __future__ import annotations
 from .pipeline import Result, resolve
 from .pipeline import width_notes as _width_notes
 from .rules import winner_reason
+from .soc.schema import PLACEMENT_COLUMNS
 
 
 def esc(name: str) -> str:
@@ -29,8 +30,8 @@ def placement(r: Result):
     rows = []
     for op in r.graph.ops:
         i = op.op_id
-        row = {"op_id": i, "name": op.name, "op": op.kind, "processor": plan.processor[i], "partition": plan.partition[i],
-               "reason": rs[i], "pattern": plan.pattern[i], "source": op.source}  # fmt: skip
+        row = dict(zip(PLACEMENT_COLUMNS, (i, op.name, op.kind, plan.processor[i], plan.partition[i], rs[i],
+                                           plan.pattern[i], op.source)))  # fmt: skip
         for p in r.soc.names:
             row[p] = r.verdicts[(i, p)].text
         rows.append(row)

@@ -356,7 +356,7 @@ PROFILE_CASES = [
      r"soc\.toml: links\[0\]\.between\[1\]: no processor named 'npu'; .*'arm', 'dla', 'dsp'"),
     ("missing-link", _edit('between = ["*", "*"]', 'between = ["arm", "dla"]'),
      r"soc\.toml: links: no link between 'arm' and 'dsp'"),
-    ("unknown-op", _edit("exp = {}", "expp = {}"), r"soc\.toml: processors\.dsp\.ops.*unknown op 'expp'; .*'exp'"),
+    ("unknown-op", _edit("exp = {}", "expp = {}"), r"soc\.toml: processors\.dsp\.ops\.expp: unknown op 'expp'; .*'exp'"),
     ("bad-kind", _edit('kind = "dla"', 'kind = "tpu"'), r"soc\.toml: processors\.dla\.kind: must be one of 'cpu', 'dsp', 'dla'"),
     ("bad-bit-width", _edit("macs_per_cycle = { int8 = 1024, fp16 = 512 }", "macs_per_cycle = { int3 = 1, int8 = 1024, fp16 = 512 }"),
      r"soc\.toml: processors\.dla\.macs_per_cycle\.int3: unknown bit-width; must be one of int2, int4, int8"),
@@ -376,6 +376,11 @@ PROFILE_CASES = [
      r"soc\.toml: processors\.3dsp: processor names are C identifiers, .*not starting with a digit$"),
     ("name-with-a-dash", lambda t: t.replace("[processors.dsp", "[processors.dsp-2"),
      r"soc\.toml: processors\.dsp-2: processor names are C identifiers"),
+    # a processor's verdicts are a column of study.placement named after it: not one of its other columns
+    ("name-a-placement-column", lambda t: t.replace("[processors.dsp", "[processors.reason")
+                                           .replace('"dsp"]', '"reason"]').replace("dsp = {", "reason = {"),
+     r"soc\.toml: processors\.reason: is a column of study\.placement \(op_id, name, op, processor, partition, "
+     r"reason, pattern, source\), beside which each processor has a column of its verdicts: rename the processor$"),
 ]  # fmt: skip
 
 

@@ -282,3 +282,26 @@ def test_a_tensor_above_the_kernel_calls_rank_stays_off_the_accelerators(tmp_pat
     assert set(p["processor"]) == {"a72"}
     with pytest.raises(npukit.ConfigError, match=r"cannot pin 'sig' \(sigmoid\) to c7x: c7x: rank-7 tensor"):
         s.pin("sig", "c7x")
+
+
+def test_explain_shows_a_latency_below_a_nanosecond_as_the_figure_it_is():
+    """A what-if clock of 1e14 MHz gives a kernel a latency of 7.4e-12 us: ``explain`` printed it
+    '= 0.000 us' (three decimals), while the energy line beside it read 7.4e-12 from the same figure;
+    the latency line shows the figure, as every other term does."""
+    soc = npukit.load_soc("arm-dsp-dla").with_changes({"processors.dla.clock_mhz": 1e14})
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", soc, placement="first-fit")
+    c = s.costs.set_index("name").loc["/conv2/Conv"]
+    assert c.processor == "dla" and 0 < c.latency_us < 1e-9
+    line = next(x for x in s.explain("/conv2/Conv").splitlines() if x.strip().startswith("latency_us:"))
+    assert line.strip() == f"latency_us: cycles / clock_mhz = {c.cycles:,.1f} / 1e+14 = {c.latency_us:.6g} us [profile: clock_mhz]"
+
+
+def test_a_tensor_over_max_tensor_bytes_is_refused_naming_the_field():
+    """An accelerator whose max_tensor_bytes is smaller than a layer's tensors refused it as
+    'tensor of 4,608 bytes > max 64', alike an op table's limits; it names the processor's field."""
+    soc = npukit.load_soc("arm-dsp-dla").with_changes({"processors.dla.max_tensor_bytes": 64})
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", soc, placement="first-fit")
+    row = s.placement.set_index("name").loc["/conv2/Conv"]
+    assert row.processor == "arm"
+    assert row.dla == "tensor of 4,608 bytes > max_tensor_bytes 64"  # the conv2 weight, [16, 8, 3, 3] float32
+    assert "dla: tensor of 4,608 bytes > max_tensor_bytes 64" in row.reason

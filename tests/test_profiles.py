@@ -131,7 +131,7 @@ def test_an_op_set_true_is_accepted_and_false_is_left_out():
     assert set(off.processor("dla").ops) == set(base.processor("dla").ops) - {"sigmoid"}
     on = off.with_changes({"processors.dla.ops.sigmoid": True})
     assert "sigmoid" in on.processor("dla").ops and not on.processor("dla").ops["sigmoid"].ranks  # no limits
-    with pytest.raises(npukit.ProfileError, match=r"processors\.dla\.ops: unknown op 'sigmod'"):
+    with pytest.raises(npukit.ProfileError, match=r"processors\.dla\.ops\.sigmod: unknown op 'sigmod'"):
         base.with_changes({"processors.dla.ops.sigmod": False})
 
 
@@ -271,3 +271,52 @@ def test_an_npu_that_takes_constant_weights_only_refuses_an_activation_matmul(tm
     assert verdict["scores"].startswith("both operands are activations (an activation x activation matmul); takes "
                                         "constant weights only")  # fmt: skip
     assert proc["scores"] == "m55"
+
+
+@pytest.mark.parametrize("field,value,path", [
+    ("processors.dla.ops.sigmod", {}, "processors.dla.ops.sigmod"),
+    ("processors.dla.efficiency", {"conv2dd": 0.5}, "processors.dla.efficiency.conv2dd"),
+    ("processors.dla.efficiency", {"conv2dd.depthwise": 0.5}, "processors.dla.efficiency.conv2dd.depthwise"),
+    ("placement.prefer", {"softmaxx": ["dsp"]}, "placement.prefer.softmaxx"),
+])  # fmt: skip
+def test_a_misspelt_op_key_is_named_by_its_whole_path(field, value, path):
+    """A misspelt op in an ops table, an efficiency key or a placement preference was named by the
+    table it sits in ('processors.dla.ops: unknown op ...'); the error names the key itself, as every
+    other profile error names its field."""
+    with pytest.raises(npukit.ProfileError) as ei:
+        npukit.load_soc("arm-dsp-dla").with_changes({field: value})
+    op = path.rsplit(".", 1)[1] if "depthwise" not in path else "conv2dd"
+    assert str(ei.value).startswith(f"{npukit.load_soc('arm-dsp-dla').path} (edited): {path}: unknown op {op!r}; "), str(ei.value)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("sources", "a datasheet", "sources: must be a list of strings, got 'a datasheet'"),
+    ("links.0.between", "arm,dsp", "links[0].between: must be a list of strings, got 'arm,dsp'"),
+    ("processors.dla.ops.conv2d.strides", 2, "processors.dla.ops.conv2d.strides: must be a list of integers, got 2"),
+])  # fmt: skip
+def test_a_list_field_given_one_value_says_list_of_what_in_words(field, value, message):
+    """A list field given a single value said 'must be a list of strs' / 'of ints' (the schema's type
+    names); it says strings / integers."""
+    soc = npukit.load_soc("arm-dsp-dla")
+    with pytest.raises(npukit.ProfileError) as ei:
+        soc.with_changes({field: value})
+    assert str(ei.value) == f"{soc.path} (edited): {message}"
+
+
+def test_processors_linked_in_a_chain_name_every_missing_pair():
+    """A chain arm - dsp - dla (the DSP and the DLA reach each other only through the host) was
+    refused naming only the first pair without a link, so a profile of several processors was
+    fixed one error at a time; the error names every missing pair and says no tensor is routed
+    through a third processor."""
+    soc = npukit.load_soc("arm-dsp-dla")
+    chain = [{"between": ["arm", "dsp"], "bandwidth_gbps": 8.0}, {"between": ["arm", "dla"], "bandwidth_gbps": 8.0}]
+    with pytest.raises(npukit.ProfileError) as ei:
+        soc.with_changes({"links": chain})
+    assert str(ei.value) == (
+        f"{soc.path} (edited): links: no link between 'dsp' and 'dla'; a tensor crosses one link from the processor "
+        "that makes it to the one that reads it (npukit does not route it through a third processor): add [[links]] "
+        "with between = [\"dsp\", \"dla\"] and the figures of that route, one for each pair (or [\"*\", \"*\"] for a "
+        "shared bus)")  # fmt: skip
+    with pytest.raises(npukit.ProfileError, match=r"links: no link between 'arm' and 'dsp', nor between 'dsp' and "
+                                                  r"'dla'; a tensor crosses one link"):  # fmt: skip
+        soc.with_changes({"links": chain[1:]})

@@ -80,7 +80,7 @@ def grid_error(tmp_path, body: str, model=DIGITS_ONNX) -> str:
      "lists int8, fp16"),
     ('mode = "prodcut"\n"bits.dla" = ["int8"]\n', "grid.toml:2: mode: unknown mode 'prodcut'; did you mean 'product'? valid names: 'list', "
      "'product', 'random'"),
-    ('"support.dsp.sofmax" = [true, false]\n', "grid.toml:2: support.dsp.sofmax: op: unknown op 'sofmax'; closest "
+    ('"support.dsp.sofmax" = [true, false]\n', "grid.toml:2: support.dsp.sofmax: unknown op 'sofmax'; closest "
      "valid names: 'softmax', 'log_softmax', 'max', 'ewise_fma', 'argmax'"),
     ('"support.arm.conv2d" = [false]\n', "grid.toml:2: support.arm.conv2d: arm is the host: it runs every op no "
      "accelerator takes; toggle an accelerator (dsp, dla)"),

@@ -114,7 +114,7 @@ def _build_study(args):
         raise in_config(args.config, e) from None
     from ..opset import canonical  # noqa: PLC0415
 
-    both = {(p, canonical(o, "op")) for p, o in args.disable} & {(p, canonical(o, "op")) for p, o in args.enable}
+    both = {(p, canonical(o)) for p, o in args.disable} & {(p, canonical(o)) for p, o in args.enable}
     if both:
         p, o = sorted(both)[0]
         raise ConfigError(f"--disable {p}:{o} and --enable {p}:{o} contradict each other; give one")

@@ -202,7 +202,7 @@ def kernel_trace(k: KernelCost, t: Tables) -> tuple[Trace, ...]:
     tr.append(Trace("cycles", f"max(compute, memory) + overhead = max({num(k.compute_cycles)}, {num(k.memory_cycles)})"
                     + (" + " + " + ".join(ov) if ov else "") + f" = {num(k.cycles)}",
                     ("op_overhead_cycles", "call_overhead_cycles"), ()))  # fmt: skip
-    tr.append(Trace("latency_us", f"cycles / clock_mhz = {num(k.cycles)} / {p.clock_mhz:g} = {k.latency_us:,.3f} us", ("clock_mhz",), ()))
+    tr.append(Trace("latency_us", f"cycles / clock_mhz = {num(k.cycles)} / {p.clock_mhz:g} = {num(k.latency_us)} us", ("clock_mhz",), ()))
     tr.append(Trace("energy_uj",
                     f"(MACs*pJ_per_mac + vector_ops*pJ_per_op + (DRAM + weight) B*{p.energy_pj_per_byte:g}"
                     f" + on-chip B*{p.energy_pj_per_onchip_byte:g}) pJ / 1e6 + static_mw*latency/1e3 = "

@@ -27,15 +27,16 @@ def short_names() -> tuple[str, ...]:
     return tuple(sorted(_by_short()))
 
 
-def canonical(op: str, where: str = "op") -> str:
-    """The short name of an op given short ("softmax") or full ("relax.nn.softmax"); else ConfigError."""
+def canonical(op: str, where: str = "") -> str:
+    """The short name of an op given short ("softmax") or full ("relax.nn.softmax"); else ConfigError
+    (its message starts with ``where``, the file and field that gave the name, when there is one)."""
     s = str(op).strip()
     by_short = _by_short()
     if s in by_short:
         return s
     if s in set(full_names()):
         return s.rsplit(".", 1)[1]
-    raise ConfigError(f"{where}: unknown op {op!r}; {closest(s, by_short)}")
+    raise ConfigError(f"{where + ': ' if where else ''}unknown op {op!r}; {closest(s, by_short)}")
 
 
 def full(short: str) -> str:

@@ -265,7 +265,7 @@ def check(model: Model, soc: SocProfile, cfg: Config) -> None:
         for p, op in sorted(entries):
             with _field(which):
                 soc.processor(p)  # raises the closest-names error
-                kind = canonical(op, "op")
+                kind = canonical(op)
             if soc.processor(p).host:
                 raise ConfigError(f"{which}: {p}:{op}: {host_toggle(soc, p)}")
             other = said.get((p, kind))

@@ -74,7 +74,7 @@ class _V:
         if t.startswith("list["):
             inner = t[5:-1]
             if not isinstance(v, list):
-                self.fail(path, f"must be a list of {inner}s, got {v!r}")
+                self.fail(path, f"must be a list of {'integers' if inner == 'int' else 'strings'}, got {v!r}")
             if not v and f.key not in ("sources",):
                 self.fail(path, "must not be empty (leave the field out for no limit)")
             for i, x in enumerate(v):

@@ -19,7 +19,7 @@ from ..opset.names import canonical
 from .checks import _V
 from .parse_processor import _processor
 from .profile import Link, Processor, SocProfile, _freeze
-from .schema import CONVERSION_FIELDS, LINK_FIELDS, PLACEMENT_FIELDS, TOP_FIELDS
+from .schema import CONVERSION_FIELDS, LINK_FIELDS, PLACEMENT_COLUMNS, PLACEMENT_FIELDS, TOP_FIELDS
 
 # ---------------------------------------------------------------------------------------------
 # loading
@@ -92,6 +92,9 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         if not (name.isascii() and name.isidentifier()):
             v.fail(f"processors.{name}", "processor names are C identifiers, as the generated code uses them: ASCII "
                                          "letters, digits and _, not starting with a digit")  # fmt: skip
+        if name in PLACEMENT_COLUMNS:
+            v.fail(f"processors.{name}", f"is a column of study.placement ({', '.join(PLACEMENT_COLUMNS)}), beside "
+                                         "which each processor has a column of its verdicts: rename the processor")  # fmt: skip
         twin = next((p.name for p in processors if p.name.lower() == name.lower()), None)
         if twin is not None:
             v.fail(f"processors.{name}", f"differs from processor {twin!r} only in case; the generated code's files "
@@ -139,7 +142,7 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
     prefer = {}
     for op, lst in (pl.get("prefer") or {}).items():
         try:
-            key = canonical(op, f"{where}: placement.prefer")
+            key = canonical(op, f"{where}: placement.prefer.{op}")
         except Exception as e:  # noqa: BLE001
             raise ProfileError(str(e)) from None
         if key in prefer:  # "softmax" and "relax.nn.softmax": one op, and only the last list would count
@@ -191,13 +194,17 @@ def parse_profile(doc: Mapping, where: str) -> SocProfile:
         raw=_freeze(doc), target=top["target"], flash_bytes=top["flash_bytes"],
         sram_bytes=top["sram_bytes"],
     )  # fmt: skip
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            if not any(_matches(ln.between, a, b) for ln in links):
-                raise ProfileError(
-                    f"{where}: links: no link between {a!r} and {b!r}; add [[links]] with "
-                    f"between = [\"{a}\", \"{b}\"] (or [\"*\", \"*\"] for a shared bus)"
-                )
+    missing = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]
+               if not any(_matches(ln.between, a, b) for ln in links)]  # fmt: skip
+    if missing:  # every pair at once: a profile of several processors linked in a chain misses several
+        a, b = missing[0]
+        pairs = ", nor between ".join(f"{x!r} and {y!r}" for x, y in missing)
+        raise ProfileError(
+            f"{where}: links: no link between {pairs}; a tensor crosses one link from the processor that makes it "
+            f"to the one that reads it (npukit does not route it through a third processor): add [[links]] with "
+            f"between = [\"{a}\", \"{b}\"] and the figures of that route, one for each pair (or [\"*\", \"*\"] "
+            f"for a shared bus)"
+        )  # fmt: skip
     return prof
 
 

@@ -30,14 +30,14 @@ def _eff_key(v: _V, path: str, k: str) -> str:
     head, dot, variant = k.rpartition(".")
     if dot and variant in KERNEL_CLASSES:  # a kernel class ("conv2d.depthwise", "relax.nn.conv2d.depthwise")
         try:
-            kind = canonical(head, f"{v.where}: {path}.efficiency")
+            kind = canonical(head, f"{v.where}: {path}.efficiency.{k}")
         except Exception as e:  # noqa: BLE001
             raise ProfileError(str(e)) from None
         if not class_variant_ok(kind, variant):
             v.fail(f"{path}.efficiency.{k}", f"{kind} has no {variant} class; classes are {KERNEL_CLASS_DOC}")
         return f"{kind}.{variant}"
     try:
-        return canonical(k, f"{v.where}: {path}.efficiency")
+        return canonical(k, f"{v.where}: {path}.efficiency.{k}")
     except Exception as e:  # noqa: BLE001
         if dot and "relax." not in k:
             v.fail(f"{path}.efficiency.{k}", f"unknown kernel class; classes are {KERNEL_CLASS_DOC}")
@@ -121,7 +121,7 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
     spelt: dict[str, str] = {}  # op kind -> the key that named it
     for op, odoc in ops_doc.items():
         try:
-            key = canonical(op, f"{v.where}: {path}.ops")
+            key = canonical(op, f"{v.where}: {path}.ops.{op}")
         except Exception as e:  # noqa: BLE001
             raise ProfileError(str(e)) from None
         opath = f"{path}.ops.{op}"

@@ -19,6 +19,9 @@ KINDS = ("cpu", "dsp", "dla", "npu", "gpu")
 LAYOUTS = ("NCHW", "NHWC", "tiled")
 CONVERT_ON = ("dst", "src", "host")
 KERNEL_APIS = ("npukit", "cmsis-nn")
+# the columns of ``study.placement`` (and of each op's row in ``npukit study --json``) beside the one
+# column per processor, holding its verdict: a processor may not be named as one of them
+PLACEMENT_COLUMNS = ("op_id", "name", "op", "processor", "partition", "reason", "pattern", "source")
 TARGET_NAMES = target_names()
 TARGET_DOC = "One of: " + "; ".join(f"`{n}`: {get_target(n).description}" for n in TARGET_NAMES) + "."
 
@@ -238,8 +241,10 @@ def reference_markdown() -> str:
         "starting with a digit, distinct from the others without case -- since the generated code names "
         "its files and functions after it; an accelerator's NAME is also the default C prefix of its "
         "kernel calls, `kernel_library`, which starts with a letter: a name starting with `_` needs its "
-        "own `kernel_library`), per-op limits in `[processors.NAME.ops.OP]`, and "
-        "`[[links]]` joining every pair of processors. Load one with `npukit.load_soc(name_or_path)`. "
+        "own `kernel_library`; and not one of " + ", ".join(f"`{c}`" for c in PLACEMENT_COLUMNS) + ", the "
+        "columns of `study.placement` beside its one column per processor), per-op limits in `[processors.NAME.ops.OP]`, and "
+        "`[[links]]` joining every pair of processors (a tensor crosses one link, from the processor that "
+        "makes it to the one that reads it: npukit does not route it through a third). Load one with `npukit.load_soc(name_or_path)`. "
         "Every field is validated on load; an error names the file and the field, e.g. "
         "`soc.toml: processors.dla.macs_per_cycle.int4: must be a positive number, got -3`.",
         "",

@@ -38,7 +38,7 @@ def check_grid(grid: Grid, model, soc) -> None:
                 raise grid.fail(a.key, f"{a.target[0]} is the host: it runs every op no accelerator takes; "
                                        f"toggle an accelerator ({', '.join(soc.accelerators)})")  # fmt: skip
             try:
-                op = canonical(a.target[1], "op")
+                op = canonical(a.target[1])
             except ConfigError as e:
                 raise grid.fail(a.key, str(e)) from None
             kinds = sorted({o.kind for o in model.graph.ops})

@@ -28,7 +28,7 @@ def config_of(axes: tuple[Axis, ...], values: tuple, soc) -> Config:
         elif k == "layer_bits":
             cfg = cfg.with_bits(v, layer=a.target[0])
         elif k == "support":
-            proc, op = a.target[0], canonical(a.target[1], "op")
+            proc, op = a.target[0], canonical(a.target[1])
             if v == (op in soc.processor(proc).ops):
                 cfg = cfg.without_support_edit(proc, op)
             else:

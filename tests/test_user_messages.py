@@ -387,3 +387,16 @@ def test_an_input_no_op_reads_may_be_left_out_of_the_data(tmp_path):
     assert "  input  'spare' [1, 2] float32  (no op reads it: data may leave it out, and it is fed zeros)" in r.stdout
     r = run_cli("inspect", path, "--json")
     assert __import__("json").loads(r.stdout)["unread_inputs"] == ["spare"]
+
+
+def test_a_bad_width_in_a_config_names_the_node_as_toml_spells_it(tmp_path):
+    """A layer's bad width names its field quoted, as every other error of a layer_bits / pins entry does
+    (it read ``layer_bits.fc 1``, a key no TOML file can hold unquoted)."""
+    path = tmp_path / "c.toml"
+    path.write_text('[layer_bits]\n"/fc1/Gemm" = "int3"\n')
+    with pytest.raises(npukit.ConfigError) as e:
+        npukit.Study(DIGITS_ONNX, "arm-dsp-dla", path)
+    assert str(e.value) == f"{path}: layer_bits.\"/fc1/Gemm\": must be one of int2, int4, int8, int16, fp16, fp32, got 'int3'"
+    with pytest.raises(npukit.ConfigError) as e:
+        npukit.Study(DIGITS_ONNX, "arm-dsp-dla", {"pins": {"/fc1/Gemm": 3}})
+    assert str(e.value) == "config: pins.\"/fc1/Gemm\": must be a processor name, got 3"

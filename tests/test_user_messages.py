@@ -65,6 +65,27 @@ def test_a_pin_against_a_layer_bit_width_names_the_pin_whichever_edit_comes_seco
     assert s.plan.processor[0] == "riscv" and s.result.bits[0] == "int16"
 
 
+def test_a_pin_to_an_accelerator_against_a_layer_width_names_the_pin_whichever_edit_comes_second():
+    """As on the host: a layer width the pinned accelerator cannot run moved the op off it, and the edit
+    was refused as 'cannot pin ... pinned, it would run on arm' -- even when the edit was set_bits."""
+    said = ("layer '/conv1/Conv' has bit-width int16 and is pinned to dla, which cannot run int16 "
+            "(processors.dla.macs_per_cycle lists int8, fp16): the pin and the bit-width conflict; unpin "
+            "'/conv1/Conv', pin it to a processor that runs int16 and takes conv2d (arm), or give the layer a width "
+            "dla runs")  # fmt: skip
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla").pin("/conv1/Conv", "dla")
+    before, placed = s.config, list(s.plan.processor)
+    with pytest.raises(npukit.ConfigError) as e:
+        s.set_bits("int16", layer="/conv1/Conv")
+    assert str(e.value) == said
+    assert s.config == before and list(s.plan.processor) == placed
+    s.reset().set_bits("int16", layer="/conv1/Conv")
+    with pytest.raises(npukit.ConfigError) as e:
+        s.pin("/conv1/Conv", "dla")
+    assert str(e.value) == said
+    s.set_bits("fp16", layer="/conv1/Conv").pin("/conv1/Conv", "dla")  # the advice works: a width dla runs
+    assert s.plan.processor[0] == "dla"
+
+
 def test_a_pin_of_a_whole_node_against_one_ops_width_names_that_pin():
     s = npukit.Study(DIGITS_ONNX, "riscv-accel")
     s.set_bits("int4", layer="/conv1/Conv/add")  # the bias add alone (stored by its op name)

@@ -136,8 +136,14 @@ class StudyEdits:
                 bad = [p for p in targets if bits not in self.soc.processor(p).macs_per_cycle]
                 if bad and processor is not None:
                     pl.check_bits(self.soc, bad[0], bits)
+                if bad and len(bad) == len(targets):  # (per processor would not help: say what they run)
+                    runs = "; ".join(f"{p} {', '.join(self.soc.processor(p).bits)}" for p in bad)
+                    raise ConfigError(f"no processor of {self.soc.name} runs {bits} (processors.<name>.macs_per_cycle "
+                                      f"lists: {runs})")  # fmt: skip
                 if bad:
-                    raise ConfigError(f"{', '.join(bad)} cannot run {bits}; set it per processor with processor=")
+                    ok = [p for p in targets if p not in bad]
+                    raise ConfigError(f"{', '.join(bad)} cannot run {bits}; set it per processor with processor= "
+                                      f"({', '.join(ok)} {'runs' if len(ok) == 1 else 'run'} it)")  # fmt: skip
             for p in targets:
                 cfg = cfg.with_bits(bits, processor=p)
         self._apply(cfg)

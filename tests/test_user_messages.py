@@ -421,3 +421,16 @@ def test_a_bad_width_in_a_config_names_the_node_as_toml_spells_it(tmp_path):
     with pytest.raises(npukit.ConfigError) as e:
         npukit.Study(DIGITS_ONNX, "arm-dsp-dla", {"pins": {"/fc1/Gemm": 3}})
     assert str(e.value) == "config: pins.\"/fc1/Gemm\": must be a processor name, got 3"
+
+
+def test_a_width_set_on_every_processor_says_which_run_it():
+    """set_bits(b) with no processor: when none runs b, per processor (what it advised) cannot help."""
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    with pytest.raises(npukit.ConfigError) as e:
+        s.set_bits("int4")
+    assert str(e.value) == ("no processor of arm-dsp-dla runs int4 (processors.<name>.macs_per_cycle lists: arm int8, "
+                            "int16, fp16, fp32; dsp int8, int16, fp16, fp32; dla int8, fp16)")  # fmt: skip
+    with pytest.raises(npukit.ConfigError) as e:
+        s.set_bits("int16")
+    assert str(e.value) == "dla cannot run int16; set it per processor with processor= (arm, dsp run it)"
+    assert s.config == npukit.Config()

@@ -60,3 +60,17 @@ def test_one_calib_array_for_several_inputs_is_refused(two_inputs, tmp_path):
     assert len(d.calib) == 5 and np.array_equal(d.calib[4][0], a[4]) and np.array_equal(d.calib[4][1], b[4])
     with pytest.raises(npukit.DataError, match=r"^calib: 'c' is not an input of the model; valid names: 'a', 'b'$"):
         npukit.quant.make_data(s.graph, {"a": a, "b": b}, calib={"a": a[:5], "c": b[:5]})
+
+
+def test_an_empty_calib_array_is_refused(tmp_path):
+    """An .npz whose calib holds no samples calibrated every integer scale on nothing, and the study
+    reported its figures (SNR 6.6 dB, accuracy 84 % of the digits CNN at int8) as the widths' error."""
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    z = np.load(SAMPLES / "digits_cnn.npz")
+    np.savez(tmp_path / "c.npz", x=z["x"], y=z["y"], calib=z["x"][:0])
+    key = s.data.key
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data(tmp_path / "c.npz")
+    assert str(ei.value) == (f"{tmp_path / 'c.npz'}: calib: no samples; give some, or no calib (the first 32 samples "
+                             "of x calibrate)")  # fmt: skip
+    assert s.data.key == key

@@ -184,6 +184,8 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
         crow = [_fit(g, ins[0], calib, "calib")] if len(ins) == 1 else _calib_rows(g, ins, calib)
         if any(len(r) != len(crow[0]) for r in crow):
             raise DataError(f"calib: inputs have different sample counts {[len(r) for r in crow]}")
+        if len(crow[0]) == 0:  # (it once calibrated every scale on nothing: figures of no meaning)
+            raise DataError(f"calib: no samples; give some, or no calib (the first {CALIB_SAMPLES} samples of x calibrate)")
         cal = tuple(tuple(r[i] for r in crow) for i in range(len(crow[0])))
     else:
         cal = samples[: min(CALIB_SAMPLES, n)]

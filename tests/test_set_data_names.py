@@ -74,3 +74,17 @@ def test_an_empty_calib_array_is_refused(tmp_path):
     assert str(ei.value) == (f"{tmp_path / 'c.npz'}: calib: no samples; give some, or no calib (the first 32 samples "
                              "of x calibrate)")  # fmt: skip
     assert s.data.key == key
+
+
+def test_an_npz_holding_x_and_an_inputs_own_array_is_refused(tmp_path):
+    """digits_cnn's input is named 'input': an .npz holding both x and input read x and dropped the other."""
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", "arm-dsp-dla")
+    x = np.load(SAMPLES / "digits_cnn.npz")["x"]
+    np.savez(tmp_path / "two.npz", x=x, input=x[:5])
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data(tmp_path / "two.npz")
+    assert str(ei.value) == (f"{tmp_path / 'two.npz'}: holds both 'x' and the array of input 'input'; give the inputs "
+                             "one way: x, or one array per input ['input']")  # fmt: skip
+    np.savez(tmp_path / "one.npz", input=x[:5])
+    s.set_data(tmp_path / "one.npz")
+    assert len(s.data.samples) == 5

@@ -241,6 +241,10 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
     names = [g.tensors[t].name for t in g.inputs]
     # one array per input (one may be named x), unless a single input's array is given as x
     idle = unread_inputs(g)
+    both = [n for n in names if n in keys and n != "x"] if "x" in keys and "x" not in names else []
+    if both:  # (one of the two was read and the other dropped in silence)
+        raise DataError(f"{p}: holds both 'x' and the array of input {both[0]!r}; give the inputs one way: x, or one "
+                        f"array per input {names}")  # fmt: skip
     needed = [n for n in names if n not in idle] or names
     per_input = all(n in keys for n in needed) and (len(names) > 1 or "x" not in keys) and not (
         "x" in keys and "x" not in names and len(needed) == 1)  # (x for the one input an op reads)

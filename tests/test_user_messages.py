@@ -434,3 +434,19 @@ def test_a_width_set_on_every_processor_says_which_run_it():
         s.set_bits("int16")
     assert str(e.value) == "dla cannot run int16; set it per processor with processor= (arm, dsp run it)"
     assert s.config == npukit.Config()
+
+
+def test_a_name_in_other_letter_case_is_offered_first():
+    """difflib's ratio is case-sensitive: 'CONV2D' was answered with 'some of the 175 valid names: abs,
+    acos ...' and 'DLA' with the processors but no 'did you mean'."""
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    with pytest.raises(npukit.ConfigError) as e:
+        s.set_support("dla", "CONV2D", False)
+    assert str(e.value) == "op: unknown op 'CONV2D'; closest valid names: 'conv2d'"
+    with pytest.raises(npukit.ConfigError) as e:
+        s.pin("/softmax/Softmax", "DLA")
+    assert str(e.value) == f"unknown processor 'DLA'; did you mean 'dla'? valid names: {VALID}"
+    with pytest.raises(npukit.ConfigError) as e:
+        s.pin("/SOFTMAX/SOFTMAX", "arm")
+    assert str(e.value).startswith("unknown node '/SOFTMAX/SOFTMAX'; closest valid names: '/softmax/Softmax'")
+    assert s.config == npukit.Config()

@@ -64,8 +64,9 @@ def closest(name: str, choices: Iterable[str], n: int = 5) -> str:
     """A phrase listing the valid names closest to ``name`` (all of them if few, the close ones
     named first); a name longer than ``LONG`` characters is shortened."""
     choices = sorted(set(map(str, choices)))
-    # the name in other letter case ('CONV2D', 'Softmax') first: difflib's ratio is case-sensitive
-    same = [c for c in choices if c.lower() == str(name).lower() and c != str(name)]
+    # the name in other letter case ('CONV2D', 'Softmax') or with spaces around first: difflib's ratio
+    # is case-sensitive
+    same = [c for c in choices if c.strip().lower() == str(name).strip().lower() and c != str(name)]
     if len(choices) <= 12:
         near = " or ".join(map(repr, map(_short, same[:2]))) or _near(str(name), choices)
         ask = f"did you mean {near}? " if near else ""

@@ -447,6 +447,9 @@ def test_a_name_in_other_letter_case_is_offered_first():
         s.pin("/softmax/Softmax", "DLA")
     assert str(e.value) == f"unknown processor 'DLA'; did you mean 'dla'? valid names: {VALID}"
     with pytest.raises(npukit.ConfigError) as e:
+        s.pin("/softmax/Softmax", "ARM ")
+    assert str(e.value) == f"unknown processor 'ARM '; did you mean 'arm'? valid names: {VALID}"
+    with pytest.raises(npukit.ConfigError) as e:
         s.pin("/SOFTMAX/SOFTMAX", "arm")
     assert str(e.value).startswith("unknown node '/SOFTMAX/SOFTMAX'; closest valid names: '/softmax/Softmax'")
     assert s.config == npukit.Config()

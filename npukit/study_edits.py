@@ -35,17 +35,21 @@ class StudyEdits:
         exactly that node's ops (an op id, ``"12"``, ``"#12"`` or an op name of a node that became one
         op, or the node name itself); for one op of a node that became several, its op name
         (``"/conv1/Conv/add"``, the bias add of ``/conv1/Conv``), else -- the op that keeps the node's
-        own name (the conv), which means every op of the node -- ``"#<id>"``."""
+        own name (the conv), which means every op of the node -- ``"#<id>"``, or ``"<id>"`` where a model node is named
+        ``"#<id>"``."""
         ids = pl.resolve(self.graph, int(node) if isinstance(node, (int, np.integer)) and not isinstance(node, bool)
                          else node)  # fmt: skip
         src = self.graph.ops[ids[0]].source
         if self.graph.ops_of_source(src) == ids and self.graph.resolve(src) == ids:
             return src
-        if len(ids) == 1:
+        if len(ids) == 1:  # the first spelling that means this op alone (a model node may be named "#12")
             op = self.graph.ops[ids[0]]
-            if self.graph.resolve(op.name) == ids:
-                return op.name
-            return f"#{op.op_id}" if self.graph.resolve(f"#{op.op_id}") == ids else op.name  # (a node named "#12")
+            for key in (op.name, f"#{op.op_id}", str(op.op_id)):
+                if self.graph.resolve(key) == ids:
+                    return key
+            raise ConfigError(f"op {op.op_id} ({op.name!r}, {op.kind}) has no name that means it alone in this model: "
+                              f"{op.name!r}, '#{op.op_id}' and '{op.op_id}' each name other ops; edit its node "
+                              f"{op.source!r} whole")  # fmt: skip
         return str(node)
 
     def _without_covered(self, entries, key: str) -> dict:

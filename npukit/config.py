@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .errors import ConfigError
+from .errors import ConfigError, field_key
 from .soc import BITS
 
 PLACEMENTS = ("cost", "first-fit")
@@ -147,7 +147,7 @@ class Config:
             for k, v in t.items():
                 if not isinstance(v, str) or (check_bits and v not in BITS):
                     want = f"one of {', '.join(BITS)}" if check_bits else "a processor name"
-                    raise ConfigError(f"{where}: {key}.{k}: must be {want}, got {v!r}")
+                    raise ConfigError(f"{where}: {key}.{field_key(k)}: must be {want}, got {v!r}")
             return tuple(sorted((str(k), str(v)) for k, v in t.items()))
 
         placement = d.get("placement", "cost")

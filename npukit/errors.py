@@ -64,11 +64,15 @@ def closest(name: str, choices: Iterable[str], n: int = 5) -> str:
     """A phrase listing the valid names closest to ``name`` (all of them if few, the close ones
     named first); a name longer than ``LONG`` characters is shortened."""
     choices = sorted(set(map(str, choices)))
+    # the name in other letter case ('CONV2D', 'Softmax') or with spaces around first: difflib's ratio
+    # is case-sensitive
+    same = [c for c in choices if c.strip().lower() == str(name).strip().lower() and c != str(name)]
     if len(choices) <= 12:
-        near = _near(str(name), choices)
+        near = " or ".join(map(repr, map(_short, same[:2]))) or _near(str(name), choices)
         ask = f"did you mean {near}? " if near else ""
         return f"{ask}valid names: {', '.join(repr(_short(c)) for c in choices)}"
-    shown = difflib.get_close_matches(str(name), choices, n=n, cutoff=0.3)
+    shown = same + [c for c in difflib.get_close_matches(str(name), choices, n=n, cutoff=0.3) if c not in same]
+    shown = shown[:n]
     lead = "closest valid names"
     if not shown:
         shown = choices[:n]

@@ -171,8 +171,8 @@ class Study(StudyEdits, StudyOutputs):
 
     def set_data(self, x, y=None) -> Study:
         """Your own inputs (and class labels): numpy arrays, a dict input name -> array, or a path to
-        an .npz holding ``x`` or one array per input name (and optionally ``y``, ``calib``; an input
-        named so is an input).  The first inputs calibrate the activation ranges (or ``calib`` when
+        an .npz holding ``x`` or one array per input name, not both (and optionally ``y``, ``calib`` --
+        a one-input model's; an input named so is an input).  A name no model input has is refused.  The first inputs calibrate the activation ranges (or ``calib`` when
         given); all are used for the model-output error figures, the first 64 for the per-op ones.
         A model input no op reads (``npukit inspect`` flags it) may be left out: it is fed zeros.
         Labels are scored against output 0 and refused unless it is one row of class scores ([C],

@@ -35,17 +35,21 @@ class StudyEdits:
         exactly that node's ops (an op id, ``"12"``, ``"#12"`` or an op name of a node that became one
         op, or the node name itself); for one op of a node that became several, its op name
         (``"/conv1/Conv/add"``, the bias add of ``/conv1/Conv``), else -- the op that keeps the node's
-        own name (the conv), which means every op of the node -- ``"#<id>"``."""
+        own name (the conv), which means every op of the node -- ``"#<id>"``, or ``"<id>"`` where a model node is named
+        ``"#<id>"``."""
         ids = pl.resolve(self.graph, int(node) if isinstance(node, (int, np.integer)) and not isinstance(node, bool)
                          else node)  # fmt: skip
         src = self.graph.ops[ids[0]].source
         if self.graph.ops_of_source(src) == ids and self.graph.resolve(src) == ids:
             return src
-        if len(ids) == 1:
+        if len(ids) == 1:  # the first spelling that means this op alone (a model node may be named "#12")
             op = self.graph.ops[ids[0]]
-            if self.graph.resolve(op.name) == ids:
-                return op.name
-            return f"#{op.op_id}" if self.graph.resolve(f"#{op.op_id}") == ids else op.name  # (a node named "#12")
+            for key in (op.name, f"#{op.op_id}", str(op.op_id)):
+                if self.graph.resolve(key) == ids:
+                    return key
+            raise ConfigError(f"op {op.op_id} ({op.name!r}, {op.kind}) has no name that means it alone in this model: "
+                              f"{op.name!r}, '#{op.op_id}' and '{op.op_id}' each name other ops; edit its node "
+                              f"{op.source!r} whole")  # fmt: skip
         return str(node)
 
     def _without_covered(self, entries, key: str) -> dict:
@@ -136,8 +140,14 @@ class StudyEdits:
                 bad = [p for p in targets if bits not in self.soc.processor(p).macs_per_cycle]
                 if bad and processor is not None:
                     pl.check_bits(self.soc, bad[0], bits)
+                if bad and len(bad) == len(targets):  # (per processor would not help: say what they run)
+                    runs = "; ".join(f"{p} {', '.join(self.soc.processor(p).bits)}" for p in bad)
+                    raise ConfigError(f"no processor of {self.soc.name} runs {bits} (processors.<name>.macs_per_cycle "
+                                      f"lists: {runs})")  # fmt: skip
                 if bad:
-                    raise ConfigError(f"{', '.join(bad)} cannot run {bits}; set it per processor with processor=")
+                    ok = [p for p in targets if p not in bad]
+                    raise ConfigError(f"{', '.join(bad)} cannot run {bits}; set it per processor with processor= "
+                                      f"({', '.join(ok)} {'runs' if len(ok) == 1 else 'run'} it)")  # fmt: skip
             for p in targets:
                 cfg = cfg.with_bits(bits, processor=p)
         self._apply(cfg)

@@ -104,6 +104,9 @@ def test_a_pin_refused_for_its_layers_width_says_where_the_pin_would_put_the_op_
     before = s.config
     with pytest.raises(npukit.ConfigError) as ei:
         s.pin("backbone/conv1", "mma")
-    assert str(ei.value) == ("cannot pin 'backbone/conv1' to mma: pinned, it would run on a72 (mma: cannot run "
-                             "the layer's bit-width fp32 (processors.mma.macs_per_cycle lists int8, int16))")  # fmt: skip
+    # (said as the pin and the width's conflict, as a pin to the host is: test_user_messages.PIN_VS_WIDTH)
+    assert str(ei.value) == ("layer 'backbone/conv1' has bit-width fp32 and is pinned to mma, which cannot run fp32 "
+                             "(processors.mma.macs_per_cycle lists int8, int16): the pin and the bit-width conflict; "
+                             "unpin 'backbone/conv1', pin it to a processor that runs fp32 and takes conv2d (a72, c7x), "
+                             "or give the layer a width mma runs")  # fmt: skip
     assert s.config == before

@@ -65,6 +65,27 @@ def test_a_pin_against_a_layer_bit_width_names_the_pin_whichever_edit_comes_seco
     assert s.plan.processor[0] == "riscv" and s.result.bits[0] == "int16"
 
 
+def test_a_pin_to_an_accelerator_against_a_layer_width_names_the_pin_whichever_edit_comes_second():
+    """As on the host: a layer width the pinned accelerator cannot run moved the op off it, and the edit
+    was refused as 'cannot pin ... pinned, it would run on arm' -- even when the edit was set_bits."""
+    said = ("layer '/conv1/Conv' has bit-width int16 and is pinned to dla, which cannot run int16 "
+            "(processors.dla.macs_per_cycle lists int8, fp16): the pin and the bit-width conflict; unpin "
+            "'/conv1/Conv', pin it to a processor that runs int16 and takes conv2d (arm), or give the layer a width "
+            "dla runs")  # fmt: skip
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla").pin("/conv1/Conv", "dla")
+    before, placed = s.config, list(s.plan.processor)
+    with pytest.raises(npukit.ConfigError) as e:
+        s.set_bits("int16", layer="/conv1/Conv")
+    assert str(e.value) == said
+    assert s.config == before and list(s.plan.processor) == placed
+    s.reset().set_bits("int16", layer="/conv1/Conv")
+    with pytest.raises(npukit.ConfigError) as e:
+        s.pin("/conv1/Conv", "dla")
+    assert str(e.value) == said
+    s.set_bits("fp16", layer="/conv1/Conv").pin("/conv1/Conv", "dla")  # the advice works: a width dla runs
+    assert s.plan.processor[0] == "dla"
+
+
 def test_a_pin_of_a_whole_node_against_one_ops_width_names_that_pin():
     s = npukit.Study(DIGITS_ONNX, "riscv-accel")
     s.set_bits("int4", layer="/conv1/Conv/add")  # the bias add alone (stored by its op name)
@@ -387,3 +408,48 @@ def test_an_input_no_op_reads_may_be_left_out_of_the_data(tmp_path):
     assert "  input  'spare' [1, 2] float32  (no op reads it: data may leave it out, and it is fed zeros)" in r.stdout
     r = run_cli("inspect", path, "--json")
     assert __import__("json").loads(r.stdout)["unread_inputs"] == ["spare"]
+
+
+def test_a_bad_width_in_a_config_names_the_node_as_toml_spells_it(tmp_path):
+    """A layer's bad width names its field quoted, as every other error of a layer_bits / pins entry does
+    (it read ``layer_bits.fc 1``, a key no TOML file can hold unquoted)."""
+    path = tmp_path / "c.toml"
+    path.write_text('[layer_bits]\n"/fc1/Gemm" = "int3"\n')
+    with pytest.raises(npukit.ConfigError) as e:
+        npukit.Study(DIGITS_ONNX, "arm-dsp-dla", path)
+    assert str(e.value) == f"{path}: layer_bits.\"/fc1/Gemm\": must be one of int2, int4, int8, int16, fp16, fp32, got 'int3'"
+    with pytest.raises(npukit.ConfigError) as e:
+        npukit.Study(DIGITS_ONNX, "arm-dsp-dla", {"pins": {"/fc1/Gemm": 3}})
+    assert str(e.value) == "config: pins.\"/fc1/Gemm\": must be a processor name, got 3"
+
+
+def test_a_width_set_on_every_processor_says_which_run_it():
+    """set_bits(b) with no processor: when none runs b, per processor (what it advised) cannot help."""
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    with pytest.raises(npukit.ConfigError) as e:
+        s.set_bits("int4")
+    assert str(e.value) == ("no processor of arm-dsp-dla runs int4 (processors.<name>.macs_per_cycle lists: arm int8, "
+                            "int16, fp16, fp32; dsp int8, int16, fp16, fp32; dla int8, fp16)")  # fmt: skip
+    with pytest.raises(npukit.ConfigError) as e:
+        s.set_bits("int16")
+    assert str(e.value) == "dla cannot run int16; set it per processor with processor= (arm, dsp run it)"
+    assert s.config == npukit.Config()
+
+
+def test_a_name_in_other_letter_case_is_offered_first():
+    """difflib's ratio is case-sensitive: 'CONV2D' was answered with 'some of the 175 valid names: abs,
+    acos ...' and 'DLA' with the processors but no 'did you mean'."""
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    with pytest.raises(npukit.ConfigError) as e:
+        s.set_support("dla", "CONV2D", False)
+    assert str(e.value) == "op: unknown op 'CONV2D'; closest valid names: 'conv2d'"
+    with pytest.raises(npukit.ConfigError) as e:
+        s.pin("/softmax/Softmax", "DLA")
+    assert str(e.value) == f"unknown processor 'DLA'; did you mean 'dla'? valid names: {VALID}"
+    with pytest.raises(npukit.ConfigError) as e:
+        s.pin("/softmax/Softmax", "ARM ")
+    assert str(e.value) == f"unknown processor 'ARM '; did you mean 'arm'? valid names: {VALID}"
+    with pytest.raises(npukit.ConfigError) as e:
+        s.pin("/SOFTMAX/SOFTMAX", "arm")
+    assert str(e.value).startswith("unknown node '/SOFTMAX/SOFTMAX'; closest valid names: '/softmax/Softmax'")
+    assert s.config == npukit.Config()

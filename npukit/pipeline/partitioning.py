@@ -364,6 +364,10 @@ def check_placed(model: Model, soc: SocProfile, cfg: Config, plan: Plan) -> None
     part = partition(model, soc, cfg)
     for i, p in sorted(pins_of(g, cfg).items()):
         if plan.processor[i] != p:
+            if part.verdicts[(i, p)].failed("bits") and i in lb:  # the layer's width refused it there: the
+                # pin and the width conflict, said as the layer's (the op's most specific width edit)
+                node = next(n for n, b in reversed(by_specificity(g, cfg.layer_bits)) if i in resolve(g, n))
+                raise width_error(model, soc, cfg, node, soc.processor(p), lb[i], i)
             why = part.verdicts[(i, p)].text
             raise at_field(ConfigError(f"cannot pin {pinned_as(g, cfg, i, kind=False)} to {p}: pinned, it would run "
                                        f"on {plan.processor[i]} ({p}: {why})"), "pins", pin_of(g, cfg, i))  # fmt: skip

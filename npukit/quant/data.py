@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, closest
 from ..graph import OpGraph, Tensor
 
 DEFAULT_RANDOM_SAMPLES = 16
@@ -130,6 +130,10 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
     idle = unread_inputs(g)
     read = [t for t in ins if t.name not in idle]
     if isinstance(x, Mapping):
+        names = [t.name for t in ins]
+        stray = [k for k in x if k not in names]
+        if stray:  # (a misspelt name was once dropped in silence, its input fed zeros or refused as missing)
+            raise DataError(f"x: {stray[0]!r} is not an input of the model; {closest(str(stray[0]), names)}")
         missing = [t.name for t in ins if t.name not in x and t.name not in idle]
         if missing or not any(t.name in x for t in ins):
             raise DataError(f"x: no array for input(s) {missing or [t.name for t in ins]}; the model's inputs are "
@@ -177,11 +181,36 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
                             f"{g.output_name(0)!r} has {classes} classes (shape {list(out.shape)})")  # fmt: skip
     samples = tuple(tuple(r[i] for r in rows) for i in range(n))
     if calib is not None:
-        crow = [_fit(g, ins[0], calib, "calib")] if len(ins) == 1 else [_fit(g, t, c, f"calib[{t.name!r}]") for t, c in zip(ins, calib)]
+        crow = [_fit(g, ins[0], calib, "calib")] if len(ins) == 1 else _calib_rows(g, ins, calib)
+        if any(len(r) != len(crow[0]) for r in crow):
+            raise DataError(f"calib: inputs have different sample counts {[len(r) for r in crow]}")
+        if len(crow[0]) == 0:  # (it once calibrated every scale on nothing: figures of no meaning)
+            raise DataError(f"calib: no samples; give some, or no calib (the first {CALIB_SAMPLES} samples of x calibrate)")
         cal = tuple(tuple(r[i] for r in crow) for i in range(len(crow[0])))
     else:
         cal = samples[: min(CALIB_SAMPLES, n)]
     return Data(samples, labels, cal, source)
+
+
+def _calib_rows(g: OpGraph, ins: list[Tensor], calib) -> list[np.ndarray]:
+    """The calibration rows of a model of several inputs: one array per input, as a dict name -> array
+    or a list in input order.  One array is refused: it was once split along its first axis, its first
+    sample calibrating one input and its second the next."""
+    names = [t.name for t in ins]
+    if isinstance(calib, Mapping):
+        stray = [k for k in calib if k not in names]
+        if stray:
+            raise DataError(f"calib: {stray[0]!r} is not an input of the model; {closest(str(stray[0]), names)}")
+        missing = [n for n in names if n not in calib]
+        if missing:
+            raise DataError(f"calib: no array for input(s) {missing}; the model's inputs are {names}")
+        arrays = [calib[n] for n in names]
+    elif isinstance(calib, (list, tuple)) and len(calib) == len(ins):
+        arrays = list(calib)
+    else:
+        raise DataError(f"calib: the model has {len(ins)} inputs {names} and one calibration array cannot feed "
+                        f"them; leave calib out (the first {CALIB_SAMPLES} samples of x calibrate)")  # fmt: skip
+    return [_fit(g, t, c, f"calib[{t.name!r}]") for t, c in zip(ins, arrays)]
 
 
 def unread_inputs(g: OpGraph) -> list[str]:
@@ -212,6 +241,10 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
     names = [g.tensors[t].name for t in g.inputs]
     # one array per input (one may be named x), unless a single input's array is given as x
     idle = unread_inputs(g)
+    both = [n for n in names if n in keys and n != "x"] if "x" in keys and "x" not in names else []
+    if both:  # (one of the two was read and the other dropped in silence)
+        raise DataError(f"{p}: holds both 'x' and the array of input {both[0]!r}; give the inputs one way: x, or one "
+                        f"array per input {names}")  # fmt: skip
     needed = [n for n in names if n not in idle] or names
     per_input = all(n in keys for n in needed) and (len(names) > 1 or "x" not in keys) and not (
         "x" in keys and "x" not in names and len(needed) == 1)  # (x for the one input an op reads)

@@ -203,7 +203,7 @@ class Config:
         if not path.is_file():
             raise ConfigError(f"{path}: no such config file")
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark a Windows editor wrote: dropped)
         except UnicodeDecodeError:
             raise ConfigError(f"{path}: not a text file; a config is TOML or JSON (see --save-config)") from None
         return cls.from_json(text, str(path)) if path.suffix.lower() == ".json" else cls.from_toml(text, str(path))

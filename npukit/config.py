@@ -238,6 +238,11 @@ def _kind(op: str) -> str:
 
 
 def _is_path(s: str) -> bool:
-    """Config text naming a saved file (one line ending .toml / .json), not the text of one."""
+    """Config text naming a saved file (one line ending .toml / .json, or naming a file that exists,
+    ``my.cfg``), not the text of one; a file of another name was parsed as TOML text ("not valid TOML")."""
+    import os  # noqa: PLC0415
+
     s = s.strip()
-    return "\n" not in s and "=" not in s and s.lower().endswith((".toml", ".json"))
+    if not s or "\n" in s or "=" in s or s.startswith(("{", "[")):
+        return False
+    return s.lower().endswith((".toml", ".json")) or os.path.isfile(s)

@@ -124,3 +124,15 @@ def test_a_support_edit_given_whole_by_the_ops_full_name_takes_effect():
     assert npukit.Study(DIGITS_ONNX, SOC, cfg).plan.processor[-1] == "dla"
     with pytest.raises(npukit.ConfigError, match=r"^support of conv2d on dla is both disabled and enabled"):
         npukit.Study(DIGITS_ONNX, SOC, {"disabled": ["dla:relax.nn.conv2d"], "enabled": ["dla:conv2d"]})
+
+
+def test_a_config_files_path_of_another_suffix_is_read_as_the_file(tmp_path):
+    """Study(model, soc, "edits.cfg"): the path was parsed as TOML text ("config: not valid TOML")."""
+    path = tmp_path / "edits.cfg"
+    path.write_text('disabled = ["dla:conv2d"]\n')
+    s = npukit.Study(DIGITS_ONNX, SOC, str(path))
+    assert s.config.disabled == frozenset({("dla", "conv2d")})
+    path.write_text('[pins]\n"/nope" = "dla"\n')
+    with pytest.raises(npukit.ConfigError) as ei:
+        npukit.Study(DIGITS_ONNX, SOC, str(path))
+    assert str(ei.value).startswith(f"{path}: pins.\"/nope\": unknown node '/nope'")

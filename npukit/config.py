@@ -31,6 +31,18 @@ class Config:
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
             raise ConfigError(f"placement: must be one of {', '.join(map(repr, PLACEMENTS))}, got {self.placement!r}")
+        # an op kind as the profile's op tables key it: "relax.nn.conv2d" and " conv2d" are "conv2d" (they were
+        # accepted and then matched nothing, the edit silently without effect); an unknown one is kept for
+        # ``pipeline.check`` to name
+        given = {which: {(p, _kind(op)): f"{p}:{op}" for p, op in sorted(getattr(self, which))}
+                 for which in ("disabled", "enabled")}  # fmt: skip
+        for p, kind in sorted(set(given["disabled"]) & set(given["enabled"])):  # (said in the user's spellings)
+            raise ConfigError(f"support of {kind} on {p} is both disabled and enabled (disabled: "
+                              f"{given['disabled'][(p, kind)]}; enabled: {given['enabled'][(p, kind)]}); keep one")  # fmt: skip
+        for which in ("disabled", "enabled"):
+            kinds = frozenset(given[which])
+            if kinds != getattr(self, which):
+                object.__setattr__(self, which, kinds)
 
     # -- edits (each returns a new Config) -----------------------------------------------------
     def with_support(self, proc: str, op: str, on: bool) -> Config:
@@ -153,8 +165,14 @@ class Config:
         placement = d.get("placement", "cost")
         if placement not in PLACEMENTS:
             raise ConfigError(f"{where}: placement: must be one of {', '.join(map(repr, PLACEMENTS))}, got {placement!r}")
-        return cls(pairs("disabled"), pairs("enabled"), table("pins", False), table("bits", True), table("layer_bits", True),
-                   placement)  # fmt: skip
+        args = (pairs("disabled"), pairs("enabled"), table("pins", False), table("bits", True), table("layer_bits", True),
+                placement)  # fmt: skip
+        try:
+            return cls(*args)
+        except ConfigError as e:  # (a contradiction): a file's name before it, as pipeline.check's errors have
+            if where == "config":
+                raise
+            raise ConfigError(f"{where}: {e}") from None
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
@@ -203,13 +221,28 @@ class Config:
         if not path.is_file():
             raise ConfigError(f"{path}: no such config file")
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark a Windows editor wrote: dropped)
         except UnicodeDecodeError:
             raise ConfigError(f"{path}: not a text file; a config is TOML or JSON (see --save-config)") from None
         return cls.from_json(text, str(path)) if path.suffix.lower() == ".json" else cls.from_toml(text, str(path))
 
 
+def _kind(op: str) -> str:
+    """The short name of a known op kind (``opset.canonical``), else ``op`` as given."""
+    from .opset import canonical  # noqa: PLC0415
+
+    try:
+        return canonical(op, "op")
+    except ConfigError:
+        return op
+
+
 def _is_path(s: str) -> bool:
-    """Config text naming a saved file (one line ending .toml / .json), not the text of one."""
+    """Config text naming a saved file (one line ending .toml / .json, or naming a file that exists,
+    ``my.cfg``), not the text of one; a file of another name was parsed as TOML text ("not valid TOML")."""
+    import os  # noqa: PLC0415
+
     s = s.strip()
-    return "\n" not in s and "=" not in s and s.lower().endswith((".toml", ".json"))
+    if not s or "\n" in s or "=" in s or s.startswith(("{", "[")):
+        return False
+    return s.lower().endswith((".toml", ".json")) or os.path.isfile(s)

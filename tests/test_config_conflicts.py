@@ -110,3 +110,29 @@ def test_a_pin_refused_for_its_layers_width_says_where_the_pin_would_put_the_op_
                              "unpin 'backbone/conv1', pin it to a processor that runs fp32 and takes conv2d (a72, c7x), "
                              "or give the layer a width mma runs")  # fmt: skip
     assert s.config == before
+
+
+def test_a_support_edit_given_whole_by_the_ops_full_name_takes_effect():
+    """'dla:relax.nn.conv2d' (an op's full Relax name, which the edits accept) and 'dla: conv2d' were
+    validated and stored as given, and then matched no op: the conv stayed on the DLA, no word said."""
+    for spelling in ("relax.nn.conv2d", " conv2d"):
+        s = npukit.Study(DIGITS_ONNX, SOC, {"disabled": [f"dla:{spelling}"]})
+        assert s.config.disabled == frozenset({("dla", "conv2d")})
+        assert s.plan.processor[0] == "arm" and s.verdict_texts("dla")[0] == "user disabled conv2d on dla"
+        assert s.config == npukit.Study(DIGITS_ONNX, SOC).set_support("dla", "conv2d", False).config
+    cfg = npukit.Config(enabled=frozenset({("dla", "relax.nn.softmax")}), pins=(("/softmax/Softmax", "dla"),))
+    assert npukit.Study(DIGITS_ONNX, SOC, cfg).plan.processor[-1] == "dla"
+    with pytest.raises(npukit.ConfigError, match=r"^support of conv2d on dla is both disabled and enabled"):
+        npukit.Study(DIGITS_ONNX, SOC, {"disabled": ["dla:relax.nn.conv2d"], "enabled": ["dla:conv2d"]})
+
+
+def test_a_config_files_path_of_another_suffix_is_read_as_the_file(tmp_path):
+    """Study(model, soc, "edits.cfg"): the path was parsed as TOML text ("config: not valid TOML")."""
+    path = tmp_path / "edits.cfg"
+    path.write_text('disabled = ["dla:conv2d"]\n')
+    s = npukit.Study(DIGITS_ONNX, SOC, str(path))
+    assert s.config.disabled == frozenset({("dla", "conv2d")})
+    path.write_text('[pins]\n"/nope" = "dla"\n')
+    with pytest.raises(npukit.ConfigError) as ei:
+        npukit.Study(DIGITS_ONNX, SOC, str(path))
+    assert str(ei.value).startswith(f"{path}: pins.\"/nope\": unknown node '/nope'")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -320,3 +321,28 @@ def test_processors_linked_in_a_chain_name_every_missing_pair():
     with pytest.raises(npukit.ProfileError, match=r"links: no link between 'arm' and 'dsp', nor between 'dsp' and "
                                                   r"'dla'; a tensor crosses one link"):  # fmt: skip
         soc.with_changes({"links": chain[1:]})
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_a_profile_saved_with_a_byte_order_mark_loads(tmp_path, suffix):
+    """A profile a Windows editor saved as 'UTF-8 with BOM' was refused as 'not valid TOML: Invalid
+    statement (at line 1, column 1)' (JSON: 'Unexpected UTF-8 BOM'); the mark is dropped on reading,
+    as for a sweep's grid and a saved config."""
+    soc = npukit.load_soc("arm-dsp-dla")
+    text = soc.to_toml() if suffix == ".toml" else json.dumps(npukit.soc.profile.thawed(soc.raw))
+    path = tmp_path / f"soc{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert npukit.load_soc(path) == soc
+
+
+def test_a_grid_and_a_config_saved_with_a_byte_order_mark_load(tmp_path):
+    """The sweep's grid and a saved config are read as the profile is: a leading byte-order mark is
+    dropped (it was 'Invalid statement (at line 1, column 1)')."""
+    from npukit.sweeps.grid import load_grid  # noqa: PLC0415
+
+    grid = tmp_path / "grid.toml"
+    grid.write_bytes(b"\xef\xbb\xbf" + b'[grid]\n"soc.processors.dla.clock_mhz" = [500, 1000]\n')
+    assert [a.key for a in load_grid(grid).axes] == ["soc.processors.dla.clock_mhz"]
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_bytes(b"\xef\xbb\xbf" + npukit.Config().with_placement("first-fit").to_toml().encode())
+    assert npukit.Config.read(cfg).placement == "first-fit"

@@ -61,7 +61,7 @@ def load_soc(spec: str | Path | Mapping | SocProfile) -> SocProfile:
             raise ProfileError(f"{path}: is a directory, expected a SoC profile file (.toml or .json) or a bundled "
                                f"profile's name ({', '.join(sorted(bundled()))})")  # fmt: skip
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark a Windows editor wrote: dropped)
         except (OSError, UnicodeDecodeError) as e:
             raise ProfileError(f"{path}: cannot read: {e}") from None
         try:

@@ -173,7 +173,7 @@ def load_grid(spec) -> Grid:
         if not p.is_file():
             raise GridError(f"{p}: no such grid file")
         try:
-            text = p.read_text(encoding="utf-8")
+            text = p.read_text(encoding="utf-8-sig")  # (a byte-order mark a Windows editor wrote: dropped)
         except (OSError, UnicodeDecodeError) as e:
             raise GridError(f"{p}: cannot read: {e}") from None
         where = s

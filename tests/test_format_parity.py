@@ -360,3 +360,40 @@ def test_nearest_upsample_from_every_file_picks_torchs_pixels(tmp_path, how):
             "resize2d", "asymmetric", "floor"), path.name
         assert imported.graph.tensors[op.outputs[0]].shape == ref.shape, path.name
         assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-6, path.name
+
+
+class SelfAttention(nn.Module):
+    """nn.MultiheadAttention (batch_first) given three tensors (one layer norm called three times): its
+    in-projection is three linears, torch.export splitting in_proj_weight into q / k / v."""
+
+    def __init__(self, d=16):
+        super().__init__()
+        self.ln, self.mha = nn.LayerNorm(d), nn.MultiheadAttention(d, 2, batch_first=True)
+
+    def forward(self, x):
+        return x + self.mha(self.ln(x), self.ln(x), self.ln(x), need_weights=False)[0]
+
+
+def test_multihead_attention_weights_are_transposed_at_import_from_pt2(tmp_path):
+    """FoldConstant keeps a tuple of constants (``split(in_proj_weight)``) as a binding, so the
+    transpose of each part stayed an op: 3 permute_dims in the .pt2's ops that the ONNX file's
+    transposed weights do not have."""
+    torch.manual_seed(0)
+    model, x = SelfAttention(), torch.randn(1, 6, 16)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    p13 = tmp_path / "mha.onnx"
+    torch.onnx.export(model.eval(), (x,), str(p13), opset_version=17, dynamo=False, input_names=["x"])
+    pt2 = tmp_path / "mha.pt2"
+    torch.export.save(torch.export.export(model, (x,)), str(pt2))
+    graphs = [npukit.import_model(p).graph for p in (p13, pt2)]
+    kinds = [sorted(op.kind for op in g.ops) for g in graphs]
+    assert kinds[0] == kinds[1]
+    macs = [[work(op, g).macs for op in g.ops if op.kind == "matmul"] for g in graphs]
+    assert macs[0] == macs[1]
+    g = graphs[1]
+    assert not any(g.tensors[t].kind == "const" for op in g.ops if op.kind == "permute_dims" for t in op.inputs)
+    assert {g.tensors[t].name for op in g.ops if op.kind == "matmul" for t in op.inputs
+            if g.tensors[t].kind == "const"} >= {"mha.in_proj_weight", "mha.out_proj.weight"}  # fmt: skip
+    assert np.abs(_vm_run(npukit.import_model(pt2).mod, x.numpy()) - ref).max() <= 1e-5
+

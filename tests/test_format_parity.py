@@ -397,3 +397,31 @@ def test_multihead_attention_weights_are_transposed_at_import_from_pt2(tmp_path)
             if g.tensors[t].kind == "const"} >= {"mha.in_proj_weight", "mha.out_proj.weight"}  # fmt: skip
     assert np.abs(_vm_run(npukit.import_model(pt2).mod, x.numpy()) - ref).max() <= 1e-5
 
+
+class SoftmaxOfTranspose(nn.Module):
+    """Softmax over dim 1 of the model's own transpose, which another op reads too; an adaptive pool
+    whose output size divides its input size."""
+
+    def forward(self, x):
+        z = F.adaptive_avg_pool2d(x, (2, 4)).reshape(1, 4, 8).transpose(1, 2)
+        return torch.softmax(z, dim=1).sum(2) + z.mean(-1)
+
+
+def test_softmax_of_a_transpose_and_an_adaptive_pool_are_one_form_from_every_file(tmp_path):
+    """Before opset 13 torch's ONNX exporter cancels its own transpose before the softmax against the
+    model's (Softmax(x, axis=2), Transpose: the transposes after the softmax), and torch.export keeps
+    ``adaptive_avg_pool2d`` where ONNX has AveragePool: the ops differed by file."""
+    torch.manual_seed(0)
+    model, x = SoftmaxOfTranspose(), torch.randn(1, 4, 4, 8)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    forms = set()
+    for path in _export(model, x, tmp_path, "smt"):
+        imported = npukit.import_model(path)
+        g = imported.graph
+        forms.add(tuple(op.kind for op in g.ops))
+        pool = next(op for op in g.ops if op.kind == "avg_pool2d")
+        assert (pool.attrs["pool_size"], pool.attrs["strides"]) == ((2, 2), (2, 2)), path.name
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
+    assert forms == {("avg_pool2d", "reshape", "permute_dims", "softmax", "sum", "mean", "add")}, forms
+

@@ -207,6 +207,27 @@ def transposed_softmax(p: Pass, var, v):
                                                  "around it at import (ONNX before opset 13)")  # fmt: skip
 
 
+def transpose_after_softmax(p: Pass, var, v):
+    """``permute_dims(softmax(x, axis=k), b)`` (the softmax read once) -> ``softmax(permute_dims(x, b),
+    axis=b.index(k))``: a transpose is written before the softmax it commutes with.  torch's ONNX
+    exporter before opset 13 cancels the transpose it puts before a softmax over a dimension other
+    than the last against the model's own transpose there (``softmax(x.transpose(1, 2), dim=1)``
+    became Softmax(x, axis=2), Transpose), where opset 13 and torch.export keep the model's order;
+    a model transpose others read too is then computed once (common subexpression).  Exact."""
+    norm = p.call(v.args[0], *_ROW_NORMS)
+    if norm is None or not p.single(v.args[0]):
+        return None
+    shape = p.shape(norm.args[0])
+    if shape is None:
+        return None
+    rank = len(shape)
+    b = _axes(v, rank)
+    axis = b.index(int(p.attr(norm, "axis", -1)) % rank)
+    moved = p.emit(p.relax.op.permute_dims(p.m(norm.args[0]), b), like=var)
+    out = p.emit(getattr(p.relax.op.nn, norm.op.name.rsplit(".", 1)[-1])(moved, axis=axis), like=v.args[0])
+    return Match(out, (v.args[0],))
+
+
 def _flat_matmul(p: Pass, mm):
     """``matmul(reshape(x, [prod(lead), k]), W)`` with a constant 2-D ``W``: (x, W) else None."""
     call = p.call(mm, "relax.matmul")
@@ -333,3 +354,4 @@ def pad_chain(p: Pass, var, v):
                                    str(p.attr(v, "pad_mode", "constant")), float(p.attr(v, "pad_value", 0.0))),
                  like=var)  # fmt: skip
     return Match(out, (v.args[0],), "two pads of different axes merged into one at import")
+

@@ -425,3 +425,29 @@ def test_softmax_of_a_transpose_and_an_adaptive_pool_are_one_form_from_every_fil
         assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
     assert forms == {("avg_pool2d", "reshape", "permute_dims", "softmax", "sum", "mean", "add")}, forms
 
+
+class PaddedConv(nn.Module):
+    def __init__(self, explicit: bool):
+        super().__init__()
+        self.explicit = explicit
+        self.conv = nn.Conv2d(3, 4, 3, stride=2, padding=0 if explicit else (1, 2))
+
+    def forward(self, x):
+        return self.conv(F.pad(x, (2, 2, 1, 1)) if self.explicit else x)
+
+
+def test_a_zero_pad_before_a_conv_is_the_convs_padding(tmp_path):
+    """A TFLite conv pads only SAME or VALID: a converter writes PAD + CONV_2D for torch's
+    ``padding=1`` at stride 2, where ONNX and torch.export hold one conv (an extra op from TFLite)."""
+    torch.manual_seed(0)
+    padded, plain, x = PaddedConv(True).eval(), PaddedConv(False).eval(), torch.randn(1, 3, 9, 8)
+    plain.conv.load_state_dict(padded.conv.state_dict())
+    with torch.no_grad():
+        ref = padded(x).numpy()
+    for path in _export(padded, x, tmp_path, "pad") + _export(plain, x, tmp_path, "plain"):
+        imported = npukit.import_model(path)
+        g = imported.graph
+        assert [op.kind for op in g.ops] == ["conv2d", "add"], path.name
+        assert g.ops[0].attrs["padding"] == (1, 2, 1, 2), path.name
+        assert work(g.ops[0], g).macs == 5 * 5 * 4 * 3 * 9, path.name
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5, path.name

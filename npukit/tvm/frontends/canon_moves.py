@@ -355,3 +355,30 @@ def pad_chain(p: Pass, var, v):
                  like=var)  # fmt: skip
     return Match(out, (v.args[0],), "two pads of different axes merged into one at import")
 
+
+def pad_into_conv(p: Pass, var, v):
+    """``conv2d(pad(x, zeros on the spatial axes only), w)`` (the pad read once) -> ``conv2d(x, w)``
+    with the pad added to the conv's own padding: a TFLite conv pads only as SAME or VALID, so a
+    converter writes PAD + CONV_2D for a conv padded otherwise (torch's ``padding=1`` at stride 2),
+    where ONNX and torch.export hold one conv.  Exact: the conv reads the same zeros."""
+    pad = p.call(v.args[0], "relax.nn.pad")
+    if pad is None or not p.single(v.args[0]) or not p.dtype(var).startswith("float"):
+        return None
+    if str(p.attr(pad, "pad_mode", "constant")) != "constant" or float(p.attr(pad, "pad_value", 0.0)) != 0.0:
+        return None
+    layout = str(p.attr(v, "data_layout", "NCHW"))
+    widths = [int(w) for w in p.attr(pad, "pad_width", [])]
+    if len(widths) != 2 * len(layout):
+        return None
+    spatial = [k for k, c in enumerate(layout) if c in "HW"]
+    if len(spatial) != 2 or any(widths[2 * k] or widths[2 * k + 1] for k in range(len(layout)) if k not in spatial):
+        return None
+    (h, w) = spatial if layout.index("H") < layout.index("W") else spatial[::-1]
+    top, left, bottom, right = (int(x) for x in p.attr(v, "padding", (0, 0, 0, 0)))
+    padding = [top + widths[2 * h], left + widths[2 * w], bottom + widths[2 * h + 1], right + widths[2 * w + 1]]
+    a = v.attrs
+    out = p.emit(p.relax.op.nn.conv2d(p.m(pad.args[0]), p.m(v.args[1]), strides=a.strides, padding=padding,
+                                      dilation=a.dilation, groups=a.groups, data_layout=a.data_layout,
+                                      kernel_layout=a.kernel_layout, out_layout=a.out_layout,
+                                      out_dtype=a.out_dtype), like=var)  # fmt: skip
+    return Match(out, (v.args[0],), "a zero pad written into the convolution's own padding at import")

@@ -360,3 +360,94 @@ def test_nearest_upsample_from_every_file_picks_torchs_pixels(tmp_path, how):
             "resize2d", "asymmetric", "floor"), path.name
         assert imported.graph.tensors[op.outputs[0]].shape == ref.shape, path.name
         assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-6, path.name
+
+
+class SelfAttention(nn.Module):
+    """nn.MultiheadAttention (batch_first) given three tensors (one layer norm called three times): its
+    in-projection is three linears, torch.export splitting in_proj_weight into q / k / v."""
+
+    def __init__(self, d=16):
+        super().__init__()
+        self.ln, self.mha = nn.LayerNorm(d), nn.MultiheadAttention(d, 2, batch_first=True)
+
+    def forward(self, x):
+        return x + self.mha(self.ln(x), self.ln(x), self.ln(x), need_weights=False)[0]
+
+
+def test_multihead_attention_weights_are_transposed_at_import_from_pt2(tmp_path):
+    """FoldConstant keeps a tuple of constants (``split(in_proj_weight)``) as a binding, so the
+    transpose of each part stayed an op: 3 permute_dims in the .pt2's ops that the ONNX file's
+    transposed weights do not have."""
+    torch.manual_seed(0)
+    model, x = SelfAttention(), torch.randn(1, 6, 16)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    p13 = tmp_path / "mha.onnx"
+    torch.onnx.export(model.eval(), (x,), str(p13), opset_version=17, dynamo=False, input_names=["x"])
+    pt2 = tmp_path / "mha.pt2"
+    torch.export.save(torch.export.export(model, (x,)), str(pt2))
+    graphs = [npukit.import_model(p).graph for p in (p13, pt2)]
+    kinds = [sorted(op.kind for op in g.ops) for g in graphs]
+    assert kinds[0] == kinds[1]
+    macs = [[work(op, g).macs for op in g.ops if op.kind == "matmul"] for g in graphs]
+    assert macs[0] == macs[1]
+    g = graphs[1]
+    assert not any(g.tensors[t].kind == "const" for op in g.ops if op.kind == "permute_dims" for t in op.inputs)
+    assert {g.tensors[t].name for op in g.ops if op.kind == "matmul" for t in op.inputs
+            if g.tensors[t].kind == "const"} >= {"mha.in_proj_weight", "mha.out_proj.weight"}  # fmt: skip
+    assert np.abs(_vm_run(npukit.import_model(pt2).mod, x.numpy()) - ref).max() <= 1e-5
+
+
+class SoftmaxOfTranspose(nn.Module):
+    """Softmax over dim 1 of the model's own transpose, which another op reads too; an adaptive pool
+    whose output size divides its input size."""
+
+    def forward(self, x):
+        z = F.adaptive_avg_pool2d(x, (2, 4)).reshape(1, 4, 8).transpose(1, 2)
+        return torch.softmax(z, dim=1).sum(2) + z.mean(-1)
+
+
+def test_softmax_of_a_transpose_and_an_adaptive_pool_are_one_form_from_every_file(tmp_path):
+    """Before opset 13 torch's ONNX exporter cancels its own transpose before the softmax against the
+    model's (Softmax(x, axis=2), Transpose: the transposes after the softmax), and torch.export keeps
+    ``adaptive_avg_pool2d`` where ONNX has AveragePool: the ops differed by file."""
+    torch.manual_seed(0)
+    model, x = SoftmaxOfTranspose(), torch.randn(1, 4, 4, 8)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    forms = set()
+    for path in _export(model, x, tmp_path, "smt"):
+        imported = npukit.import_model(path)
+        g = imported.graph
+        forms.add(tuple(op.kind for op in g.ops))
+        pool = next(op for op in g.ops if op.kind == "avg_pool2d")
+        assert (pool.attrs["pool_size"], pool.attrs["strides"]) == ((2, 2), (2, 2)), path.name
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
+    assert forms == {("avg_pool2d", "reshape", "permute_dims", "softmax", "sum", "mean", "add")}, forms
+
+
+class PaddedConv(nn.Module):
+    def __init__(self, explicit: bool):
+        super().__init__()
+        self.explicit = explicit
+        self.conv = nn.Conv2d(3, 4, 3, stride=2, padding=0 if explicit else (1, 2))
+
+    def forward(self, x):
+        return self.conv(F.pad(x, (2, 2, 1, 1)) if self.explicit else x)
+
+
+def test_a_zero_pad_before_a_conv_is_the_convs_padding(tmp_path):
+    """A TFLite conv pads only SAME or VALID: a converter writes PAD + CONV_2D for torch's
+    ``padding=1`` at stride 2, where ONNX and torch.export hold one conv (an extra op from TFLite)."""
+    torch.manual_seed(0)
+    padded, plain, x = PaddedConv(True).eval(), PaddedConv(False).eval(), torch.randn(1, 3, 9, 8)
+    plain.conv.load_state_dict(padded.conv.state_dict())
+    with torch.no_grad():
+        ref = padded(x).numpy()
+    for path in _export(padded, x, tmp_path, "pad") + _export(plain, x, tmp_path, "plain"):
+        imported = npukit.import_model(path)
+        g = imported.graph
+        assert [op.kind for op in g.ops] == ["conv2d", "add"], path.name
+        assert g.ops[0].attrs["padding"] == (1, 2, 1, 2), path.name
+        assert work(g.ops[0], g).macs == 5 * 5 * 4 * 3 * 9, path.name
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5, path.name

@@ -679,8 +679,9 @@ def test_a_pt2_multihead_attention_s_weights_keep_their_names_and_size():
     got, held = _mha_state(torch, Cross(), torch.randn(1, 5, 8), torch.randn(1, 3, 8))
     assert set(got) == set(held) == {"attn.in_proj_weight", "attn.in_proj_bias", "attn.out_proj.weight",
                                      "attn.out_proj.bias"}  # fmt: skip
-    # its q and kv rows (a split's parts stay a tuple, as in TVM's FoldConstant: a permute_dims op reads each)
-    assert got["attn.in_proj_weight"] == [((16, 8), (24, 8)), ((8, 8), (24, 8))]
+    # its q and kv rows, each read transposed (a split's parts fold, beyond TVM's FoldConstant: no permute_dims op
+    # reads them, as none reads the ONNX file's transposed weights)
+    assert got["attn.in_proj_weight"] == [((8, 16), (24, 8)), ((8, 8), (24, 8))]
     assert got["attn.in_proj_bias"] == [((16,), (24,)), ((8,), (24,))]
 
 

@@ -207,6 +207,27 @@ def transposed_softmax(p: Pass, var, v):
                                                  "around it at import (ONNX before opset 13)")  # fmt: skip
 
 
+def transpose_after_softmax(p: Pass, var, v):
+    """``permute_dims(softmax(x, axis=k), b)`` (the softmax read once) -> ``softmax(permute_dims(x, b),
+    axis=b.index(k))``: a transpose is written before the softmax it commutes with.  torch's ONNX
+    exporter before opset 13 cancels the transpose it puts before a softmax over a dimension other
+    than the last against the model's own transpose there (``softmax(x.transpose(1, 2), dim=1)``
+    became Softmax(x, axis=2), Transpose), where opset 13 and torch.export keep the model's order;
+    a model transpose others read too is then computed once (common subexpression).  Exact."""
+    norm = p.call(v.args[0], *_ROW_NORMS)
+    if norm is None or not p.single(v.args[0]):
+        return None
+    shape = p.shape(norm.args[0])
+    if shape is None:
+        return None
+    rank = len(shape)
+    b = _axes(v, rank)
+    axis = b.index(int(p.attr(norm, "axis", -1)) % rank)
+    moved = p.emit(p.relax.op.permute_dims(p.m(norm.args[0]), b), like=var)
+    out = p.emit(getattr(p.relax.op.nn, norm.op.name.rsplit(".", 1)[-1])(moved, axis=axis), like=v.args[0])
+    return Match(out, (v.args[0],))
+
+
 def _flat_matmul(p: Pass, mm):
     """``matmul(reshape(x, [prod(lead), k]), W)`` with a constant 2-D ``W``: (x, W) else None."""
     call = p.call(mm, "relax.matmul")
@@ -333,3 +354,31 @@ def pad_chain(p: Pass, var, v):
                                    str(p.attr(v, "pad_mode", "constant")), float(p.attr(v, "pad_value", 0.0))),
                  like=var)  # fmt: skip
     return Match(out, (v.args[0],), "two pads of different axes merged into one at import")
+
+
+def pad_into_conv(p: Pass, var, v):
+    """``conv2d(pad(x, zeros on the spatial axes only), w)`` (the pad read once) -> ``conv2d(x, w)``
+    with the pad added to the conv's own padding: a TFLite conv pads only as SAME or VALID, so a
+    converter writes PAD + CONV_2D for a conv padded otherwise (torch's ``padding=1`` at stride 2),
+    where ONNX and torch.export hold one conv.  Exact: the conv reads the same zeros."""
+    pad = p.call(v.args[0], "relax.nn.pad")
+    if pad is None or not p.single(v.args[0]) or not p.dtype(var).startswith("float"):
+        return None
+    if str(p.attr(pad, "pad_mode", "constant")) != "constant" or float(p.attr(pad, "pad_value", 0.0)) != 0.0:
+        return None
+    layout = str(p.attr(v, "data_layout", "NCHW"))
+    widths = [int(w) for w in p.attr(pad, "pad_width", [])]
+    if len(widths) != 2 * len(layout):
+        return None
+    spatial = [k for k, c in enumerate(layout) if c in "HW"]
+    if len(spatial) != 2 or any(widths[2 * k] or widths[2 * k + 1] for k in range(len(layout)) if k not in spatial):
+        return None
+    (h, w) = spatial if layout.index("H") < layout.index("W") else spatial[::-1]
+    top, left, bottom, right = (int(x) for x in p.attr(v, "padding", (0, 0, 0, 0)))
+    padding = [top + widths[2 * h], left + widths[2 * w], bottom + widths[2 * h + 1], right + widths[2 * w + 1]]
+    a = v.attrs
+    out = p.emit(p.relax.op.nn.conv2d(p.m(pad.args[0]), p.m(v.args[1]), strides=a.strides, padding=padding,
+                                      dilation=a.dilation, groups=a.groups, data_layout=a.data_layout,
+                                      kernel_layout=a.kernel_layout, out_layout=a.out_layout,
+                                      out_dtype=a.out_dtype), like=var)  # fmt: skip
+    return Match(out, (v.args[0],), "a zero pad written into the convolution's own padding at import")

@@ -75,3 +75,32 @@ def l2_norm(p: Pass, var, v):
                                   keepdims=bool(p.attr(s, "keepdims", False))), like=v.args[0])  # fmt: skip
     out = p.emit(p.relax.op.sqrt(total), like=var)
     return Match(out, tuple(gone), "an L2 norm written as ONNX's ReduceL2 (multiply, sum, sqrt) at import")
+
+
+def adaptive_pool_as_pool(p: Pass, var, v):
+    """``adaptive_avg_pool{1,2,3}d(x, output_size)`` whose every output size divides its input size
+    (torch.export keeps ``AdaptiveAvgPool2d(4)`` of 8 x 8 as the adaptive op) -> ``avg_pool`` with
+    kernel = stride = input / output, as torch's ONNX exporter writes it (AveragePool; it cannot write
+    another adaptive pool) and TFLite holds it (AVERAGE_POOL_2D); an output of one pixel -> ``mean``
+    over the spatial axes, as ONNX's GlobalAveragePool imports.  Exact: the same windows."""
+    shape = p.shape(v.args[0])
+    layout = str(p.attr(v, "layout", "") or "")
+    out_layout = str(p.attr(v, "out_layout", "") or layout)
+    size = p.attr(v, "output_size", None)
+    if shape is None or not layout or out_layout != layout or len(layout) != len(shape):
+        return None
+    spatial = [k for k, c in enumerate(layout) if c in "DHW"]
+    sizes = [shape[k] for k in spatial]
+    outs = sizes if size is None else [int(_prim(s)) for s in size]
+    if len(outs) == 1 and len(spatial) > 1:
+        outs = outs * len(spatial)
+    if len(outs) != len(spatial) or any(o <= 0 or i % o for i, o in zip(sizes, outs, strict=True)):
+        return None
+    if all(o == 1 for o in outs):
+        out = p.emit(p.relax.op.mean(p.m(v.args[0]), axis=spatial, keepdims=True), like=var)
+        return Match(out, (), "")
+    k = [i // o for i, o in zip(sizes, outs, strict=True)]
+    pool = getattr(p.relax.op.nn, f"avg_pool{len(spatial)}d")
+    out = p.emit(pool(p.m(v.args[0]), pool_size=k, strides=k, padding=[0] * (2 * len(k)), layout=layout,
+                      out_layout=layout), like=var)  # fmt: skip
+    return Match(out, (), "")

@@ -23,9 +23,11 @@ from .canon_moves import (
     negative_index,
     pad_as_take,
     pad_chain,
+    pad_into_conv,
     permute_chain,
     reshape_chain,
     roll_as_slices,
+    transpose_after_softmax,
     transposed_softmax,
     unbind_as_split,
 )
@@ -38,7 +40,7 @@ from .canon_norms import (
     norm_affine,
     norm_epsilon,
 )
-from .canon_reduce import l2_norm, squeezed_reduce, topk_as_max
+from .canon_reduce import adaptive_pool_as_pool, l2_norm, squeezed_reduce, topk_as_max
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -334,6 +336,9 @@ RULES = {
     "relax.quantize": (quantized_view,),
     "TupleGetItem": (fold_batch_norm, tuple_field, topk_as_max),
     "relax.squeeze": (squeezed_reduce,),
+    "relax.nn.adaptive_avg_pool1d": (adaptive_pool_as_pool,),
+    "relax.nn.adaptive_avg_pool2d": (adaptive_pool_as_pool,),
+    "relax.nn.adaptive_avg_pool3d": (adaptive_pool_as_pool,),
     "relax.power": (l2_norm,),
     "relax.clip": (unbounded_clip, merge_clips),
     "relax.divide": (hardswish_order, hardsigmoid),
@@ -344,8 +349,9 @@ RULES = {
     "relax.reshape": (identity, coerced_softmax, flat_prelu, batched_matmul, linear_unflattened, group_norm_grouped, instance_norm_batched),
     "relax.broadcast_to": (identity,),
     "relax.nn.pad": (identity, pad_chain),
+    "relax.nn.conv2d": (pad_into_conv,),
     "relax.astype": (identity, int_avg_pool),
-    "relax.permute_dims": (identity, permute_chain, transposed_softmax),
+    "relax.permute_dims": (identity, permute_chain, transposed_softmax, transpose_after_softmax),
     "relax.where": (safe_softmax, prelu_as_where),
 }
 # run once RULES match nothing more: merging reshapes earlier would hide the flattened-linear and

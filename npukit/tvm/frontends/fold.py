@@ -7,9 +7,12 @@ This pass keeps FoldConstant's rules (what folds and what does not) and its resu
 byte, but evaluates the common ops with numpy (``npeval``): data movement, exact elementwise
 arithmetic, casts, comparisons, dequantize.  Any other op is folded as FoldConstant would, by
 legalizing it and running the kernel, with kernels cached by structure across calls and imports.
-One rule goes beyond FoldConstant: an integer ``arange`` folds (FoldConstant keeps the call, because
+Two rules go beyond FoldConstant: an integer ``arange`` folds (FoldConstant keeps the call, because
 LegalizeOps makes it a constant by itself; left as an op it has nothing to run in generated code,
-and torch's reflect pad reads one).
+and torch's reflect pad reads one), and so does a field of a tuple of constants (FoldConstant keeps
+``parts = split(w); parts[0]`` as bindings, so what reads a part stayed an op: the transposes of a
+``MultiheadAttention``'s in-projection weight, which torch.export splits into q / k / v, ran as ops
+where ONNX's exporter wrote the transposed weights).
 
 The folded function is rebuilt with the raw function's own parameters; ``origin`` maps each of its
 binding vars back to the raw binding it came from, so nothing downstream has to trust a name.
@@ -46,6 +49,7 @@ def fold(raw, progress=None) -> Folded:
 
     bindings = [b for blk in raw.body.blocks for b in blk.bindings]
     consts: dict = {}  # raw var -> Constant / ShapeExpr it was folded to
+    tuples: dict = {}  # raw var -> the tuple of constants it was folded to (kept as a binding)
     derived: dict = {}  # folded constant -> the one tensor constant it was computed from
     counts = {"numpy": 0, "kernel": 0, "kept": 0}
     scratch = relax.BlockBuilder()
@@ -75,8 +79,16 @@ def fold(raw, progress=None) -> Folded:
             target = consts.get(v)
             if target is not None and not isinstance(target, relax.ShapeExpr):
                 consts[b.var] = target
+            if v in tuples:
+                tuples[b.var] = tuples[v]
             values.append(("expr", sub(v, False)))
             continue
+        if isinstance(v, relax.TupleGetItem) and isinstance(v.tuple_value, relax.Var) and v.tuple_value in tuples:
+            part = tuples[v.tuple_value].fields[v.index]
+            if isinstance(part, tvm.ir.GenericConst):  # (beyond FoldConstant: see the docstring)
+                consts[b.var] = part
+                values.append(("expr", part))
+                continue
         if isinstance(v, tvm.ir.GenericConst):
             consts[b.var] = v
             values.append(("expr", v))
@@ -93,6 +105,7 @@ def fold(raw, progress=None) -> Folded:
                 c = None
             if isinstance(c, relax.Tuple):  # a tuple of constants stays a binding, as in FoldConstant
                 values.append(("expr", c))
+                tuples[b.var] = c
                 srcs = [a for a in call.args if isinstance(a, tvm.ir.GenericConst) and isinstance(a.ty, relax.TensorType)]
                 if len(srcs) == 1:  # the parts of one weight (a MultiheadAttention's in_proj_weight split)
                     for part in c.fields:

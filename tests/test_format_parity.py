@@ -451,3 +451,30 @@ def test_a_zero_pad_before_a_conv_is_the_convs_padding(tmp_path):
         assert g.ops[0].attrs["padding"] == (1, 2, 1, 2), path.name
         assert work(g.ops[0], g).macs == 5 * 5 * 4 * 3 * 9, path.name
         assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5, path.name
+
+
+def test_a_cropping_pad_before_a_conv_stays_a_pad(tmp_path):
+    """F.pad with negative widths crops: it cannot become the conv's padding (a negative padding),
+    so the pad stays an op and the imported model still computes torch's values."""
+
+    class Cropped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            return self.conv(F.pad(x, (-1, 0, 0, -2)))
+
+    torch.manual_seed(0)
+    model, x = Cropped().eval(), torch.randn(1, 3, 9, 8)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    path = tmp_path / "crop.pt2"
+    torch.export.save(torch.export.export(model, (x,)), str(path))
+    imported = npukit.import_model(path)
+    g = imported.graph
+    conv = next(op for op in g.ops if op.kind == "conv2d")
+    assert conv.attrs["padding"] == (1, 1, 1, 1)
+    assert [op.kind for op in g.ops][:2] != ["conv2d", "add"]  # the crop is an op before the conv
+    assert ref.shape == (1, 4, 7, 7)
+    assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5

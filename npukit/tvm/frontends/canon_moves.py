@@ -368,7 +368,7 @@ def pad_into_conv(p: Pass, var, v):
         return None
     layout = str(p.attr(v, "data_layout", "NCHW"))
     widths = [int(w) for w in p.attr(pad, "pad_width", [])]
-    if len(widths) != 2 * len(layout):
+    if len(widths) != 2 * len(layout) or min(widths, default=0) < 0:  # (a negative width crops: no padding)
         return None
     spatial = [k for k, c in enumerate(layout) if c in "HW"]
     if len(spatial) != 2 or any(widths[2 * k] or widths[2 * k + 1] for k in range(len(layout)) if k not in spatial):

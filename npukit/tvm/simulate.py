@@ -37,6 +37,7 @@ from ..opset import KINDS
 from . import load as _load_tvm
 from . import remapper
 from .intdiv import INT_DIVISIONS, int_division
+from .intpool import INT_AVG_POOLS, int_avg_pool
 
 # Relax ops the VM runs without a lowering of their own (memory, calls, shapes)
 _LOWERED = frozenset({"relax.call_tir", "relax.call_dps_packed", "relax.call_tir_with_grad", "relax.call_tir_inplace",
@@ -169,6 +170,8 @@ class Simulator:
                             args.append(x)
                         call = relax.Call(v.op, args, v.attrs, v.ty_args, v.span)  # (the span names the op)
                         nv = int_division(bb, relax, call) if v.op.name in INT_DIVISIONS else None
+                        if v.op.name in INT_AVG_POOLS:  # as the kernel library's call rounds it
+                            nv = int_avg_pool(bb, relax, call)
                         nv = bb.emit(call) if nv is None else nv
                         if i is not None and i in pvar_of and len(op_by_id[i].outputs) == 1:
                             nv = bb.emit_te(fq, nv, pvar_of[i])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, closest
 from ..graph import OpGraph, Tensor
 
 DEFAULT_RANDOM_SAMPLES = 16
@@ -130,6 +130,10 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
     idle = unread_inputs(g)
     read = [t for t in ins if t.name not in idle]
     if isinstance(x, Mapping):
+        names = [t.name for t in ins]
+        for k in x:  # (a mistyped name was ignored: its input left out, or fed zeros where no op reads it)
+            if k not in names:
+                raise DataError(f"x: {str(k)!r} is not an input of the model; {closest(str(k), names)}")
         missing = [t.name for t in ins if t.name not in x and t.name not in idle]
         if missing or not any(t.name in x for t in ins):
             raise DataError(f"x: no array for input(s) {missing or [t.name for t in ins]}; the model's inputs are "

@@ -271,3 +271,15 @@ def test_an_npu_that_takes_constant_weights_only_refuses_an_activation_matmul(tm
     assert verdict["scores"].startswith("both operands are activations (an activation x activation matmul); takes "
                                         "constant weights only")  # fmt: skip
     assert proc["scores"] == "m55"
+
+
+def test_an_op_set_false_in_the_profile_is_refused_as_disabled_not_as_missing(tmp_path):
+    """``relu = false`` in an accelerator's ops table read as a missing key: 'relu is not in
+    processors.dsp.ops'.  A user who disabled it reads that it is disabled, and where."""
+    text = (ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml").read_text()
+    text = text.replace("[processors.dsp.ops]\n", "[processors.dsp.ops]\nrelu = false\n", 1)
+    (tmp_path / "soc.toml").write_text(text)
+    s = npukit.Study(DIGITS_ONNX, npukit.load_soc(tmp_path / "soc.toml"))
+    dsp = s.placement.set_index("name")["dsp"]
+    assert dsp["/relu1/Relu"] == "relu is disabled in the profile (processors.dsp.ops.relu = false)"
+    assert dsp["/conv1/Conv"].startswith("conv2d is not in processors.dsp.ops")  # (left out: as before)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -72,6 +72,8 @@ class Processor:
     reduction: Mapping[str, float] | None = None  # {unroll, serial, exponent}; None: util_red = 1
     kernel_api: str = "npukit"  # "npukit" (kernel_library's vendor-style API) or "cmsis-nn"
     max_partitions: int | None = None  # offloaded partitions its runtime can take; None: no limit
+    # op kind -> its key in ops, where the profile sets it false (refused as disabled, not as missing)
+    disabled_ops: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def bits(self) -> tuple[str, ...]:

@@ -283,3 +283,17 @@ def test_an_op_set_false_in_the_profile_is_refused_as_disabled_not_as_missing(tm
     dsp = s.placement.set_index("name")["dsp"]
     assert dsp["/relu1/Relu"] == "relu is disabled in the profile (processors.dsp.ops.relu = false)"
     assert dsp["/conv1/Conv"].startswith("conv2d is not in processors.dsp.ops")  # (left out: as before)
+
+
+def test_a_profiles_description_says_the_instruction_set_its_exports_build_for():
+    """riscv-accel said 'Bare-metal RV32IMC MCU' while its exports build as static riscv64 Linux
+    programs run under qemu-riscv64: its descriptions now say what the build does, and that the
+    figures are those of an RV32IMC-class MCU."""
+    soc = npukit.load_soc("riscv-accel")
+    assert soc.target == "riscv64-linux"
+    for text in (soc.description, soc.processor("riscv").description):
+        assert "riscv64 Linux" in text and "RV32IMC-class" in text, text
+        assert "Bare-metal" not in text
+    r = run_cli("socs")
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("riscv-accel"))
+    assert "riscv64 Linux" in line

@@ -270,8 +270,10 @@ def capability(op: Op, g: OpGraph, proc: Processor) -> Verdict:
     if rule is None:
         # in the profile's terms: the table a user adds the op to (keyed by its short kind, the key
         # ``canonical`` gives any spelling of it)
-        return Verdict(proc.name, False, (fail("unsupported", f"{op.kind} is not in processors.{proc.name}.ops",
-                                               op=op.op),))  # fmt: skip
+        key = proc.disabled_ops.get(op.kind)
+        why = (f"{op.kind} is not in processors.{proc.name}.ops" if key is None else
+               f"{op.kind} is disabled in the profile (processors.{proc.name}.ops.{key} = false)")  # fmt: skip
+        return Verdict(proc.name, False, (fail("unsupported", why, op=op.op),))
     fails = [f for fn in OP_RULES if (f := fn(op, g, rule, proc) if fn is rule_axis else fn(op, g, rule))]
     if f := rule_dtypes(op, g, rule.dtypes or proc.dtypes):
         fails.append(f)

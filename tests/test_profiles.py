@@ -292,7 +292,7 @@ def test_a_misspelt_op_key_is_named_by_its_whole_path(field, value, path):
 
 @pytest.mark.parametrize("field,value,message", [
     ("sources", "a datasheet", "sources: must be a list of strings, got 'a datasheet'"),
-    ("links.0.between", "arm,dsp", "links[0].between: must be a list of strings, got 'arm,dsp'"),
+    ("links.0.between", "arm,dsp", "links.0.between: must be a list of strings, got 'arm,dsp'"),
     ("processors.dla.ops.conv2d.strides", 2, "processors.dla.ops.conv2d.strides: must be a list of integers, got 2"),
 ])  # fmt: skip
 def test_a_list_field_given_one_value_says_list_of_what_in_words(field, value, message):
@@ -346,3 +346,29 @@ def test_a_grid_and_a_config_saved_with_a_byte_order_mark_load(tmp_path):
     cfg = tmp_path / "cfg.toml"
     cfg.write_bytes(b"\xef\xbb\xbf" + npukit.Config().with_placement("first-fit").to_toml().encode())
     assert npukit.Config.read(cfg).placement == "first-fit"
+
+
+def test_an_op_set_false_in_the_profile_is_refused_as_disabled_not_as_missing(tmp_path):
+    """``relu = false`` in an accelerator's ops table read as a missing key: 'relu is not in
+    processors.dsp.ops'.  A user who disabled it reads that it is disabled, and where."""
+    text = (ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml").read_text()
+    text = text.replace("[processors.dsp.ops]\n", "[processors.dsp.ops]\nrelu = false\n", 1)
+    (tmp_path / "soc.toml").write_text(text)
+    s = npukit.Study(DIGITS_ONNX, npukit.load_soc(tmp_path / "soc.toml"))
+    dsp = s.placement.set_index("name")["dsp"]
+    assert dsp["/relu1/Relu"] == "relu is disabled in the profile (processors.dsp.ops.relu = false)"
+    assert dsp["/conv1/Conv"].startswith("conv2d is not in processors.dsp.ops")  # (left out: as before)
+
+
+def test_a_profiles_description_says_the_instruction_set_its_exports_build_for():
+    """riscv-accel said 'Bare-metal RV32IMC MCU' while its exports build as static riscv64 Linux
+    programs run under qemu-riscv64: its descriptions now say what the build does, and that the
+    figures are those of an RV32IMC-class MCU."""
+    soc = npukit.load_soc("riscv-accel")
+    assert soc.target == "riscv64-linux"
+    for text in (soc.description, soc.processor("riscv").description):
+        assert "riscv64 Linux" in text and "RV32IMC-class" in text, text
+        assert "Bare-metal" not in text
+    r = run_cli("socs")
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("riscv-accel"))
+    assert "riscv64 Linux" in line

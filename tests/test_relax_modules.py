@@ -413,3 +413,20 @@ def test_a_returned_constant_is_named_by_its_position():
     g = npukit.import_model(Module).graph
     assert g.output_names == ("y", "x", "output 2")
     assert g.tensors[g.outputs[2]].kind == "const"
+
+
+def test_two_parameters_named_alike_are_refused_naming_the_name():
+    """A BlockBuilder's main with two parameters both named 'x' was studied with inputs ['x', 'x']:
+    set_data({'x': a}) could feed only one of them."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    a, b = (relax.Var("x", relax.TensorType((1, 4), "float32")) for _ in range(2))
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.add(a, b))
+        bb.emit_func_output(out)
+    with pytest.raises(npukit.ModelError) as e:
+        npukit.Study(bb.get(), "arm-dsp-dla")
+    assert str(e.value) == ("<IRModule>: main's parameters 0 and 1 are both named 'x'; npukit gives and reports a "
+                            "model's inputs by name: give each parameter a name of its own")  # fmt: skip

@@ -823,3 +823,18 @@ def test_a_default_sweep_stays_in_this_process_while_it_is_short(monkeypatch):
     handed.clear()
     npukit.sweep(DIGITS_ONNX, "arm-dsp-dla", grid, workers=2, progress=False, chunk_size=2)
     assert handed == [(2, 8)]  # workers given: all of it on them
+
+
+def test_a_grid_message_spells_a_list_index_as_the_grid_key_does(tmp_path):
+    """'soc.links.0.bandwidth_gbps: -1.0: links[0].bandwidth_gbps: must be ...': the grid's key and the
+    profile's field, one index in two spellings.  The profile's word is now the grid's own: the
+    message says the field once, as the key does."""
+    assert grid_error(tmp_path, '"soc.links.0.bandwidth_gbps" = [-1.0, 4.0]\n') == (
+        "grid.toml:2: soc.links.0.bandwidth_gbps: must be a positive number, got -1.0")
+    assert grid_error(tmp_path, '"soc.links.0.between" = [["arm", "dzp"]]\n') == (
+        "grid.toml:2: soc.links.0.between: [\"arm\",\"dzp\"]: links.0.between.1: no processor named 'dzp'; did you mean "
+        "'dsp'? valid names: '*', 'arm', 'dla', 'dsp'")
+    soc = npukit.load_soc("arm-dsp-dla")
+    with pytest.raises(npukit.ProfileError) as e:
+        soc.with_changes({"links.0.bandwidth_gbps": 0})
+    assert str(e.value) == f"{soc.path} (edited): links.0.bandwidth_gbps: must be a positive number, got 0"

@@ -453,3 +453,19 @@ def test_a_name_in_other_letter_case_is_offered_first():
         s.pin("/SOFTMAX/SOFTMAX", "arm")
     assert str(e.value).startswith("unknown node '/SOFTMAX/SOFTMAX'; closest valid names: '/softmax/Softmax'")
     assert s.config == npukit.Config()
+
+
+def test_a_mistyped_input_name_in_set_data_is_refused_with_the_inputs_names(tmp_path):
+    """A dict key that names no input was ignored: beside the read input, a misspelled unread one was
+    fed zeros without a word; alone, the message said which inputs had no array, not the key's."""
+    s = npukit.Study(_unread_input_model(tmp_path), "arm-dsp-dla")
+    x = np.random.default_rng(0).standard_normal((3, 1, 4)).astype("float32")
+    spare = np.ones((3, 1, 2), "float32")
+    with pytest.raises(npukit.DataError) as e:
+        s.set_data({"x": x, "spaer": spare})
+    assert str(e.value) == "x: 'spaer' is not an input of the model; did you mean 'spare'? valid names: 'spare', 'x'"
+    with pytest.raises(npukit.DataError) as e:
+        npukit.Study(DIGITS_ONNX, "arm-dsp-dla").set_data({"inptu": np.zeros((2, 1, 1, 8, 8), "float32")})
+    assert str(e.value) == "x: 'inptu' is not an input of the model; did you mean 'input'? valid names: 'input'"
+    s.set_data({"x": x, "spare": spare})
+    assert s.data.samples[0][1].tolist() == [[1.0, 1.0]]

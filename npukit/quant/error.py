@@ -108,10 +108,14 @@ class ErrorModel:
             for n, s in enumerate(data.calib):
                 outs = sim.run(sim.tensors(list(s)), w32, fp32, True)[lay.n_outputs:]
                 for k, o in enumerate(outs):
+                    o = o[np.isfinite(o)]  # (an inf or NaN: the range of the op's finite values)
                     if o.size:
                         lo[k] = min(lo[k], float(o.min()))
                         hi[k] = max(hi[k], float(o.max()))
                 bar(n)
+        # an op whose outputs reach +-inf on the calibration data is given the range of its finite
+        # values: at an integer width its infinities saturate to the grid's ends, as the generated
+        # code's quantize saturates them (the range was 0 where an inf was seen: a grid of one value)
         self._lo, self._hi = np.where(np.isfinite(lo), lo, 0), np.where(np.isfinite(hi), hi, 0)
         # where the model quantizes a tensor itself, its own grid, not the calibration's (calibrated on
         # inputs unlike the data measured, the range clipped what the model's grid holds)

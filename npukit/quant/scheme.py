@@ -17,7 +17,8 @@ The scheme (docs/quantization.md says the same):
   epilogues stay wide), and not after a dequantize of an integer tensor into an integer width at
   least as wide (exact), nor after the model's output dequantize, whose float output is held in
   its own dtype whatever the op's width (the cost model's rule, ``npukit.cost.tables.own_widths``);
-* fp16: round to IEEE half and back at the same places; fp32: untouched.
+* fp16: round to IEEE half and back at the same places (an inf stays inf, a finite value past
+  65504 becomes inf, NaN stays NaN, as IEEE half and the program's half do); fp32: untouched.
 
 What is calibrated on the data (``calibrated_tensors``): the float tensors stored at an integer
 width -- the outputs of the ops above whose values a deployment stores, and the boundary copies
@@ -28,6 +29,11 @@ its own grids are stored calibrates nothing: ``npukit study`` prints "note: inte
 calibrated on seeded random inputs ..." only when this set is not empty, and an export's manifest
 records ``data.calibrated`` from it (``npukit build`` refuses to compare an export whose calibration
 data is gone or changed only when it is true).
+
+A calibrated range is that of the tensor's finite values: where an op's output reaches +-inf on
+the calibration data (a division by zero), its integer grid spans the finite values seen and an
+inf saturates to the grid's end, as the generated code's quantize saturates it (the op's row of
+``study.error`` then shows the infinite error, SNR -inf dB; NaN is left out of the range too).
 
 The width of each op is the one the cost model charges and the generated code uses
 (``npukit.pipeline.widths``): a kernel member whose values never leave the kernel runs at the

@@ -117,6 +117,7 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
         red = MappingProxyType({"unroll": int(red["unroll"]), "serial": float(red["serial"]),
                                 "exponent": float(red["exponent"])})  # fmt: skip
     ops = {}
+    disabled = {}  # op kind -> the key that set it false
     ops_doc = r["ops"] or {}
     spelt: dict[str, str] = {}  # op kind -> the key that named it
     for op, odoc in ops_doc.items():
@@ -128,7 +129,8 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
         if key in spelt:  # "sigmoid" and "relax.sigmoid": one op, and only one of its tables would count
             v.fail(opath, f"names the op {key}, as {path}.ops.{spelt[key]} does; keep one")
         spelt[key] = op
-        if odoc is False:  # (as leaving it out: the processor does not run it)
+        if odoc is False:  # (as leaving it out: the processor does not run it; its refusals say why)
+            disabled[key] = op
             continue
         if odoc is True:
             odoc = {}
@@ -166,6 +168,7 @@ def _parse_processor(v: _V, name: str, pdoc) -> Processor:
         static_mw=float(r["static_mw"]), max_tensor_bytes=r["max_tensor_bytes"],
         dtypes=tuple(r["dtypes"]) if r["dtypes"] else None, kernel_library=r["kernel_library"] or name,
         ops=MappingProxyType(dict(sorted(ops.items()))), description=r["description"],
+        disabled_ops=MappingProxyType(dict(sorted(disabled.items()))),
         weight_bytes_per_cycle=float(r["weight_bytes_per_cycle"] or dram), weight_port=r["weight_port"],
         output_elems_per_cycle=float(r["output_elems_per_cycle"]), reduction=red, kernel_api=r["kernel_api"],
         max_partitions=r["max_partitions"],

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -72,6 +73,8 @@ class Processor:
     reduction: Mapping[str, float] | None = None  # {unroll, serial, exponent}; None: util_red = 1
     kernel_api: str = "npukit"  # "npukit" (kernel_library's vendor-style API) or "cmsis-nn"
     max_partitions: int | None = None  # offloaded partitions its runtime can take; None: no limit
+    # op kind -> its key in ops, where the profile sets it false (refused as disabled, not as missing)
+    disabled_ops: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def bits(self) -> tuple[str, ...]:
@@ -243,12 +246,19 @@ class SocProfile:
         from .load import parse_profile  # noqa: PLC0415 - the loader builds profiles; this edits one
 
         edited = str(self.path) if str(self.path).endswith(" (edited)") else f"{self.path} (edited)"  # (once)
-        return parse_profile(doc, edited)
+        try:
+            return parse_profile(doc, edited)
+        except ProfileError as e:  # its fields in the changes' spelling: links.0.bandwidth_gbps, not links[0]
+            raise ProfileError(_INDEX.sub(r".\1", str(e))) from None
 
     def to_toml(self) -> str:
         import tomli_w  # noqa: PLC0415
 
         return tomli_w.dumps(_thaw(self.raw))
+
+
+# a list index in a profile message's field path (links[0].between[1]), not a value's brackets
+_INDEX = re.compile(r"(?<=[A-Za-z0-9_\]])\[(\d+)\]")
 
 
 def _dumps(frozen) -> str:

@@ -257,7 +257,7 @@ def reference_markdown() -> str:
         "placement": "`[placement]`",
         "conversion": "`[conversion]`",
         "processors.NAME": "`[processors.NAME]`",
-        "processors.NAME.ops.OP": "`[processors.NAME.ops.OP]` (an empty table `{}` or `true` accepts the op without limits; `false` does not, as leaving the op out)",
+        "processors.NAME.ops.OP": "`[processors.NAME.ops.OP]` (an empty table `{}` or `true` accepts the op without limits; `false` does not, as leaving the op out, and its refusals say it is disabled in the profile)",
         "links[]": "`[[links]]`",
     }
     for sec, fields in SECTION_FIELDS.items():

@@ -12,6 +12,7 @@ from ..graph import OpGraph
 from .hostc_emit import C_DTYPES
 from .hostc_lower import Unsupported
 from .intdiv import INT_DIVISIONS, int_division
+from .intpool import INT_AVG_POOLS, ROUNDING, narrow_int
 
 
 def group_signature(graph: OpGraph, grp: tuple[int, ...], lift_all: bool):
@@ -103,6 +104,10 @@ def build_group_function(tvm, graph: OpGraph, calls: dict, grp: tuple[int, ...],
                     prims[args[0]] = src[args[0]]
                 new = relax.Call(call.op, args, call.attrs, call.ty_args)
                 name = getattr(call.op, "name", "")
+                if name in INT_AVG_POOLS and narrow_int(op_dtype := str(graph.tensors[op.outputs[0]].dtype)):
+                    # (its type is checked at the group's end only: a pool read by an astype passed)
+                    raise Unsupported(f"TVM's average pool of {op_dtype} sums in {op_dtype} (wrapping) and truncates; "
+                                      f"npukit rounds the average {ROUNDING}, as the kernel library's call does")  # fmt: skip
                 # (an integer x / 0 gives 0 as npk_binary_int's, where TVM's C would trap)
                 out = int_division(bb, relax, new) if name in INT_DIVISIONS else None
                 if name == "relax.mean":

@@ -7,6 +7,8 @@ The tagged module is rebuilt into a *simulation* module:
 * after every op with a floating-point output a fake-quantize kernel runs, driven by a 6-float
   parameter vector of its own (scale, zero point, qmin, qmax, a, b):
   ``y = x + a * (dequant(quant(x)) - x) + b * (fp16(x) - x)`` so fp32 is a = b = 0, fp16 is b = 1
+  (computed as fp16(x) itself, and a = 1 as the grid's value itself: an inf stays inf in fp16 and
+  saturates on a grid, where inf - inf made it NaN)
   and an integer width is a = 1 with its calibrated affine range (the model's own grid where the
   model quantizes the tensor itself: ``npukit.quant.scheme.model_ranges``);
 * before every op, each floating-point input it reads gets a fake-quantize kernel too (identity
@@ -37,6 +39,7 @@ from ..opset import KINDS
 from . import load as _load_tvm
 from . import remapper
 from .intdiv import INT_DIVISIONS, int_division
+from .intpool import INT_AVG_POOLS, int_avg_pool
 
 # Relax ops the VM runs without a lowering of their own (memory, calls, shapes)
 _LOWERED = frozenset({"relax.call_tir", "relax.call_dps_packed", "relax.call_tir_with_grad", "relax.call_tir_inplace",
@@ -89,8 +92,13 @@ class Simulator:
                 # only the terms whose weight is not zero are computed (the same value as the whole
                 # formula; most of a run's time saved): a = b = 0 (fp32, and every input that crosses
                 # no boundary) passes the value through; b = 0 skips the fp16 cast
-                qv = v + a * (q - v)
-                y = te.if_then_else(b == 0.0, te.if_then_else(a == 0.0, v, qv), qv + b * (h - v))
+                # (a = 1: the grid's value itself; v + (q - v) made an inf NaN where the grid saturates it)
+                qv = te.if_then_else(a == 1.0, q, v + a * (q - v))
+                # fp16 (a = 0, b = 1) is the half itself: v + (h - v) made an inf NaN (inf - inf), where
+                # IEEE fp16 keeps it, as the program's half does (and overflows past 65504 to inf)
+                fp16 = te.if_then_else(b == 1.0, h, v + b * (h - v))
+                y = te.if_then_else(b == 0.0, te.if_then_else(a == 0.0, v, qv),
+                                    te.if_then_else(a == 0.0, fp16, qv + b * (h - v)))  # fmt: skip
                 return y.astype(x.dtype)
 
             return te.compute(x.shape, body, name="fake_quant")
@@ -169,6 +177,8 @@ class Simulator:
                             args.append(x)
                         call = relax.Call(v.op, args, v.attrs, v.ty_args, v.span)  # (the span names the op)
                         nv = int_division(bb, relax, call) if v.op.name in INT_DIVISIONS else None
+                        if v.op.name in INT_AVG_POOLS:  # as the kernel library's call rounds it
+                            nv = int_avg_pool(bb, relax, call)
                         nv = bb.emit(call) if nv is None else nv
                         if i is not None and i in pvar_of and len(op_by_id[i].outputs) == 1:
                             nv = bb.emit_te(fq, nv, pvar_of[i])

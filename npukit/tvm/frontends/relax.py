@@ -18,6 +18,7 @@ def _import_relax(mod, input_shapes) -> Imported:
     f = mod["main"]
     if not isinstance(f, relax.Function):
         raise ModelError("<IRModule>: 'main' is not a Relax function")
+    _check_params(f)
     _check_bindings(mod, f, relax, _load_tvm())
     mod, f, const_names = _bind_weights(mod, f, relax)
     marks = _Marks()
@@ -68,6 +69,19 @@ def _pinned_along(declared: dict, input_shapes: dict | None) -> dict:
                     known.setdefault(d, int(v))
     return {name: dims if dims is None or name in (input_shapes or {}) else
             [known.get(d, d) if isinstance(d, str) else d for d in dims] for name, dims in declared.items()}  # fmt: skip
+
+
+def _check_params(f) -> None:
+    """Every parameter of ``main`` has a name of its own: the model's inputs are given and reported by
+    name (``set_data``, ``input_shapes``, the generated code's inputs), so two named alike would be
+    fed one array."""
+    seen: dict[str, int] = {}
+    for k, p in enumerate(f.params):
+        if p.name in seen:
+            raise ModelError(f"<IRModule>: main's parameters {seen[p.name]} and {k} are both named {p.name!r}; "
+                             "npukit gives and reports a model's inputs by name: give each parameter a name of "
+                             "its own")  # fmt: skip
+        seen[p.name] = k
 
 
 def _check_bindings(mod, f, relax, tvm) -> None:

@@ -156,11 +156,16 @@ def atomic_write_tree(directory: str | os.PathLike, files: Mapping[str, bytes | 
                           f"make it writable (chmod -R u+w {shown}) or give a new directory")  # fmt: skip
     parent = d.parent
     stem = f".{d.name}.{os.getpid()}."
+    before_exists = os.path.lexists(d)
     try:
         parent.mkdir(parents=True, exist_ok=True)
         fsio._sweep_stale(parent, d.name)
         tmp = Path(tempfile.mkdtemp(prefix=stem, suffix=".tmp", dir=parent))
     except OSError as e:
+        if before_exists:  # (the directory is there: what failed is the new tree beside it)
+            raise NpukitError(f"{shown}: cannot write the new export beside it in {parent} (it is written there "
+                              f"first, then swapped in): {e.strerror or e}; make {parent} writable or give "
+                              "another directory") from None  # fmt: skip
         raise NpukitError(f"{shown}: cannot create a directory there: {e.strerror or e}") from None
     replaced: Path | None = None
     try:

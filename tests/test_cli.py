@@ -403,6 +403,18 @@ def test_build_needs_at_least_one_sample(tmp_path):
     assert not (tmp_path / "b").exists()
 
 
+def test_build_names_a_missing_directory_and_a_file(tmp_path):
+    """``npukit build`` of a path that does not exist, or of a file, says so (it said "no manifest.json")."""
+    r = run_cli("build", tmp_path / "nope")
+    assert assert_cli_error(r) == f"{tmp_path / 'nope'}: no such directory; give a directory written by npukit's export"
+    (tmp_path / "afile").write_text("x")
+    r = run_cli("build", tmp_path / "afile")
+    assert assert_cli_error(r) == f"{tmp_path / 'afile'}: is a file, not a directory written by npukit's export"
+    (tmp_path / "empty").mkdir()
+    r = run_cli("build", tmp_path / "empty")
+    assert assert_cli_error(r) == f"{tmp_path / 'empty'}: no manifest.json; not a directory written by npukit's export"
+
+
 def test_an_export_carries_its_profile(tmp_path):
     """The export holds the profile as studied (profile.toml): an edited profile, or a file given by a
     relative path, builds from any directory."""

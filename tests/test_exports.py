@@ -98,6 +98,30 @@ def test_exports_name_the_bad_path(study, tmp_path):
         study.annotated_onnx(SAMPLES / "tiny_detector.onnx")
 
 
+def test_export_over_an_earlier_one_names_the_parent_it_cannot_write(study, tmp_path, monkeypatch):
+    """Over an existing (earlier or empty) export directory whose parent takes no new entry (read-only,
+    immutable), the message names the parent where the new tree is written first, not "cannot create a
+    directory there" of a directory that exists; the earlier export is left as it was."""
+    from npukit import export_dir
+
+    study.export(tmp_path / "ex")
+    before = {p: p.read_bytes() for p in (tmp_path / "ex").rglob("*") if p.is_file()}
+
+    def refuse(*a, **k):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(export_dir.tempfile, "mkdtemp", refuse)
+    with pytest.raises(npukit.NpukitError) as e:
+        study.export(tmp_path / "ex")
+    assert str(e.value) == (f"{tmp_path / 'ex'}: cannot write the new export beside it in {tmp_path} (it is written "
+                            f"there first, then swapped in): Operation not permitted; make {tmp_path} writable or "
+                            "give another directory")  # fmt: skip
+    assert {p: p.read_bytes() for p in (tmp_path / "ex").rglob("*") if p.is_file()} == before
+    with pytest.raises(npukit.NpukitError, match=r"new: cannot create a directory there: Operation not permitted$"):
+        study.export(tmp_path / "new")  # (a new directory: nothing is there yet)
+    assert not (tmp_path / "new").exists()
+
+
 def test_annotated_onnx_carries_npukit_fields_on_every_node(study, tmp_path):
     path = study.annotated_onnx(tmp_path / "annotated.onnx")
     m = onnx.load(str(path))

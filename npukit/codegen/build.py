@@ -101,6 +101,10 @@ def study_of_export(directory):
 
     d = Path(directory)
     man = d / "manifest.json"
+    if not os.path.lexists(d):
+        raise NpukitError(f"{d}: no such directory; give a directory written by npukit's export")
+    if not d.is_dir():
+        raise NpukitError(f"{d}: is a file, not a directory written by npukit's export")
     if not man.is_file():
         raise NpukitError(f"{d}: no manifest.json; not a directory written by npukit's export")
     try:

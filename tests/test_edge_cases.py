@@ -213,7 +213,7 @@ def test_explain_a_node_without_ops(tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    ({"processors.dla.dtypes": ["float33"]}, "processors.dla.dtypes[0]: unknown dtype 'float33'"),
+    ({"processors.dla.dtypes": ["float33"]}, "processors.dla.dtypes.0: unknown dtype 'float33'"),
     ({"processors.dla.ops.conv2d": {"strides": []}}, "processors.dla.ops.conv2d.strides: must not be empty"),
     ({"placement.order": ["dla", "dla"]}, "placement.order: lists an entry twice"),
     ({"processors.dla.macs_per_cycle": {"int8": 1e-320}}, "processors.dla.macs_per_cycle.int8: must be between 1e-09 and 1e+15"),

@@ -128,8 +128,9 @@ figures were computed with.
 from .boundary import BoundaryCost, Conversion, boundary_cost, boundary_trace, qkind
 from .grouping import OpContext, contexts, kernels
 from .kernel import KernelCost, kernel_cost
+from .mac_array import fill, kernel_class_of
 from .model import CostModel, OpCost
-from .tables import Tables, elem_bits, fill, held_width, input_bits, kernel_class_of, tensor_bytes
+from .tables import Tables, elem_bits, held_width, input_bits, tensor_bytes
 from .trace import Trace
 
 __all__ = [

@@ -11,8 +11,9 @@ from typing import NamedTuple
 from ..opset import KINDS
 from ..soc import Processor
 from .grouping import OpContext
+from .mac_array import Util, fill, util_mac
 from .members import anchor_of, inner_width
-from .tables import Tables, Util, fill, util_mac
+from .tables import Tables
 
 LOOKUPS = frozenset({"take", "gather_elements", "gather_nd"})  # their first input is the table read from
 

@@ -10,21 +10,14 @@ import itertools
 import math
 from collections import OrderedDict
 from functools import cached_property
-from typing import NamedTuple
 
 from ..graph import OpGraph, Tensor, dtype_bits
 from ..opset import KINDS, geometry, work
-from ..soc import BIT_WIDTH, Processor
+from ..soc import BIT_WIDTH
 from .layouts import image_layouts_of, innermost, model_layouts
+from .mac_array import kernel_class_of
 
 NUMERIC = frozenset({"float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "uint16"})
-
-
-def fill(n: int, p: int) -> float:
-    """Fraction of ``p`` parallel lanes ``n`` items keep busy: n / (ceil(n / p) * p)."""
-    if p <= 1 or n <= 0:
-        return 1.0
-    return n / (math.ceil(n / p) * p)
 
 
 def elem_bits(t: Tensor, bits: str, weight: bool = False) -> float:
@@ -164,37 +157,6 @@ def own_widths(g: OpGraph) -> dict[tuple[int, str], str]:
 def held_width(g: OpGraph, i: int, tid: str, bits: str) -> str:
     """``Tables.held`` without the tables: the width op ``i`` at ``bits`` holds ``tid`` at."""
     return own_widths(g).get((i, tid)) or model_width(g.tensors[tid], bits)
-
-
-class Util(NamedTuple):
-    """MAC-array utilisation of one op on one processor, with the factors it came from."""
-
-    value: float
-    # (label, n, lanes) per factor; ``alt`` = the part-kernel (kernel_taps) alternative, when it applies
-    factors: tuple[tuple[str, int, int], ...]
-    alt: tuple[tuple[str, int, int], ...] = ()
-    alt_used: bool = False
-
-
-NO_GEOMETRY = Util(1.0, ())
-
-
-def kernel_class_of(kind: str, attrs, geo: tuple) -> str:
-    """The op's finest ``efficiency`` key: ``KIND.depthwise`` (a conv with groups > 1 and one input
-    channel per group), ``KIND.pointwise`` (a conv with a 1-tap kernel, groups 1), ``matmul.gemv``
-    (a matmul with one output row: M x batch = 1), else the op kind."""
-    if not geo:
-        return kind
-    if geo[0] == "conv":
-        if "transpose" in kind:
-            return kind
-        groups = int(attrs.get("groups", 1) or 1)
-        if groups > 1 and geo[1] == 1:
-            return kind + ".depthwise"
-        if groups == 1 and geo[4] == 1:
-            return kind + ".pointwise"
-        return kind
-    return kind + ".gemv" if geo[3] == 1 else kind
 
 
 KEPT_OPS = 50_000  # op contexts each kept mapping of partition keys holds at least (~250 bytes each)
@@ -378,31 +340,3 @@ class Tables:
         if b is None:
             b = self._bytes[k] = tensor_bytes(self.g.tensors[tid], bits, tid in mac_weights(self.g))
         return b
-
-
-
-def util_mac(geo: tuple, p: Processor) -> Util:
-    """MAC-array utilisation of an op of geometry ``geo`` on ``p`` (see the cost model's statement)."""
-    arr = p.mac_array
-    ci, co, px, kt = arr["channels_in"], arr["channels_out"], arr["pixels"], arr.get("kernel_taps", 1)
-    if ci == co == px == 1:
-        return NO_GEOMETRY
-    if geo and geo[0] == "conv":
-        _, icg, oc, pixels, taps = geo
-        u_in = fill(icg, ci)
-        rest = (("OC", oc, co), ("pixels", pixels, px))
-        alt: tuple = ()
-        used = False
-        if kt > 1:
-            alt = (("IC/groups", icg, ci // kt), ("KH*KW", taps, kt))
-            u_part = fill(icg, ci // kt) * fill(taps, kt)
-            if u_part > u_in:
-                u_in = u_part
-                used = True
-        u = u_in * fill(oc, co) * fill(pixels, px)
-        return Util(u, (("IC/groups", icg, ci), *rest), alt, used)
-    if geo:
-        _, k, n, m = geo
-        u = fill(k, ci) * fill(n, co) * fill(m, px)
-        return Util(u, (("K", k, ci), ("N", n, co), ("M", m, px)))
-    return NO_GEOMETRY

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from ..graph import Op
 from .kernel import CONVERT_OPS, NO_COMPUTE, Compute, KernelCost, Memory
-from .tables import Tables, Util
+from .mac_array import Util
+from .tables import Tables
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ calls (weight transposes, relative-position-bias gathers) and spends most of its
 This pass keeps FoldConstant's rules (what folds and what does not) and its results, byte for
 byte, but evaluates the common ops with numpy (``npeval``): data movement, exact elementwise
 arithmetic, casts, comparisons, dequantize.  Any other op is folded as FoldConstant would, by
-legalizing it and running the kernel, with kernels cached by structure across calls and imports.
+legalizing it and running the kernel, with kernels cached by structure across calls and imports
+(``fold_kernels``).
 Two rules go beyond FoldConstant: an integer ``arange`` folds (FoldConstant keeps the call, because
 LegalizeOps makes it a constant by itself; left as an op it has nothing to run in generated code,
 and torch's reflect pad reads one), and so does a field of a tuple of constants (FoldConstant keeps
@@ -20,7 +21,6 @@ binding vars back to the raw binding it came from, so nothing downstream has to 
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +28,8 @@ import numpy as np
 
 from .. import load as _load_tvm
 from . import npeval
+from .fold_kernels import _kernel_fold, _static_outputs
 
-_KERNELS: dict = {}  # structural hash -> [(PrimFunc, packed function or None)]
-_KERNEL_LOCK = threading.Lock()
 _MAX_FOLD_BYTES = 1 << 30  # a folded constant larger than this stays an op (refused later as too big)
 
 
@@ -283,20 +282,6 @@ def _fold_call(relax, tvm, scratch, call, counts):
     return c
 
 
-def _static_outputs(relax, ty) -> list[tuple[tuple[int, ...], str]] | None:
-    """(shape, dtype) of each output of a tensor or tuple-of-tensors type with static shapes."""
-    tys = ty.fields if isinstance(ty, relax.TupleType) else [ty]
-    out = []
-    for t in tys:
-        if not isinstance(t, relax.TensorType) or t.shape is None:
-            return None
-        try:
-            out.append((tuple(int(d) for d in t.shape.values), str(t.dtype)))
-        except (TypeError, ValueError, AttributeError):
-            return None
-    return out
-
-
 def _np_dtype(dtype: str):
     try:
         return np.dtype(dtype)
@@ -349,66 +334,3 @@ def _array(c) -> np.ndarray:
         return data.numpy()
     v = c.value
     return v.numpy() if hasattr(v, "numpy") else np.asarray(v)
-
-
-def _kernel_fold(relax, tvm, call):
-    """FoldConstant's own way: legalize to one ``call_tir``, build it with LLVM, run it once.
-
-    Kernels are cached by the PrimFunc's structure, across calls and imports."""
-    bb = relax.BlockBuilder()
-    with bb.function("main", []):
-        with bb.dataflow():
-            out = bb.emit_output(bb.emit(call))
-        bb.emit_func_output(out)
-    try:
-        mod = relax.transform.LegalizeOps()(bb.get())
-    except Exception:  # noqa: BLE001 - an op that does not legalize stays a call
-        return None
-    blocks = mod["main"].body.blocks
-    calls = [b.value for blk in blocks for b in blk.bindings if isinstance(b.value, relax.Call)]
-    if len(calls) != 1 or not isinstance(calls[0].op, tvm.ir.Op) or calls[0].op.name != "relax.call_tir":
-        return None
-    ct = calls[0]
-    gvar, targs = ct.args[0], ct.args[1]
-    if len(ct.args) != 2 or not isinstance(targs, relax.Tuple):
-        return None
-    if not all(isinstance(a, tvm.ir.GenericConst) for a in targs.fields):
-        return None
-    if len(ct.ty_args) != 1:
-        return None
-    outs = _static_outputs(relax, ct.ty_args[0])
-    if outs is None:
-        return None
-    fn = _kernel(tvm, mod[gvar])
-    if fn is None:
-        return None
-    import tvm.runtime  # noqa: PLC0415
-
-    args = [a.data if getattr(a, "data", None) is not None else a.value for a in targs.fields]
-    rets = [tvm.runtime.empty(shape, dtype, tvm.cpu(0)) for shape, dtype in outs]
-    fn(*args, *rets)
-    consts = [relax.const(r.numpy(), dtype) for r, (_, dtype) in zip(rets, outs, strict=True)]
-    return relax.Tuple(consts) if isinstance(ct.ty_args[0], relax.TupleType) else consts[0]
-
-
-def _kernel(tvm, pf):
-    import tvm_ffi  # noqa: PLC0415 - ships with tvm
-
-    key = tvm_ffi.structural_hash(pf)
-    with _KERNEL_LOCK:
-        for cached, fn in _KERNELS.get(key, ()):
-            if tvm_ffi.structural_equal(cached, pf):
-                return fn
-    try:
-        built = _build(tvm, pf.with_attr("global_symbol", "tir_function"))
-        fn = built["tir_function"]
-    except Exception:  # noqa: BLE001 - FoldConstant skips what does not build
-        fn = None
-    with _KERNEL_LOCK:
-        _KERNELS.setdefault(key, []).append((pf, fn))
-    return fn
-
-
-def _build(tvm, pf):
-    build = getattr(getattr(tvm, "tirx", None), "build", None) or tvm.tir.build
-    return build(pf, target="llvm")

@@ -838,3 +838,14 @@ def test_a_grid_message_spells_a_list_index_as_the_grid_key_does(tmp_path):
     with pytest.raises(npukit.ProfileError) as e:
         soc.with_changes({"links.0.bandwidth_gbps": 0})
     assert str(e.value) == f"{soc.path} (edited): links.0.bandwidth_gbps: must be a positive number, got 0"
+    # only the field's index is spelt so: a value the user wrote with brackets is quoted as written
+    with pytest.raises(npukit.ProfileError) as e:
+        soc.with_changes({"processors.dla.dtypes": ["int8[2]"]})
+    assert str(e.value).startswith(f"{soc.path} (edited): processors.dla.dtypes.0: unknown dtype 'int8[2]'; one of ")
+    # a profile file names the field as its readers know it
+    path = tmp_path / "soc.toml"
+    text = soc.to_toml()
+    assert 'dtypes = [\n    "float32",' in text
+    path.write_text(text.replace('dtypes = [\n    "float32",', 'dtypes = [\n    "int8[2]",', 1))
+    with pytest.raises(npukit.ProfileError, match=r"processors\.\w+\.dtypes\[0\]: unknown dtype 'int8\[2\]'"):
+        npukit.load_soc(path)

@@ -6,19 +6,27 @@ and reads a table's fields with their defaults.  Its errors name the file and th
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 
 from ..errors import ProfileError, closest
 from .schema import BITS, DTYPES, HUGE, TINY, Field
 
+_INDEX = re.compile(r"\[(\d+)\]")  # a list index in a field path: links[0].between[1]
+
 
 class _V:
-    """Validation helpers bound to a file name."""
+    """Validation helpers bound to a file name.  ``dotted``: list indices in the fields named as the
+    dotted keys of ``SocProfile.with_changes`` and a sweep grid spell them (``links.0.between.1``),
+    not as a file's readers know them (``links[0].between[1]``)."""
 
-    def __init__(self, where: str):
+    def __init__(self, where: str, dotted: bool = False):
         self.where = where
+        self.dotted = dotted
 
     def fail(self, path: str, msg: str):
+        if self.dotted:
+            path = _INDEX.sub(r".\1", path)
         raise ProfileError(f"{self.where}: {path}: {msg}")
 
     def check_keys(self, table, fields, path: str, extra: tuple[str, ...] = ()):

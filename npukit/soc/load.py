@@ -77,8 +77,8 @@ def load_soc(spec: str | Path | Mapping | SocProfile) -> SocProfile:
     return load_soc(table[s])
 
 
-def parse_profile(doc: Mapping, where: str) -> SocProfile:
-    v = _V(where)
+def parse_profile(doc: Mapping, where: str, dotted: bool = False) -> SocProfile:
+    v = _V(where, dotted)
     v.check_keys(doc, TOP_FIELDS, "", extra=("placement", "conversion", "processors", "links"))
     top = v.read(doc, TOP_FIELDS, "")
     if not top["name"].strip():

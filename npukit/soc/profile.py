@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -246,19 +245,12 @@ class SocProfile:
         from .load import parse_profile  # noqa: PLC0415 - the loader builds profiles; this edits one
 
         edited = str(self.path) if str(self.path).endswith(" (edited)") else f"{self.path} (edited)"  # (once)
-        try:
-            return parse_profile(doc, edited)
-        except ProfileError as e:  # its fields in the changes' spelling: links.0.bandwidth_gbps, not links[0]
-            raise ProfileError(_INDEX.sub(r".\1", str(e))) from None
+        return parse_profile(doc, edited, dotted=True)  # (its fields in the changes' spelling: links.0)
 
     def to_toml(self) -> str:
         import tomli_w  # noqa: PLC0415
 
         return tomli_w.dumps(_thaw(self.raw))
-
-
-# a list index in a profile message's field path (links[0].between[1]), not a value's brackets
-_INDEX = re.compile(r"(?<=[A-Za-z0-9_\]])\[(\d+)\]")
 
 
 def _dumps(frozen) -> str:

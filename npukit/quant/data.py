@@ -131,9 +131,7 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
     read = [t for t in ins if t.name not in idle]
     if isinstance(x, Mapping):
         names = [t.name for t in ins]
-        stray = [k for k in x if k not in names]
-        if stray:  # (a misspelt name was once dropped in silence, its input fed zeros or refused as missing)
-            raise DataError(f"x: {stray[0]!r} is not an input of the model; {closest(str(stray[0]), names)}")
+        _no_stray("x", x, names)  # (a misspelt name was once dropped in silence, its input fed zeros)
         missing = [t.name for t in ins if t.name not in x and t.name not in idle]
         if missing or not any(t.name in x for t in ins):
             raise DataError(f"x: no array for input(s) {missing or [t.name for t in ins]}; the model's inputs are "
@@ -198,9 +196,7 @@ def _calib_rows(g: OpGraph, ins: list[Tensor], calib) -> list[np.ndarray]:
     sample calibrating one input and its second the next."""
     names = [t.name for t in ins]
     if isinstance(calib, Mapping):
-        stray = [k for k in calib if k not in names]
-        if stray:
-            raise DataError(f"calib: {stray[0]!r} is not an input of the model; {closest(str(stray[0]), names)}")
+        _no_stray("calib", calib, names)
         missing = [n for n in names if n not in calib]
         if missing:
             raise DataError(f"calib: no array for input(s) {missing}; the model's inputs are {names}")
@@ -211,6 +207,13 @@ def _calib_rows(g: OpGraph, ins: list[Tensor], calib) -> list[np.ndarray]:
         raise DataError(f"calib: the model has {len(ins)} inputs {names} and one calibration array cannot feed "
                         f"them; leave calib out (the first {CALIB_SAMPLES} samples of x calibrate)")  # fmt: skip
     return [_fit(g, t, c, f"calib[{t.name!r}]") for t, c in zip(ins, arrays)]
+
+
+def _no_stray(what: str, arrays: Mapping, names: list[str]) -> None:
+    """Refuse the first key of ``arrays`` (given as ``what``) that names no model input."""
+    for k in arrays:
+        if k not in names:
+            raise DataError(f"{what}: {str(k)!r} is not an input of the model; {closest(str(k), names)}")
 
 
 def unread_inputs(g: OpGraph) -> list[str]:

@@ -13,7 +13,8 @@ from ..soc import SocProfile
 from ..soc.profile import _dumps
 from .boundary import BoundaryCost, boundary_cost, boundary_trace
 from .grouping import PlanKeys, plan_keys
-from .kernel import KernelCost, UtilMemo, kernel_cost
+from .kernel import KernelCost, UtilMemo
+from .shapes import shapes_of
 from .tables import Tables
 from .trace import Trace, kernel_trace, member_trace
 
@@ -86,6 +87,7 @@ class CostModel:
         self._procs = {p.name: p for p in soc.processors}
         self._links: dict[tuple[str, str], object] = {}
         self._util = UtilMemo()
+        self._shapes = shapes_of(tables)
         self.recomputed = 0  # ops recomputed by the last evaluate()
         # a tensor's transfer + conversions from one processor and width to another (the placement
         # search's figure: placement.Evaluator.crossing_us), kept for every decision on this profile
@@ -132,12 +134,17 @@ class CostModel:
         key = (sig, self._pkey[proc])
         cs = self._kernels.get(key)
         if cs is None:
-            k = kernel_cost(ids, self.t, self._procs[proc], bits, ctxs, self._util)
+            k = self.kernel(tuple(ids), proc, bits, ctxs)
             cs = [OpCost(i, k, self.t, r) for i, r in zip(k.ids, k.roles)]
             self._kernels[key] = cs
             if len(self._kernels) > self.MEMO:
                 self._kernels.popitem(last=False)
         return cs
+
+    def kernel(self, ids: tuple[int, ...], proc: str, bits: Sequence[str], ctxs) -> KernelCost:
+        """``kernel_cost`` of ``ids`` on ``proc`` (``bits`` and ``ctxs`` indexed by op id), from a
+        kernel of the same structure when one was costed (``shapes``)."""
+        return self._shapes.cost(ids, self._procs[proc], self._pkey[proc], bits, ctxs, self._util)
 
     def link(self, a: str, b: str):
         ln = self._links.get((a, b))

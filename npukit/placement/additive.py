@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from ..cost import OpContext, input_bits, kernel_cost
+from ..cost import OpContext, input_bits
 from .virtual import Evaluator
 
 EDGES_KEPT = 8  # groupings whose edges the additive model keeps per model and profile
@@ -74,7 +74,7 @@ class Additive:
                     fin = tuple(ev.g.tensors[x].producer in inside for x in op.inputs)
                     fout = all(c in inside for c in ev.t.consumers[i]) and bool(ev.t.consumers[i]) and not ev.t.graph_out[i]
                     ctxs[i] = OpContext(fin, (False,) * len(fin), fout, False, i == grp[0], False)
-                v = self._shared[skey] = kernel_cost(grp, ev.t, ev.procs[p], bits, ctxs).latency_us
+                v = self._shared[skey] = ev.cm.kernel(tuple(grp), p, bits, ctxs).latency_us
             self._kc[key] = v
         return v
 

@@ -1,6 +1,7 @@
-"""Kernels of one structure share one costing (``npukit.cost.shapes``): every figure and every trace
-of every op and boundary is the same as when each kernel is costed as itself, on every sample and
-bundled profile, under both placement policies and with bit-width edits."""
+"""Kernels and partitions of one structure share one costing and one set of memory contexts
+(``npukit.cost.shapes``): every kernel, context, figure and trace of every op and boundary is the
+same as when each is worked out as itself, on every sample and bundled profile, under both
+placement policies and with bit-width edits."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from npukit import Study
 from npukit.cost import shapes
+from npukit.cost.grouping import plan_keys
 from npukit.cost.model import CostModel
 from npukit.cost.tables import Tables
 from npukit.errors import NpukitError
@@ -30,11 +32,14 @@ def _everything(study: Study, share: bool, monkeypatch) -> list:
     r = study.result
     t = Tables(r.graph)
     cm = CostModel(t, r.soc)
-    ops, bounds = cm.evaluate(r.plan, list(r.bits))
-    out = [(c.op_id, *(getattr(c, f) for f in FIELDS), c.trace) for c in ops]
+    bits = list(r.bits)
+    keys = plan_keys(r.plan, r.soc, t, bits)
+    ops, bounds = cm.evaluate(r.plan, bits, keys=keys)
+    out = [[(ids, proc) for ids, proc, _sig in keys.kernels], keys.contexts]
+    out += [(c.op_id, *(getattr(c, f) for f in FIELDS), c.trace) for c in ops]
     out += [(b, cm.boundary_trace(b)) for b in bounds]
-    hits = shapes.shapes_of(t).hits
-    return out, hits
+    memo = shapes.shapes_of(t)
+    return out, memo.hits + memo.run_hits
 
 
 def _studies(model: str, soc):

@@ -282,6 +282,20 @@ def kernel_by_kernel(t: Tables, soc: SocProfile, proc: str, op_ids: list[int], c
     (``kept_kernel``): a partition no plan held before is mostly made of kernels some plan held
     with the same neighbours (the placement search costs the plans the policy then partitions for
     real).  When a kernel is new, the partition is worked out whole and its new kernels kept."""
+    from .shapes import shapes_of  # noqa: PLC0415 - (shapes costs kernels: it imports this module)
+
+    shapes = shapes_of(t)
+    skey = shapes.run(op_ids, comps, first, soc.processor(proc).onchip_bytes, proc, col)
+    if skey is not None:
+        got = shapes.kept_run(skey, op_ids)
+        if got is None:
+            got = _kernel_by_kernel(t, soc, proc, op_ids, comps, col, first)
+            shapes.keep_run(skey, op_ids, col, got)
+        return got
+    return _kernel_by_kernel(t, soc, proc, op_ids, comps, col, first)
+
+
+def _kernel_by_kernel(t: Tables, soc: SocProfile, proc: str, op_ids: list[int], comps, col: list[str], first: int):
     klist = _kernels(t.g, t, comps, op_ids, _Outside.fromkeys(op_ids, 0))
     whole = {first} if first >= 0 else set()
     if any(list(k) != sorted(k) for k in klist):  # (a chain against op order: named as it runs, whole)

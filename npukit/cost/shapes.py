@@ -18,6 +18,7 @@ from .kernel import KernelCost, UtilMemo, kernel_cost
 from .tables import Tables, mac_weights
 
 SHAPES_MEMO = 65536  # structures kept per graph (each a KernelCost)
+RUNS_MEMO = 4096  # partition structures kept per graph
 SHARE = True  # False: every kernel is costed as itself (the tests compare the two)
 
 
@@ -38,7 +39,9 @@ class Shapes:
         self._of: dict[tuple[int, ...], tuple[int, tuple[str, ...]] | None] = {}
         self._sigs: dict = {}
         self.costs: OrderedDict = OrderedDict()
+        self.runs: OrderedDict = OrderedDict()  # partitions' kernel keys and contexts, per structure
         self.hits = 0  # costings re-based (for tests and benchmarks)
+        self.run_hits = 0  # partitions' keys re-based
 
     def _num(self, key) -> int:
         s = self._sigs.get(key)
@@ -107,6 +110,55 @@ class Shapes:
         if k.ids == ids:
             return k
         return rebase(k, ids, dict(zip(tids, shape[1])))
+
+
+    def run(self, op_ids: Sequence[int], comps, first: int, onchip: int, proc: str, col: Sequence[str]):
+        """The key of the partition of ``op_ids`` (ascending) on ``proc`` (``onchip`` bytes) at the
+        widths ``col`` (per op id), composites ``comps``, first op ``first`` (-1: none pays a call),
+        by structure: each op's fingerprint, which of its producers and readers are in the
+        partition (by position), whether a model output reads it, the composites and the first op
+        by position.  ``grouping.run_keys`` reads nothing else."""
+        fp = self._ops()
+        t = self.t
+        specs, cons, gout = t.input_specs(), t.consumers, t.graph_out
+        loc = {i: n for n, i in enumerate(op_ids)}
+        get = loc.get
+        ops = tuple([(fp[i], tuple([get(p, -1) if p >= 0 else -2 for _tid, p in specs[i]]),
+                      tuple([get(c, -1) for c in cons[i]]), gout[i]) for i in op_ids])  # fmt: skip
+        shape = (ops, tuple(tuple(loc[i] for i in c) for c in comps), loc.get(first, -1))
+        return (self._num(shape), proc, onchip, tuple([col[i] for i in op_ids])) if SHARE else None
+
+    def kept_run(self, key, op_ids: Sequence[int]):
+        """``run_keys``' (kernel keys, [(op id, context)]) of a partition of structure ``key``
+        (``run``) kept before, re-based onto ``op_ids``; None if none was."""
+        got = self.runs.get(key)
+        if got is None:
+            return None
+        self.run_hits += 1
+        lks, lcs = got
+        sig = self.t.sig
+        ks = []
+        for lids, proc, rest in lks:
+            ids = tuple([op_ids[j] for j in lids])
+            ks.append((ids, proc, sig((ids, *rest))))
+        return ks, [(op_ids[j], c) for j, c in lcs]
+
+    def keep_run(self, key, op_ids: Sequence[int], col: Sequence[str], got) -> None:
+        """Keep ``run_keys``' result ``got`` for the partition of ``op_ids`` under ``key`` (``run``),
+        by position."""
+        ks, cs = got
+        loc = {i: n for n, i in enumerate(op_ids)}
+        ctx = dict(cs)
+        lks = []
+        for ids, proc, _sig in ks:
+            if len(ids) == 1:
+                rest = (col[ids[0]], ctx[ids[0]])
+            else:
+                rest = (tuple(col[i] for i in ids), tuple(ctx[i] for i in ids))
+            lks.append((tuple(loc[i] for i in ids), proc, rest))
+        self.runs[key] = (lks, [(loc[i], c) for i, c in cs])
+        if len(self.runs) > RUNS_MEMO:
+            self.runs.popitem(last=False)
 
 
 def rebase(k: KernelCost, ids: tuple[int, ...], tmap: dict[str, str]) -> KernelCost:

@@ -72,3 +72,83 @@ def test_a_shared_costing_reads_as_the_kernels_own(model, soc_name, monkeypatch)
         assert shared == own
         if model == "transformer_encoder.onnx":  # its 40 layers: most kernels repeat one costed before
             assert hits > len(own) // 4
+
+
+def _decided(path: Path, soc_name: str, share: bool, monkeypatch) -> list:
+    """Every placement (processor, partition, reason), totals and schedule of the cost policy on a
+    sample and after two support toggles and a pin, worked out from scratch."""
+    from npukit import pipeline
+    from npukit.tables import placement
+
+    monkeypatch.setattr(shapes, "SHARE", share)
+    out = []
+    with pipeline.from_scratch():
+        ff = Study(path, soc_name, {"placement": "first-fit"}).plan.processor  # (what an accelerator takes)
+        s = Study(path, soc_name, {"placement": "cost"})
+        accel = [p for p in s.soc.accelerators if p in ff]
+        kinds = sorted({s.graph.ops[i].kind for i, p in enumerate(ff) if p in accel[:1]})
+        edits = [lambda: None]
+        if kinds:
+            edits += [lambda: s.set_support(accel[0], kinds[0], False), lambda: s.pin(s.graph.ops[-1].source, s.soc.host)]
+        for edit in edits:
+            edit()
+            out.append((placement(s.result).to_csv(), dict(s.totals)))
+    return out
+
+
+@pytest.mark.parametrize(("model", "soc_name"), [("transformer_encoder.onnx", "arm-dsp-dla"),
+                                                 ("mobilenet_v1_025_int8.tflite", "ethos-u55-256"),
+                                                 ("tiny_detector.onnx", "tda4vm-like"),
+                                                 ("families/swin.onnx", "hexagon-like")])  # fmt: skip
+def test_the_cost_policy_decides_alike_with_shared_structures(model, soc_name, monkeypatch):
+    path = ROOT / "sample_models" / model
+    own = _decided(path, soc_name, False, monkeypatch)
+    shared = _decided(path, soc_name, True, monkeypatch)
+    assert len(own) == 3
+    assert shared == own
+
+
+def _positional(got, op_ids):
+    """``run_keys``' result with op ids by position in ``op_ids`` (signatures left out: numbers)."""
+    loc = {i: n for n, i in enumerate(op_ids)}
+    ks, cs = got
+    return [(tuple(loc[i] for i in ids), proc) for ids, proc, _sig in ks], [(loc[i], c) for i, c in cs]
+
+
+@pytest.mark.parametrize("model", ["transformer_encoder.onnx", "tiny_detector.onnx", "families/resnet.onnx",
+                                   "families/shufflenet.onnx", "families/swin.onnx"])  # fmt: skip
+def test_partitions_of_one_structure_get_the_same_contexts(model):
+    """Soundness of the structure key itself, whatever the order partitions are met in: ranges of
+    ops taken as partitions (whole, and one op of a larger partition with random neighbours in it),
+    at random widths, on the host and on an accelerator; every two with one key work out the same
+    kernels and contexts by position."""
+    import random
+
+    from npukit.cost.grouping import run_keys
+
+    s = Study(ROOT / "sample_models" / model, "arm-dsp-dla", {"placement": "first-fit"})
+    t, soc, g = Tables(s.graph), s.soc, s.graph
+    memo = shapes.shapes_of(t)
+    rnd = random.Random(15)
+    n = len(g.ops)
+    by_key: dict = {}
+    collisions = 0
+    for trial in range(3000):
+        proc = rnd.choice([soc.host, soc.accelerators[0]])
+        col = [rnd.choice(["int8", "int8", "fp16"]) for _ in range(n)]
+        if trial % 2:
+            a = rnd.randrange(n)
+            ids = list(range(a, min(n, a + rnd.randint(1, 12))))
+            first = ids[0] if proc != soc.host else -1
+            key = memo.run(ids, [], first, soc.processor(proc).onchip_bytes, proc, col)
+            got = run_keys(t, soc, proc, ids, [], col, first={first} if first >= 0 else set())
+        else:
+            ids = [rnd.randrange(n)]
+            near = sorted(x for x in t.adjacent(tuple(ids)) if rnd.random() < 0.6)
+            key = memo.run(ids, [tuple(ids)], -1, soc.processor(proc).onchip_bytes, proc, col, near)
+            got = run_keys(t, soc, proc, ids, [tuple(ids)], col, near, set())
+        pos = _positional(got, ids)
+        seen = by_key.setdefault(key, pos)
+        collisions += seen is not pos
+        assert seen == pos, (model, ids)
+    assert collisions > 100  # (the samples repeat their structures)

@@ -341,7 +341,16 @@ def kept_kernel(t: Tables, soc: SocProfile, proc: str, kern: tuple[int, ...], ne
     kept = t.kernel_kept
     hit = kept.get(key)
     if hit is None:
-        hit = kept[key] = run_keys(t, soc, proc, list(kern), [kern], col, list(near), {first} if first >= 0 else set())
+        from .shapes import shapes_of  # noqa: PLC0415 - (shapes costs kernels: it imports this module)
+
+        shapes = shapes_of(t)
+        skey = shapes.run(kern, [kern], first, soc.processor(proc).onchip_bytes, proc, col, near)
+        hit = shapes.kept_run(skey, kern) if skey is not None else None
+        if hit is None:
+            hit = run_keys(t, soc, proc, list(kern), [kern], col, list(near), {first} if first >= 0 else set())
+            if skey is not None:
+                shapes.keep_run(skey, kern, col, hit)
+        kept[key] = hit
     return hit
 
 

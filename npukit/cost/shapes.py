@@ -111,22 +111,27 @@ class Shapes:
             return k
         return rebase(k, ids, dict(zip(tids, shape[1])))
 
-
-    def run(self, op_ids: Sequence[int], comps, first: int, onchip: int, proc: str, col: Sequence[str]):
+    def run(self, op_ids: Sequence[int], comps, first: int, onchip: int, proc: str, col: Sequence[str],
+            near: Sequence[int] = ()):  # fmt: skip
         """The key of the partition of ``op_ids`` (ascending) on ``proc`` (``onchip`` bytes) at the
         widths ``col`` (per op id), composites ``comps``, first op ``first`` (-1: none pays a call),
         by structure: each op's fingerprint, which of its producers and readers are in the
         partition (by position), whether a model output reads it, the composites and the first op
-        by position.  ``grouping.run_keys`` reads nothing else."""
+        by position.  ``near``: the ops of a larger partition that ``op_ids`` read from or feed,
+        besides them (``grouping.run_keys``' ``partition``), each by its fingerprint and width.
+        ``grouping.run_keys`` reads nothing else.  None when structures are not shared."""
+        if not SHARE:
+            return None
         fp = self._ops()
         t = self.t
         specs, cons, gout = t.input_specs(), t.consumers, t.graph_out
-        loc = {i: n for n, i in enumerate(op_ids)}
+        loc = {i: n for n, i in enumerate((*op_ids, *near))}
         get = loc.get
         ops = tuple([(fp[i], tuple([get(p, -1) if p >= 0 else -2 for _tid, p in specs[i]]),
                       tuple([get(c, -1) for c in cons[i]]), gout[i]) for i in op_ids])  # fmt: skip
-        shape = (ops, tuple(tuple(loc[i] for i in c) for c in comps), loc.get(first, -1))
-        return (self._num(shape), proc, onchip, tuple([col[i] for i in op_ids])) if SHARE else None
+        around = tuple([(fp[i], col[i]) for i in near])
+        shape = (ops, around, tuple(tuple(loc[i] for i in c) for c in comps), loc.get(first, -1))
+        return self._num(shape), proc, onchip, tuple([col[i] for i in op_ids])
 
     def kept_run(self, key, op_ids: Sequence[int]):
         """``run_keys``' (kernel keys, [(op id, context)]) of a partition of structure ``key``

@@ -53,6 +53,17 @@ too, per grouping and bit-widths, so the move passes after an edit recompute onl
 and the DP's states step by step, so an edit resumes the DP at the first group whose step reads
 otherwise (a pin: its group; an edit undone: past the last group).
 
+Kernels and partitions of one structure are worked out once (``npukit.cost.shapes``): a kernel's
+figures depend only on what the formula reads of its members (kind, work, geometry, kernel class,
+each tensor's kind, dtype, shape and held width, which members share a tensor), their bit-widths
+and memory contexts and the processor; a partition's kernels and contexts only on its ops, which of
+their producers and readers are in it, its composites and first op, by position, and the widths.
+A kernel or partition of a structure met before is not worked out again: the kept result is
+re-based onto its own op and tensor ids, and every figure and trace reads as its own would
+(``tests/test_shared_costings.py`` holds both equal on every sample and profile).  A model of
+repeated blocks holds few structures: on arm-dsp-dla under first-fit, the generated 10,006-op
+transformer's 6,901 kernels are of 15 structures and its 2,071 partitions of 10.
+
 The settings named above are constants of the modules that use them: ``npukit.placement.search``
 (``EXHAUSTIVE``, ``EXHAUSTIVE_WORK``, ``MOVE_BUDGET``, ``VIRTUAL_MOVES_MAX_OPS``,
 ``EXACT_REASONS_MAX_OPS``, ``PROMISING``), ``.virtual`` (``BOUND_DIFF_MAX``, ``CROSSINGS_KEPT``)

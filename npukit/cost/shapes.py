@@ -1,13 +1,16 @@
-"""Kernels of one structure share one costing (no tvm).
+"""Kernels and partitions of one structure share one costing and one set of keys (no tvm).
 
 A kernel's figures are a function of what ``kernel.kernel_cost`` reads of its members -- each one's
 kind, work, geometry, kernel class and output size, and each tensor it reads or writes (kind,
 dtype, shape, whether it is a MAC's weight, the width a (de)quantize holds its float side at, its
 image layout) -- of which members share a tensor, of their bit-widths and memory contexts, and of
-the processor.  A model of repeated blocks (a transformer's layers, a CNN's stages) holds few such
-structures: the generated 10,006-op transformer's 6,901 kernels are of 15 structures.  A kernel whose structure
-was costed before is not costed again: the costing is re-based onto its own op and tensor ids
-(``rebase``), and every figure and trace reads the same as a costing of its own would."""
+the processor.  A partition's kernel keys and memory contexts (``grouping.run_keys``) are a
+function of its ops' structures, which of their producers and readers are in it, its composites
+and first op, by position, and the widths.  A model of repeated blocks (a transformer's layers, a
+CNN's stages) holds few such structures: the generated 10,006-op transformer's 6,901 kernels are of
+15 structures, its 2,071 partitions of 10 (first-fit, arm-dsp-dla).  One met before is not worked
+out again: the kept result is re-based onto its own op and tensor ids (``rebase``, ``kept_run``),
+and every figure, context and trace reads the same as its own would."""
 
 from __future__ import annotations
 

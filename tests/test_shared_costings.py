@@ -152,3 +152,14 @@ def test_partitions_of_one_structure_get_the_same_contexts(model):
         collisions += seen is not pos
         assert seen == pos, (model, ids)
     assert collisions > 100  # (the samples repeat their structures)
+
+
+def test_structures_numbered_anew_past_the_table_bound_keep_every_figure(monkeypatch):
+    """Past ``SIGS_KEPT`` structures the numbering starts over with new numbers: nothing kept under
+    an old number is read for another structure."""
+    s = Study(ROOT / "sample_models" / "transformer_encoder.onnx", "arm-dsp-dla", {"placement": "first-fit"})
+    own, _ = _everything(s, False, monkeypatch)
+    monkeypatch.setattr(shapes, "SIGS_KEPT", 5)
+    shared, hits = _everything(s, True, monkeypatch)
+    assert shared == own
+    assert hits > 0

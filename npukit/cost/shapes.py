@@ -14,6 +14,7 @@ and every figure, context and trace reads the same as its own would."""
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -22,6 +23,7 @@ from .tables import Tables, mac_weights
 
 SHAPES_MEMO = 65536  # structures kept per graph (each a KernelCost)
 RUNS_MEMO = 4096  # partition structures kept per graph
+SIGS_KEPT = 1 << 17  # structures numbered per graph before the numbering table is emptied
 SHARE = True  # False: every kernel is costed as itself (the tests compare the two)
 
 
@@ -41,15 +43,21 @@ class Shapes:
         self._op: list[int] | None = None
         self._of: dict[tuple[int, ...], tuple[int, tuple[str, ...]] | None] = {}
         self._sigs: dict = {}
+        self._next = itertools.count()
         self.costs: OrderedDict = OrderedDict()
         self.runs: OrderedDict = OrderedDict()  # partitions' kernel keys and contexts, per structure
         self.hits = 0  # costings re-based (for tests and benchmarks)
         self.run_hits = 0  # partitions' keys re-based
 
     def _num(self, key) -> int:
+        """A number standing for a structure.  Numbers are never reused: past ``SIGS_KEPT``
+        structures the table is emptied, structures met again get new numbers and the results kept
+        under the old ones age out of the bounded memos."""
         s = self._sigs.get(key)
         if s is None:
-            s = self._sigs[key] = len(self._sigs)
+            if len(self._sigs) >= SIGS_KEPT:
+                self._sigs.clear()
+            s = self._sigs[key] = next(self._next)
         return s
 
     def _ops(self) -> list[int]:

@@ -18,7 +18,7 @@ def cmd_build(args) -> int:
     r = build_and_compare(s, directory, samples=args.samples, target=args.target, regenerate=False)
     if args.json:
         print(json.dumps(finite(r), indent=2, allow_nan=False))
-        return 0 if r["outputs_agree"] else _disagree(r)
+        return _status(r)
     print(f"{args.dir}: built and ran the first {r['samples']} inputs of the study's data: {s.data.source}")
     for run, res in r["runs"].items():
         if "skipped" in res:
@@ -41,7 +41,21 @@ def cmd_build(args) -> int:
     if "fit" in r:
         print(f"  fit of the {r['fit']['target']} build ({r['fit']['program']}, from size):")
         print("\n".join("    " + ln for ln in r["fit"]["text"].splitlines()))
-    return 0 if r["outputs_agree"] else _disagree(r)
+    return _status(r)
+
+
+def _status(r: dict) -> int:
+    """0: every program ran and agrees; 1: an output disagrees (``_disagree``); 2: ``--target`` was
+    asked for and the target's program could not be built (its tools are missing), named on stderr:
+    a script that goes on to deploy must not read the host's run alone as the target's."""
+    if not r["outputs_agree"]:
+        return _disagree(r)
+    skipped = [f"{run}: {res['skipped']}" for run, res in r["runs"].items() if "skipped" in res]
+    if skipped:
+        print(f"npukit: build: --target: the target's program was not built or run ({'; '.join(skipped)})",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    return 0
 
 
 def _disagree(r: dict) -> int:

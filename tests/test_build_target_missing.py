@@ -1,6 +1,7 @@
-"""``npukit build DIR --target`` where the target's tools are missing: the host's run is reported, the
-target is named as not built with what is missing, and the exit status is 2, not 0 (a script that
-deploys after the build must not take the host's run for the target's)."""
+"""``npukit build``: with ``--target`` where the target's tools are missing, the host's run is
+reported, the target is named as not built with what is missing, and the exit status is 2, not 0 (a
+script that deploys after the build must not take the host's run for the target's); a failed run
+leaves no ``.runs/`` behind in the export."""
 
 from __future__ import annotations
 
@@ -50,3 +51,16 @@ def test_build_target_json_with_its_tools_missing_exits_2(exported, monkeypatch,
 def test_build_without_target_still_exits_0(exported, capsys):
     assert main(["build", str(exported), "--samples", "2"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_failed_run_leaves_no_runs_directory_in_the_export(exported, monkeypatch, capsys):
+    """The inputs and outputs of the program's runs (``.runs/``) are removed when a run fails too."""
+    from npukit.codegen.build import BuildFailed
+
+    def crash(*_a, **_k):
+        raise BuildFailed("./model .runs/in0.npy .runs/out: killed by signal 11 (SIGSEGV): no output")
+
+    monkeypatch.setattr(build, "run_program", crash)
+    assert main(["build", str(exported), "--samples", "1"]) == 2
+    assert "killed by signal 11" in capsys.readouterr().err
+    assert not (exported / ".runs").exists()

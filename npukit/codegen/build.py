@@ -157,6 +157,7 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
         tmp = tempfile.mkdtemp(prefix="npukit-build-")
         directory = Path(tmp) / "export"
     directory = Path(directory)
+    work = None
     try:
         proj = study.export(directory) if regenerate or not (directory / "Makefile").exists() else study.project
         make(directory)
@@ -237,8 +238,9 @@ def build_and_compare(study, directory=None, *, samples: int = 16, target: bool 
             fr["program"] = tgt.program_name("model")
             fr["estimate"] = fit_mod.estimate(proj.manifest, study.soc)
             report["fit"] = pipeline.record_fit(study.result, data, fr)
-        shutil.rmtree(work, ignore_errors=True)
         return json.loads(json.dumps(report))
     finally:
+        if work is not None:  # (the runs' inputs and outputs, whether the build ended well or not)
+            shutil.rmtree(work, ignore_errors=True)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -33,10 +33,12 @@ from .study_outputs import StudyOutputs
 class Study(StudyEdits, StudyOutputs):
     """A what-if study of one model on one SoC.
 
-    ``Study(model, soc, config=None, input_shapes=None)``: ``model`` is a path (.onnx, .tflite,
+    ``Study(model, soc, config=None, input_shapes=None, placement=None)``: ``model`` is a path (.onnx, .tflite,
     .pt2), an onnx.ModelProto, a torch.export.ExportedProgram or a Relax IRModule; ``soc`` a
     bundled profile name, a path or a SocProfile; ``config`` a Config (or a dict / TOML / JSON
-    text of one, or a saved .toml / .json file's path) to start from.
+    text of one, or a saved .toml / .json file's path) to start from.  ``placement`` ("cost" or
+    "first-fit"), when given, is the policy whatever ``config`` says (as ``--placement`` beside
+    ``--config`` on the command line).
     """
 
     def __init__(self, model, soc, config: Config | Mapping | str | None = None, *,

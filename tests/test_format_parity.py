@@ -478,3 +478,31 @@ def test_a_cropping_pad_before_a_conv_stays_a_pad(tmp_path):
     assert [op.kind for op in g.ops][:2] != ["conv2d", "add"]  # the crop is an op before the conv
     assert ref.shape == (1, 4, 7, 7)
     assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5
+
+
+class Pool1d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(3, 8, 5, padding=2)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        return F.adaptive_avg_pool1d(y, 1).flatten(1) + y.amax(-1, keepdim=True).unsqueeze(2).mean((2, 3))
+
+
+def test_a_1d_global_pool_is_one_mean_from_every_file(tmp_path):
+    """torch.export runs a 1-D adaptive pool as the 2-D one on an unsqueezed input (expand_dims, mean
+    over the unit axis and the length, squeeze); ONNX has GlobalAveragePool, one mean.  A reduction
+    over an inserted axis of one element is the reduction without it."""
+    torch.manual_seed(0)
+    model, x = Pool1d(), torch.randn(1, 3, 16)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    forms = set()
+    for path in _export(model, x, tmp_path, "pool1d"):
+        imported = npukit.import_model(path)
+        g = imported.graph
+        forms.add(tuple((op.kind, tuple(op.attrs.get("axis", ()))) for op in g.ops if op.kind in ("mean", "max")))
+        assert [op.kind for op in g.ops].count("expand_dims") == 0, (path.name, [op.kind for op in g.ops])
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
+    assert len(forms) == 1, forms

@@ -104,3 +104,56 @@ def adaptive_pool_as_pool(p: Pass, var, v):
     out = p.emit(pool(p.m(v.args[0]), pool_size=k, strides=k, padding=[0] * (2 * len(k)), layout=layout,
                       out_layout=layout), like=var)  # fmt: skip
     return Match(out, (), "")
+
+
+def unit_axis_reduce(p: Pass, var, v):
+    """``squeeze(reduce(expand_dims(x, E), A, keepdims=True), E)`` with the inserted unit axes ``E``
+    among the reduced ``A`` (torch.export's ``AdaptiveAvgPool1d(1)`` and other 1-D pools, run as
+    their 2-D form on an unsqueezed input) -> ``reduce(x, A - E, keepdims=True)``, the one op ONNX's
+    GlobalAveragePool / ReduceMean is.  Exact: reducing an axis of one element changes nothing."""
+    r = p.call(v.args[0], *_REDUCES)
+    if r is None or not p.single(v.args[0]) or not bool(p.attr(r, "keepdims", False)):
+        return None
+    e = p.call(r.args[0], "relax.expand_dims")
+    if e is None or not p.single(r.args[0]):
+        return None
+    x_shape, shape = p.shape(e.args[0]), p.shape(r.args[0])
+    axes, inserted, squeezed = p.attr(r, "axis", None), p.attr(e, "axis", None), p.attr(v, "axis", None)
+    if x_shape is None or shape is None or axes is None or inserted is None or squeezed is None:
+        return None
+    n = len(shape)
+    ins = sorted({int(a) % n for a in inserted})
+    red = {int(a) % n for a in axes}
+    if sorted({int(a) % n for a in squeezed}) != ins or not set(ins) <= red or len(ins) + len(x_shape) != n:
+        return None
+    kept = [k for k in range(n) if k not in ins]  # x's axis j stands at kept[j]
+    left = [j for j, k in enumerate(kept) if k in red]
+    if not left:  # (only the unit axes reduced: nothing to compute)
+        return None
+    name = r.op.name.rsplit(".", 1)[-1]
+    out = p.emit(getattr(p.relax.op, name)(p.m(e.args[0]), axis=left, keepdims=True), like=v.args[0])
+    return Match(out, (v.args[0], r.args[0]), "a reduction over an inserted axis of one element written as one at import")
+
+
+def unit_axis_dropped(p: Pass, var, v):
+    """``reduce(expand_dims(x, E), A, keepdims=False)`` with the inserted unit axes ``E`` among the
+    reduced ``A`` -> ``reduce(x, A - E, keepdims=False)`` (see ``unit_axis_reduce``).  Exact."""
+    if bool(p.attr(v, "keepdims", False)):
+        return None
+    e = p.call(v.args[0], "relax.expand_dims")
+    if e is None or not p.single(v.args[0]):
+        return None
+    x_shape, shape = p.shape(e.args[0]), p.shape(v.args[0])
+    axes, inserted = p.attr(v, "axis", None), p.attr(e, "axis", None)
+    if x_shape is None or shape is None or axes is None or inserted is None:
+        return None
+    n = len(shape)
+    ins = {int(a) % n for a in inserted}
+    red = {int(a) % n for a in axes}
+    kept = [k for k in range(n) if k not in ins]
+    left = [j for j, k in enumerate(kept) if k in red]
+    if not ins <= red or len(ins) + len(x_shape) != n or not left:
+        return None
+    name = v.op.name.rsplit(".", 1)[-1]
+    out = p.emit(getattr(p.relax.op, name)(p.m(e.args[0]), axis=left, keepdims=False), like=var)
+    return Match(out, (v.args[0],), "a reduction over an inserted axis of one element written as one at import")

@@ -40,7 +40,14 @@ from .canon_norms import (
     norm_affine,
     norm_epsilon,
 )
-from .canon_reduce import adaptive_pool_as_pool, l2_norm, squeezed_reduce, topk_as_max
+from .canon_reduce import (
+    adaptive_pool_as_pool,
+    l2_norm,
+    squeezed_reduce,
+    topk_as_max,
+    unit_axis_dropped,
+    unit_axis_reduce,
+)
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -335,7 +342,8 @@ RULES = {
     "relax.minimum": (compact_bound, clamp_as_clip),
     "relax.quantize": (quantized_view,),
     "TupleGetItem": (fold_batch_norm, tuple_field, topk_as_max),
-    "relax.squeeze": (squeezed_reduce,),
+    "relax.squeeze": (squeezed_reduce, unit_axis_reduce),
+    **dict.fromkeys(("relax.mean", "relax.sum", "relax.max", "relax.min", "relax.prod"), (unit_axis_dropped,)),
     "relax.nn.adaptive_avg_pool1d": (adaptive_pool_as_pool,),
     "relax.nn.adaptive_avg_pool2d": (adaptive_pool_as_pool,),
     "relax.nn.adaptive_avg_pool3d": (adaptive_pool_as_pool,),

@@ -506,3 +506,35 @@ def test_a_1d_global_pool_is_one_mean_from_every_file(tmp_path):
         assert [op.kind for op in g.ops].count("expand_dims") == 0, (path.name, [op.kind for op in g.ops])
         assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
     assert len(forms) == 1, forms
+
+
+class Pools1d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 8, 3, padding=1, groups=4)
+
+    def forward(self, x):
+        y = self.conv(x)
+        a = F.max_pool1d(y, 3, stride=2, padding=1, dilation=2, ceil_mode=True)
+        b = F.avg_pool1d(y, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)
+        c = F.adaptive_avg_pool1d(y, 4)
+        return a.sum(-1) + b.sum(-1) + c.mean(-1)
+
+
+def test_1d_pools_are_the_onnx_1d_pools_from_pt2(tmp_path):
+    """torch.export runs ``max_pool1d`` / ``avg_pool1d`` (and a divisible adaptive pool) as the 2-D
+    pool of an unsqueezed input (expand_dims, pool2d over (1, k), squeeze); ONNX has the 1-D pool.
+    Strides, padding, dilation and the rounding mode carry over."""
+    torch.manual_seed(0)
+    model, x = Pools1d(), torch.randn(1, 4, 16)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    forms = set()
+    for path in _export(model, x, tmp_path, "pools1d"):
+        imported = npukit.import_model(path)
+        g = imported.graph
+        forms.add(tuple((op.kind, tuple(sorted(op.attrs.items()))) for op in g.ops if "pool" in op.kind))
+        assert not any(op.kind in ("expand_dims", "squeeze") for op in g.ops), (path.name, [op.kind for op in g.ops])
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
+    assert len(forms) == 1, forms
+    assert [k for k, _ in next(iter(forms))] == ["max_pool1d", "avg_pool1d", "avg_pool1d"]

@@ -157,3 +157,38 @@ def unit_axis_dropped(p: Pass, var, v):
     name = v.op.name.rsplit(".", 1)[-1]
     out = p.emit(getattr(p.relax.op, name)(p.m(e.args[0]), axis=left, keepdims=False), like=var)
     return Match(out, (v.args[0],), "a reduction over an inserted axis of one element written as one at import")
+
+
+_POOLS_2D = {"relax.nn.max_pool2d": "max_pool1d", "relax.nn.avg_pool2d": "avg_pool1d"}
+
+
+def pool_1d(p: Pass, var, v):
+    """``squeeze(pool2d(expand_dims(x, H), (1, k)), H)`` over an NCW input (torch.export's
+    ``max_pool1d`` / ``avg_pool1d``, run as the 2-D pool on an unsqueezed input) -> ``pool1d(x, k)``
+    with the same strides, padding, dilation and rounding, the one op ONNX's MaxPool / AveragePool
+    of a 1-D input is.  Exact: the window over the unit axis holds its one element."""
+    pool = p.call(v.args[0], *_POOLS_2D)
+    if pool is None or not p.single(v.args[0]):
+        return None
+    e = p.call(pool.args[0], "relax.expand_dims")
+    if e is None:
+        return None
+    x_shape = p.shape(e.args[0])
+    if x_shape is None or len(x_shape) != 3:
+        return None
+    ins, sq = p.attr(e, "axis", None), p.attr(v, "axis", None)
+    if ins is None or sq is None or [int(a) % 4 for a in ins] != [2] or [int(a) % 4 for a in sq] != [2]:
+        return None
+    if str(p.attr(pool, "layout", "")) != "NCHW" or str(p.attr(pool, "out_layout", "") or "NCHW") != "NCHW":
+        return None
+    size, strides, dilation, padding = ([int(_prim(a)) for a in p.attr(pool, k, ())] for k in
+                                        ("pool_size", "strides", "dilation", "padding"))  # fmt: skip
+    if len(size) != 2 or size[0] != 1 or len(padding) != 4 or padding[0] or padding[2] or len(strides) != 2:
+        return None
+    op = getattr(p.relax.op.nn, _POOLS_2D[pool.op.name])
+    out = p.emit(op(p.m(e.args[0]), pool_size=[size[1]], strides=[strides[1]], padding=[padding[1], padding[3]],
+                    dilation=[dilation[1] if len(dilation) == 2 else 1], ceil_mode=bool(p.attr(pool, "ceil_mode", False)),
+                    count_include_pad=bool(p.attr(pool, "count_include_pad", False)), layout="NCW", out_layout="NCW"),
+                 like=v.args[0])  # fmt: skip
+    gone = (v.args[0], pool.args[0]) if p.single(pool.args[0]) else (v.args[0],)
+    return Match(out, gone, "a 1-D pool run as a 2-D pool on an unsqueezed input written as one at import")

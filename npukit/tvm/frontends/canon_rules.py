@@ -43,6 +43,7 @@ from .canon_norms import (
 from .canon_reduce import (
     adaptive_pool_as_pool,
     l2_norm,
+    pool_1d,
     squeezed_reduce,
     topk_as_max,
     unit_axis_dropped,
@@ -342,7 +343,7 @@ RULES = {
     "relax.minimum": (compact_bound, clamp_as_clip),
     "relax.quantize": (quantized_view,),
     "TupleGetItem": (fold_batch_norm, tuple_field, topk_as_max),
-    "relax.squeeze": (squeezed_reduce, unit_axis_reduce),
+    "relax.squeeze": (squeezed_reduce, unit_axis_reduce, pool_1d),
     **dict.fromkeys(("relax.mean", "relax.sum", "relax.max", "relax.min", "relax.prod"), (unit_axis_dropped,)),
     "relax.nn.adaptive_avg_pool1d": (adaptive_pool_as_pool,),
     "relax.nn.adaptive_avg_pool2d": (adaptive_pool_as_pool,),

@@ -538,3 +538,25 @@ def test_1d_pools_are_the_onnx_1d_pools_from_pt2(tmp_path):
         assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
     assert len(forms) == 1, forms
     assert [k for k, _ in next(iter(forms))] == ["max_pool1d", "avg_pool1d", "avg_pool1d"]
+
+
+class Softplus(nn.Module):
+    def forward(self, x):
+        return F.mish(x) + F.softplus(2 * x)
+
+
+def test_softplus_and_mish_are_one_form_from_every_file(tmp_path):
+    """torch.export's softplus is ``where(x > 20, x, log(exp(x) + 1))``; TVM imports ONNX's Softplus as
+    the stable ``max(x, 0) + log(exp(-|x|) + 1)``: the ops differed by file (a Mish too).  Values
+    are torch's to within fp32 rounding, large inputs included."""
+    torch.manual_seed(0)
+    model, x = Softplus(), torch.cat([torch.randn(1, 24) * 4, torch.tensor([[-60.0, -20.0, 19.0, 21.0, 40.0, 90.0, 0.0, 1e-3]])], 1)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    forms = set()
+    for path in _export(model, x, tmp_path, "softplus"):
+        imported = npukit.import_model(path)
+        forms.add(tuple(op.kind for op in imported.graph.ops))
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
+    assert len(forms) == 1, forms
+    assert "where" not in next(iter(forms))

@@ -237,6 +237,35 @@ def gelu_erf(p: Pass, var, v):
     return None
 
 
+def softplus_stable(p: Pass, var, v):
+    """``where(x > t, x, log(exp(x) + 1))`` (torch.export's ``softplus`` at beta 1, threshold ``t`` >= 15;
+    a Mish's first half) -> ``max(x, 0) + log(exp(-|x|) + 1)``, the stable form TVM imports ONNX's
+    Softplus as.  Equal to within fp32 rounding: above ``t`` the two differ by ``log(1 + exp(-x))``,
+    under ``exp(-15)`` of ``x``."""
+    cond, x, soft = v.args
+    gt = p.call(cond, "relax.greater")
+    t = p.scalar(gt.args[1]) if gt is not None else None
+    if t is None or t < 15 or not gt.args[0].same_as(x) or not p.single(cond) or not p.dtype(x).startswith("float"):
+        return None
+    log = p.call(soft, "relax.log")
+    if log is None or not p.single(soft):
+        return None
+    add = p.call(log.args[0], "relax.add")
+    if add is None or not p.single(log.args[0]):
+        return None
+    e, one = _operands(p, add)
+    ex = p.call(e, "relax.exp") if e is not None and p.single(e) else None
+    if ex is None or not ex.args[0].same_as(x) or not _close(p.scalar(one), 1.0):
+        return None
+    dt = p.dtype(x)
+    pos = p.emit(p.relax.op.clip(p.m(x), 0.0, float("inf")), like=var)
+    neg = p.emit(p.relax.op.negative(p.emit(p.relax.op.abs(p.m(x)), like=var)), like=var)
+    tail = p.emit(p.relax.op.log(p.emit(p.relax.op.add(p.emit(p.relax.op.exp(neg), like=var), _const(p, 1.0, dt)),
+                                         like=var)), like=var)  # fmt: skip
+    out = p.emit(p.relax.op.add(pos, tail), like=var)
+    return Match(out, (cond, soft, log.args[0], e), "part of a softplus written as ONNX's stable form at import")
+
+
 _GUARD_OPS = {"relax.logical_not", "relax.astype", "relax.max", "relax.min", "relax.equal", "relax.not_equal",
               "relax.isinf", "relax.logical_and", "relax.logical_or"}  # fmt: skip
 
@@ -361,7 +390,7 @@ RULES = {
     "relax.nn.conv2d": (pad_into_conv,),
     "relax.astype": (identity, int_avg_pool),
     "relax.permute_dims": (identity, permute_chain, transposed_softmax, transpose_after_softmax),
-    "relax.where": (safe_softmax, prelu_as_where),
+    "relax.where": (safe_softmax, prelu_as_where, softplus_stable),
 }
 # run once RULES match nothing more: merging reshapes earlier would hide the flattened-linear and
 # batched-matmul forms their rules look for

@@ -1,0 +1,93 @@
+"""set_data refuses values the model's input cannot hold, in the model's words: float data past the
+range of a float input's dtype (it became inf, and every figure was measured against inf), integer
+data past an integer input's dtype (it wrapped round in silence), and samples of different shapes
+(numpy's ValueError came out as it was).  The study keeps its data and takes good data afterwards."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import NUMERICS, SAMPLES, onnx_model, save_onnx, tensor_info
+from onnx import TensorProto, numpy_helper
+from onnx import helper as h
+
+import npukit
+
+
+@pytest.fixture(scope="module")
+def half_model(tmp_path_factory):
+    """out = relu(x @ W), a float16 model: x [1, 16] float16."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 10)).astype(np.float16), "W")
+    m = onnx_model([h.make_node("MatMul", ["x", "W"], ["m"], name="mm"), h.make_node("Relu", ["m"], ["out"], name="relu")],
+                   [tensor_info("x", [1, 16], TensorProto.FLOAT16)], [tensor_info("out", [1, 10], TensorProto.FLOAT16)],
+                   [w])  # fmt: skip
+    return save_onnx(m, tmp_path_factory.mktemp("half") / "half.onnx")
+
+
+def test_float_data_past_a_float32_input_is_refused_not_measured_as_inf():
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", NUMERICS)
+    x = np.load(SAMPLES / "digits_cnn.npz")["x"][:8].astype(np.float64)
+    key = s.data.key
+    big = x.copy()
+    big[0, 0, 0, 0] = 1e300  # finite in float64, inf in the model's float32
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data(big)
+    assert str(ei.value) == ("x: values up to 1e+300 overflow input 'input', which is float32 (largest 3.40282e+38); "
+                             "the error figures need finite inputs")  # fmt: skip
+    assert s.data.key == key  # the study keeps its data
+    s.set_data(x)  # and takes good data afterwards
+    assert s.error_dict()["samples"] == 8
+
+
+def test_float_data_past_a_float16_input_is_refused(half_model):
+    s = npukit.Study(half_model, NUMERICS)
+    x = np.random.default_rng(1).standard_normal((6, 16)).astype(np.float32)
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data(x * 1e5)
+    assert str(ei.value).startswith("x: values up to ")
+    assert str(ei.value).endswith(
+        "overflow input 'x', which is float16 (largest 65504); the error figures need finite inputs"
+    )
+    s.set_data(x)
+    e = s.error_dict()
+    assert e["samples"] == 6 and np.isfinite(e["outputs"][0]["max_abs"])
+
+
+def test_a_calibration_array_past_the_input_range_is_refused_naming_the_file(tmp_path):
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", NUMERICS)
+    x = np.load(SAMPLES / "digits_cnn.npz")["x"][:8]
+    p = tmp_path / "d.npz"
+    np.savez(p, x=x, calib=x.astype(np.float64) * 1e300)
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data(p)
+    assert str(ei.value).startswith(f"{p}: calib: values up to ")
+    assert "overflow input 'input', which is float32" in str(ei.value)
+
+
+def test_integer_data_past_an_integer_input_is_refused_not_wrapped():
+    s = npukit.Study(SAMPLES / "digits_cnn_int8.tflite", "arm-dsp-dla")
+    key = s.data.key
+    x = np.full((3, 8, 8, 1), 100, np.int64)
+    x[1, 0, 0, 0] = 300  # int8 wrapped it to 44
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data(x)
+    assert (
+        str(ei.value)
+        == "x: values 100..300 out of range for input 'serving_default_input:0', which is int8 (-128..127)"
+    )
+    with pytest.raises(npukit.DataError, match=r"x: values 200\.\.200 out of range for .* int8 \(-128\.\.127\)"):
+        s.set_data(np.full((3, 8, 8, 1), 200, np.uint8))
+    assert s.data.key == key
+    s.set_data(x.clip(-128, 127).astype(np.int8))
+    assert s.error_dict()["samples"] == 3
+
+
+def test_samples_of_different_shapes_are_refused_in_npukit_words():
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", NUMERICS)
+    x = np.load(SAMPLES / "digits_cnn.npz")["x"]
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data([x[0], x[1][:, :, :4]])
+    assert str(ei.value) == ("x: its samples are not all of one shape; input 'input' takes arrays of shape [1, 1, 8, 8]: "
+                             "give one array [N, 1, 1, 8, 8]")  # fmt: skip
+    s.set_data([x[0], x[1]])
+    assert s.error_dict()["samples"] == 2

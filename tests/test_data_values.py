@@ -91,3 +91,18 @@ def test_samples_of_different_shapes_are_refused_in_npukit_words():
                              "give one array [N, 1, 1, 8, 8]")  # fmt: skip
     s.set_data([x[0], x[1]])
     assert s.error_dict()["samples"] == 2
+
+
+def test_labels_changed_in_place_after_set_data_do_not_change_the_figures():
+    """The study's data is a value keyed by its content: the labels were the caller's own array, so
+    shuffling it afterwards changed the accuracy of the next width measured but not of those cached."""
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", NUMERICS)
+    z = np.load(SAMPLES / "digits_cnn.npz")
+    x, y = z["x"][:40], z["y"][:40].copy()
+    s.set_data(x, y)
+    s.set_bits("int8")
+    first = s.error_dict()
+    y[:] = (y + 1) % 10  # the caller reuses its array
+    s.set_bits("int4")
+    assert s.error_dict()["accuracy_fp32"] == first["accuracy_fp32"]
+    assert np.array_equal(s.data.labels, z["y"][:40])

@@ -174,7 +174,7 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
         raise DataError(f"x: inputs have different sample counts {[len(r) for r in rows]}")
     labels = None
     if y is not None:
-        labels = np.asarray(y)
+        labels = np.array(y)  # (a copy: the user's array may change after, under a key hashed now)
         if not np.issubdtype(labels.dtype, np.number):
             raise DataError(f"y: class labels must be integers, got dtype {labels.dtype}")
         if labels.ndim != 1 or len(labels) != n:

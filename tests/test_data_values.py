@@ -106,3 +106,23 @@ def test_labels_changed_in_place_after_set_data_do_not_change_the_figures():
     s.set_bits("int4")
     assert s.error_dict()["accuracy_fp32"] == first["accuracy_fp32"]
     assert np.array_equal(s.data.labels, z["y"][:40])
+
+
+def test_a_study_that_measures_nothing_does_not_fail_on_a_sidecar_unlike_the_model(tmp_path):
+    """``npukit study MODEL`` printed every table, then failed on the model's ``<stem>.npz`` (read
+    only to say whether the scales were calibrated on random inputs) and exited 2, where --json
+    exited 0; --error still refuses the sidecar, in one line naming it."""
+    from conftest import assert_cli_error, run_cli
+
+    model = tmp_path / "digits.onnx"
+    model.write_bytes((SAMPLES / "digits_cnn.onnx").read_bytes())
+    np.savez(tmp_path / "digits.npz", x=np.zeros((3, 5), np.float32))
+    r = run_cli("study", model, "--soc", "riscv-accel")
+    assert r.returncode == 0, r.stderr
+    assert "totals: latency" in r.stdout and r.stderr == ""
+    assert "seeded random" not in r.stdout  # (the model has data of its own, if not data that fits)
+    msg = assert_cli_error(run_cli("study", model, "--soc", "riscv-accel", "--error"))
+    assert msg.startswith(f"{tmp_path / 'digits.npz'}: x: shape [3, 5] does not fit input 'input'")
+    (tmp_path / "digits.npz").unlink()  # no sidecar: the note says the scales came from random inputs
+    r = run_cli("study", model, "--soc", "riscv-accel")
+    assert r.returncode == 0 and "note: integer scales calibrated on seeded random inputs" in r.stdout

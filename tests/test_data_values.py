@@ -126,3 +126,23 @@ def test_a_study_that_measures_nothing_does_not_fail_on_a_sidecar_unlike_the_mod
     (tmp_path / "digits.npz").unlink()  # no sidecar: the note says the scales came from random inputs
     r = run_cli("study", model, "--soc", "riscv-accel")
     assert r.returncode == 0 and "note: integer scales calibrated on seeded random inputs" in r.stdout
+
+
+def test_an_object_numpy_cannot_read_is_refused_as_data_not_raised_as_it_is():
+    """A torch tensor that requires grad (or of a dtype numpy lacks) raised torch's RuntimeError /
+    TypeError out of set_data."""
+    torch = pytest.importorskip("torch")
+    s = npukit.Study(SAMPLES / "digits_cnn.onnx", NUMERICS)
+    z = np.load(SAMPLES / "digits_cnn.npz")
+    key = s.data.key
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data(torch.tensor(z["x"][:4], requires_grad=True))
+    assert str(ei.value) == ("x: cannot be read as an array of numbers for input 'input': RuntimeError: Can't call "
+                             "numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")  # fmt: skip
+    with pytest.raises(npukit.DataError, match=r"^x\['input'\]|^x: cannot be read as an array of numbers .*TypeError"):
+        s.set_data(torch.tensor(z["x"][:4]).bfloat16())
+    with pytest.raises(npukit.DataError, match=r"^y: cannot be read as an array of class labels: RuntimeError: "):
+        s.set_data(z["x"][:4], torch.tensor(z["y"][:4], dtype=torch.float32, requires_grad=True))
+    assert s.data.key == key
+    s.set_data(torch.tensor(z["x"][:4]), torch.tensor(z["y"][:4]))  # plain tensors are arrays
+    assert s.error_dict()["samples"] == 4 and s.error_dict()["accuracy"] is not None

@@ -86,6 +86,12 @@ def index_limit(g: OpGraph, tid: str) -> int | None:
     return limit
 
 
+def _first_line(e: Exception) -> str:
+    """An exception raised reading the caller's object as an array, said in a line with its kind."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
 def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
     """Rows of ``arr`` as model inputs of tensor ``t``: [N, *shape] or [N, *shape[1:]] when batch 1."""
     try:
@@ -93,6 +99,10 @@ def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
     except ValueError:  # (numpy's words: "setting an array element with a sequence ... inhomogeneous")
         raise DataError(f"{name}: its samples are not all of one shape; input {t.name!r} takes arrays of shape "
                         f"{list(t.shape)}: give one array [N, {', '.join(map(str, t.shape))}]") from None  # fmt: skip
+    except (TypeError, RuntimeError) as e:  # (a torch tensor that requires grad, of a dtype numpy lacks ...)
+        raise DataError(
+            f"{name}: cannot be read as an array of numbers for input {t.name!r}: {_first_line(e)}"
+        ) from None
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise DataError(f"{name}: dtype {arr.dtype} is not numeric; input {t.name!r} takes {t.dtype}")
     if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
@@ -174,7 +184,10 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
         raise DataError(f"x: inputs have different sample counts {[len(r) for r in rows]}")
     labels = None
     if y is not None:
-        labels = np.array(y)  # (a copy: the user's array may change after, under a key hashed now)
+        try:
+            labels = np.array(y)  # (a copy: the user's array may change after, under a key hashed now)
+        except (ValueError, TypeError, RuntimeError) as e:
+            raise DataError(f"y: cannot be read as an array of class labels: {_first_line(e)}") from None
         if not np.issubdtype(labels.dtype, np.number):
             raise DataError(f"y: class labels must be integers, got dtype {labels.dtype}")
         if labels.ndim != 1 or len(labels) != n:

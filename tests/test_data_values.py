@@ -146,3 +146,30 @@ def test_an_object_numpy_cannot_read_is_refused_as_data_not_raised_as_it_is():
     assert s.data.key == key
     s.set_data(torch.tensor(z["x"][:4]), torch.tensor(z["y"][:4]))  # plain tensors are arrays
     assert s.error_dict()["samples"] == 4 and s.error_dict()["accuracy"] is not None
+
+
+@pytest.fixture(scope="module")
+def two_inputs(tmp_path_factory):
+    """out = relu((a + b) @ W), inputs a and b of [1, 16], both read."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32), "W")
+    nodes = [h.make_node("Add", ["a", "b"], ["s"], name="add"), h.make_node("MatMul", ["s", "W"], ["m"], name="mm"),
+             h.make_node("Relu", ["m"], ["out"], name="relu")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("a", [1, 16]), tensor_info("b", [1, 16])], [tensor_info("out", [1, 4])], [w])
+    return save_onnx(m, tmp_path_factory.mktemp("two") / "two.onnx")
+
+
+def test_an_input_given_as_none_is_refused_not_fed_zeros(two_inputs):
+    """{"a": None, "b": B} and [None, B] fed input a zeros in silence (it is read: every figure was of
+    another input); {"a": None, "b": None} raised a bare StopIteration."""
+    s = npukit.Study(two_inputs, NUMERICS)
+    b = np.random.default_rng(1).standard_normal((5, 16)).astype(np.float32)
+    key = s.data.key
+    for x in ({"a": None, "b": b}, [None, b]):
+        with pytest.raises(npukit.DataError, match=r"^x: no array for input\(s\) \['a'\]"):
+            s.set_data(x)
+    for x in ({"a": None, "b": None}, (None, None)):
+        with pytest.raises(npukit.DataError, match=r"^x: no array for input\(s\) \['a', 'b'\]"):
+            s.set_data(x)
+    assert s.data.key == key
+    s.set_data({"a": b, "b": b})
+    assert s.error_dict()["samples"] == 5

@@ -158,8 +158,9 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
     if isinstance(x, Mapping):
         names = [t.name for t in ins]
         _no_stray("x", x, names)  # (a misspelt name was once dropped in silence, its input fed zeros)
-        missing = [t.name for t in ins if t.name not in x and t.name not in idle]
-        if missing or not any(t.name in x for t in ins):
+        # (an input given as None is not given: it was fed zeros, or nothing was given at all)
+        missing = [t.name for t in ins if x.get(t.name) is None and t.name not in idle]
+        if missing or all(x.get(t.name) is None for t in ins):
             raise DataError(f"x: no array for input(s) {missing or [t.name for t in ins]}; the model's inputs are "
                             f"{[t.name for t in ins]}" + (f" (no op reads {sorted(idle)}: they may be left out)" if idle else ""))  # fmt: skip
         arrays = [x.get(t.name) for t in ins]
@@ -167,6 +168,12 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
         if len(x) != len(ins):
             raise DataError(f"x: {len(x)} arrays for {len(ins)} model inputs {[t.name for t in ins]}")
         arrays = list(x)
+        missing = [
+            t.name for t, a in zip(ins, arrays) if a is None and (t.name not in idle or all(b is None for b in x))
+        ]
+        if missing:
+            raise DataError(f"x: no array for input(s) {missing} (given as None); the model's inputs are "
+                            f"{[t.name for t in ins]}" + (f" (no op reads {sorted(idle)}: they may be None)" if idle else ""))  # fmt: skip
     elif len(ins) != 1 and len(read) == 1:  # the one input an op reads; the others are filled with zeros
         arrays = [x if t is read[0] else None for t in ins]
     else:

@@ -173,3 +173,18 @@ def test_an_input_given_as_none_is_refused_not_fed_zeros(two_inputs):
     assert s.data.key == key
     s.set_data({"a": b, "b": b})
     assert s.error_dict()["samples"] == 5
+
+
+def test_cli_error_does_not_call_an_output_compared_on_no_sample_exact():
+    """The detector at int2 selects other boxes than the float model on every sample: its
+    selected_indices were compared on none, and ``--error`` printed "SNR inf dB, max abs 0" (as if
+    the width changed nothing), where int4 printed 10.5 dB."""
+    from conftest import run_cli
+
+    r = run_cli("study", SAMPLES / "tiny_detector.onnx", "--soc", "riscv-accel", "--placement", "first-fit",
+                "--bits", "accel=int2", "--error", timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("error: output")]
+    assert lines[0] == ("error: output 'selected_indices': not compared: its shape differs from the float model's on "
+                        "all 16 samples")  # fmt: skip
+    assert lines[1].startswith("error: output 'topk_scores': SNR 17.2 dB")

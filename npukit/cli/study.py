@@ -244,9 +244,19 @@ def cmd_study(args) -> int:
     if want_error:
         e = s.error_dict()
         for o in e["outputs"]:
+            # an output whose shape depends on the data (the rows NMS selects) is compared only on the
+            # samples where it has the float model's shape: on none, its "SNR inf, max abs 0" said the
+            # width changed nothing
+            off, n = o.get("shape_mismatches", 0), e["samples"]
+            if off and off >= n:
+                print(f"error: output {o['name']!r}: not compared: its shape differs from the float model's on all "
+                      f"{n} samples")  # fmt: skip
+                continue
             line = f"error: output {o['name']!r}: SNR {o['snr_db']:.1f} dB, max abs {o['max_abs']:.3g}"
             if o.get("top1_agreement") is not None:
                 line += f", top-1 agreement {100 * o['top1_agreement']:.1f}%"
+            if off:
+                line += f" (on the {n - off} of {n} samples where its shape is the float model's)"
             print(line)
         if e.get("accuracy") is not None:
             print(

@@ -188,3 +188,19 @@ def test_cli_error_does_not_call_an_output_compared_on_no_sample_exact():
     assert lines[0] == ("error: output 'selected_indices': not compared: its shape differs from the float model's on "
                         "all 16 samples")  # fmt: skip
     assert lines[1].startswith("error: output 'topk_scores': SNR 17.2 dB")
+
+
+def test_float_data_past_a_bfloat16_input_is_refused_not_blamed_on_the_model(tmp_path):
+    """A bfloat16 input missed the check (its dtype does not start with "float"): 1e300 became inf and
+    the error figures said the float model itself gave inf at its Cast."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32), "W")
+    nodes = [h.make_node("Cast", ["x"], ["xf"], name="cast", to=TensorProto.FLOAT),
+             h.make_node("MatMul", ["xf", "W"], ["out"], name="mm")]  # fmt: skip
+    m = onnx_model(nodes, [tensor_info("x", [1, 16], TensorProto.BFLOAT16)], [tensor_info("out", [1, 4])], [w])
+    s = npukit.Study(save_onnx(m, tmp_path / "bf.onnx"), NUMERICS)
+    with pytest.raises(npukit.DataError) as ei:
+        s.set_data(np.full((3, 16), 1e300))
+    assert str(ei.value) == ("x: values up to 1e+300 overflow input 'x', which is bfloat16 (largest 3.38953e+38); "
+                             "the error figures need finite inputs")  # fmt: skip
+    s.set_data(np.full((3, 16), 0.5))
+    assert s.error_dict()["samples"] == 3

@@ -92,6 +92,20 @@ def _first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
+def _largest(dtype: str) -> str:
+    """`` (largest X)``: the largest finite value of a float dtype, where numpy (or ml_dtypes, for
+    bfloat16) knows it."""
+    try:
+        return f" (largest {float(np.finfo(dtype).max):g})"
+    except (TypeError, ValueError):
+        try:
+            import ml_dtypes  # noqa: PLC0415 - numpy's finfo does not know bfloat16
+
+            return f" (largest {float(ml_dtypes.finfo(dtype).max):g})"
+        except Exception:  # noqa: BLE001 - the figure is a courtesy
+            return ""
+
+
 def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
     """Rows of ``arr`` as model inputs of tensor ``t``: [N, *shape] or [N, *shape[1:]] when batch 1."""
     try:
@@ -118,15 +132,15 @@ def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
             f"expected [N, {', '.join(map(str, shape))}]"
             + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else "")
         )
-    if t.dtype.startswith("float"):
+    if "float" in t.dtype:  # (float16 / 32 / 64, and bfloat16)
         if not np.issubdtype(rows.dtype, np.floating) and not np.issubdtype(rows.dtype, np.integer):
             raise DataError(f"{name}: dtype {rows.dtype} cannot feed float input {t.name!r}")
         with np.errstate(over="ignore"):
             out = rows.astype(t.dtype)
         if not np.all(np.isfinite(out)):  # (finite in the data's own dtype, past the input's: inf, measured as such)
             big = float(np.max(np.abs(rows.astype(np.float64))))
-            raise DataError(f"{name}: values up to {big:g} overflow input {t.name!r}, which is {t.dtype} (largest "
-                            f"{float(np.finfo(t.dtype).max):g}); the error figures need finite inputs")  # fmt: skip
+            raise DataError(f"{name}: values up to {big:g} overflow input {t.name!r}, which is {t.dtype}"
+                            f"{_largest(t.dtype)}; the error figures need finite inputs")  # fmt: skip
         return out
     if "int" in t.dtype:
         if np.issubdtype(rows.dtype, np.floating):

@@ -141,7 +141,9 @@ class Study(StudyEdits, StudyOutputs):
     partitions = property(lambda self: tables.partitions(self.result), doc="One row per partition.")
     costs = property(lambda self: tables.costs(self.result), doc=tables.costs.__doc__)
     boundaries = property(lambda self: tables.boundaries(self.result), doc=tables.boundaries.__doc__)
-    timeline = property(lambda self: tables.timeline(self.result), doc="The lane schedule: ops, transfers, conversions.")
+    timeline = property(
+        lambda self: tables.timeline(self.result), doc="The lane schedule: ops, transfers, conversions."
+    )
 
     @property
     def totals(self) -> Totals:
@@ -183,7 +185,9 @@ class Study(StudyEdits, StudyOutputs):
 
         if x is None:
             if y is not None:
-                raise ConfigError("set_data(None, y): labels need inputs; pass both, or None alone for the default data")
+                raise ConfigError(
+                    "set_data(None, y): labels need inputs; pass both, or None alone for the default data"
+                )
             self._data = None  # back to the model's own data (its sidecar), else seeded random inputs
             self._notify()
             return self
@@ -225,7 +229,9 @@ class Study(StudyEdits, StudyOutputs):
         agreement -- reported for every output with exactly one dimension larger than 1 ([C],
         [1, C] ...) whatever it holds, and per row for a float [B, C] output (B, C > 1), else None;
         it means something only for class scores -- and accuracy on labels (output 0, one row of
-        class scores).  ``data_source`` names this study's data."""
+        class scores).  ``data_source`` names this study's data.  An output whose shape depends on
+        the data (the rows NMS selects) is compared on the samples where it has the float model's
+        shape; ``shape_mismatches`` counts those left out (on all of them its figures compare nothing)."""
         res = self._error_result()
         return {"outputs": [dict(o) for o in res.outputs], "accuracy": res.accuracy, "accuracy_fp32": res.accuracy_fp32,
                 "samples": res.samples, "per_op_samples": res.per_op_samples, "data_source": res.source}  # fmt: skip
@@ -289,4 +295,3 @@ def _round(v) -> str:
 
 
 __all__ = ["Study", "NpukitError"]
-

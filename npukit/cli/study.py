@@ -57,7 +57,9 @@ def cmd_inspect(args) -> int:
     totals = {"ops": len(rows), "macs": sum(r["macs"] for r in rows), "vector_ops": sum(r["vector_ops"] for r in rows),
               "params": _parameters(g)}  # fmt: skip
     idle = unread_inputs(g)
-    ins = [{"name": g.tensors[t].name, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.inputs]
+    ins = [
+        {"name": g.tensors[t].name, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.inputs
+    ]
     outs = [
         {"name": g.output_name(k), "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype}
         for k, t in enumerate(g.outputs)
@@ -140,7 +142,11 @@ def cmd_study(args) -> int:
     from ..errors import NpukitError  # noqa: PLC0415
 
     # (a directory given gets its own message below)
-    if args.save_config and not Path(args.save_config).is_dir() and Path(args.save_config).suffix.lower() not in (".toml", ".json"):
+    if (
+        args.save_config
+        and not Path(args.save_config).is_dir()
+        and Path(args.save_config).suffix.lower() not in (".toml", ".json")
+    ):
         raise NpukitError(f"{args.save_config}: --save-config writes TOML (.toml) or JSON (.json); give the file "
                           "one of those suffixes")  # fmt: skip
     if args.report and not Path(args.report).is_dir() and Path(args.report).suffix.lower() not in (".html", ".htm"):
@@ -182,6 +188,7 @@ def cmd_study(args) -> int:
         html = report_html(s, want_error)
     from ..io import atomic_write_text, check_file_target  # noqa: PLC0415
     from ..pipeline import calibrated_tensors  # noqa: PLC0415
+    from ..quant.data import sidecar  # noqa: PLC0415
 
     for out in (args.save_config, args.report):  # (a directory, or a file where its directory would be)
         if out:
@@ -208,7 +215,9 @@ def cmd_study(args) -> int:
     pw = max(len(p) for p in s.soc.names)
     for r in s.partitions.itertuples():
         ops = f"{r.ops:>4} {'op ' if r.ops == 1 else 'ops'}"
-        print(f"  {r.partition:>3} {r.processor:<{pw}} {ops}  {r.latency_us:>10.2f} us  {show(r.first, 40)} .. {show(r.last, 40)}")
+        print(
+            f"  {r.partition:>3} {r.processor:<{pw}} {ops}  {r.latency_us:>10.2f} us  {show(r.first, 40)} .. {show(r.last, 40)}"
+        )
     b = s.boundaries
     if len(b):
         print("boundaries:")
@@ -222,19 +231,37 @@ def cmd_study(args) -> int:
         print(f"note: {text}")
     t = s.totals
     print(f"totals: latency {t['latency_us']:.2f} us, energy {t['energy_uj']:.3f} uJ, MACs {t['macs']:,}")
-    print("  busy: " + ", ".join(f"{p} {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)" for p in s.soc.names))
+    print(
+        "  busy: " + ", ".join(f"{p} {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)" for p in s.soc.names)
+    )
     print(f"  transfers {t['transfer_us']:.2f} us, layout {t['layout_us']:.2f} us, quantize {t['quantize_us']:.2f} us")
-    if not args.data and s.data.source.startswith("seeded random") and calibrated_tensors(s.result):
+    # (the model's sidecar is not read to say so: a study that measures nothing does not need its
+    # data, and --json printed the study whole where a sidecar unlike the model's inputs failed here)
+    path = str(s.graph.path or "")
+    unsupplied = not args.data and not (path and not path.startswith("<") and sidecar(path))
+    if unsupplied and calibrated_tensors(s.result):
         print(f"note: integer scales calibrated on {s.data.source}")
     if want_error:
         e = s.error_dict()
         for o in e["outputs"]:
+            # an output whose shape depends on the data (the rows NMS selects) is compared only on the
+            # samples where it has the float model's shape: on none, its "SNR inf, max abs 0" said the
+            # width changed nothing
+            off, n = o.get("shape_mismatches", 0), e["samples"]
+            if off and off >= n:
+                print(f"error: output {o['name']!r}: not compared: its shape differs from the float model's on all "
+                      f"{n} samples")  # fmt: skip
+                continue
             line = f"error: output {o['name']!r}: SNR {o['snr_db']:.1f} dB, max abs {o['max_abs']:.3g}"
             if o.get("top1_agreement") is not None:
                 line += f", top-1 agreement {100 * o['top1_agreement']:.1f}%"
+            if off:
+                line += f" (on the {n - off} of {n} samples where its shape is the float model's)"
             print(line)
         if e.get("accuracy") is not None:
-            print(f"accuracy: {100 * e['accuracy']:.2f}% (fp32 {100 * e['accuracy_fp32']:.2f}%) on {e['samples']} samples")
+            print(
+                f"accuracy: {100 * e['accuracy']:.2f}% (fp32 {100 * e['accuracy_fp32']:.2f}%) on {e['samples']} samples"
+            )
     for node in args.explain:
         print()
         print(s.explain(node))

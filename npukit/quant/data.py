@@ -16,6 +16,7 @@ from ..graph import OpGraph, Tensor
 DEFAULT_RANDOM_SAMPLES = 16
 CALIB_SAMPLES = 32
 
+
 @dataclass(frozen=True, eq=False)
 class Data:
     """Inputs (one list of arrays per sample, model dtype), optional labels, provenance; ``key`` is a
@@ -85,9 +86,37 @@ def index_limit(g: OpGraph, tid: str) -> int | None:
     return limit
 
 
+def _first_line(e: Exception) -> str:
+    """An exception raised reading the caller's object as an array, said in a line with its kind."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _largest(dtype: str) -> str:
+    """`` (largest X)``: the largest finite value of a float dtype, where numpy (or ml_dtypes, for
+    bfloat16) knows it."""
+    try:
+        return f" (largest {float(np.finfo(dtype).max):g})"
+    except (TypeError, ValueError):
+        try:
+            import ml_dtypes  # noqa: PLC0415 - numpy's finfo does not know bfloat16
+
+            return f" (largest {float(ml_dtypes.finfo(dtype).max):g})"
+        except Exception:  # noqa: BLE001 - the figure is a courtesy
+            return ""
+
+
 def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
     """Rows of ``arr`` as model inputs of tensor ``t``: [N, *shape] or [N, *shape[1:]] when batch 1."""
-    arr = np.asarray(arr)
+    try:
+        arr = np.asarray(arr)
+    except ValueError:  # (numpy's words: "setting an array element with a sequence ... inhomogeneous")
+        raise DataError(f"{name}: its samples are not all of one shape; input {t.name!r} takes arrays of shape "
+                        f"{list(t.shape)}: give one array [N, {', '.join(map(str, t.shape))}]") from None  # fmt: skip
+    except (TypeError, RuntimeError) as e:  # (a torch tensor that requires grad, of a dtype numpy lacks ...)
+        raise DataError(
+            f"{name}: cannot be read as an array of numbers for input {t.name!r}: {_first_line(e)}"
+        ) from None
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise DataError(f"{name}: dtype {arr.dtype} is not numeric; input {t.name!r} takes {t.dtype}")
     if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
@@ -100,12 +129,19 @@ def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
     else:
         raise DataError(
             f"{name}: shape {list(arr.shape)} does not fit input {t.name!r} of shape {list(shape)}; "
-            f"expected [N, {', '.join(map(str, shape))}]" + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else "")
+            f"expected [N, {', '.join(map(str, shape))}]"
+            + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else "")
         )
-    if t.dtype.startswith("float"):
+    if "float" in t.dtype:  # (float16 / 32 / 64, and bfloat16)
         if not np.issubdtype(rows.dtype, np.floating) and not np.issubdtype(rows.dtype, np.integer):
             raise DataError(f"{name}: dtype {rows.dtype} cannot feed float input {t.name!r}")
-        return rows.astype(t.dtype)
+        with np.errstate(over="ignore"):
+            out = rows.astype(t.dtype)
+        if not np.all(np.isfinite(out)):  # (finite in the data's own dtype, past the input's: inf, measured as such)
+            big = float(np.max(np.abs(rows.astype(np.float64))))
+            raise DataError(f"{name}: values up to {big:g} overflow input {t.name!r}, which is {t.dtype}"
+                            f"{_largest(t.dtype)}; the error figures need finite inputs")  # fmt: skip
+        return out
     if "int" in t.dtype:
         if np.issubdtype(rows.dtype, np.floating):
             qp = _input_quant(g, t.tid)
@@ -115,6 +151,10 @@ def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
             s, z = qp
             info = np.iinfo(t.dtype)
             return np.clip(np.round(rows / s) + z, info.min, info.max).astype(t.dtype)
+        info = np.iinfo(t.dtype)
+        if rows.size and (rows.min() < info.min or rows.max() > info.max):  # (astype wrapped them round)
+            raise DataError(f"{name}: values {rows.min()}..{rows.max()} out of range for input {t.name!r}, which is "
+                            f"{t.dtype} ({info.min}..{info.max})")  # fmt: skip
         limit = index_limit(g, t.tid)
         if limit is not None and rows.size and (rows.min() < -limit or rows.max() >= limit):
             raise DataError(f"{name}: values {rows.min()}..{rows.max()} out of range for input {t.name!r}, which "
@@ -132,8 +172,9 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
     if isinstance(x, Mapping):
         names = [t.name for t in ins]
         _no_stray("x", x, names)  # (a misspelt name was once dropped in silence, its input fed zeros)
-        missing = [t.name for t in ins if t.name not in x and t.name not in idle]
-        if missing or not any(t.name in x for t in ins):
+        # (an input given as None is not given: it was fed zeros, or nothing was given at all)
+        missing = [t.name for t in ins if x.get(t.name) is None and t.name not in idle]
+        if missing or all(x.get(t.name) is None for t in ins):
             raise DataError(f"x: no array for input(s) {missing or [t.name for t in ins]}; the model's inputs are "
                             f"{[t.name for t in ins]}" + (f" (no op reads {sorted(idle)}: they may be left out)" if idle else ""))  # fmt: skip
         arrays = [x.get(t.name) for t in ins]
@@ -141,13 +182,21 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
         if len(x) != len(ins):
             raise DataError(f"x: {len(x)} arrays for {len(ins)} model inputs {[t.name for t in ins]}")
         arrays = list(x)
+        missing = [
+            t.name for t, a in zip(ins, arrays) if a is None and (t.name not in idle or all(b is None for b in x))
+        ]
+        if missing:
+            raise DataError(f"x: no array for input(s) {missing} (given as None); the model's inputs are "
+                            f"{[t.name for t in ins]}" + (f" (no op reads {sorted(idle)}: they may be None)" if idle else ""))  # fmt: skip
     elif len(ins) != 1 and len(read) == 1:  # the one input an op reads; the others are filled with zeros
         arrays = [x if t is read[0] else None for t in ins]
     else:
         if len(ins) != 1:
             raise DataError(f"x: the model has {len(ins)} inputs {[t.name for t in ins]}; pass a dict name -> array")
         arrays = [x]
-    given = {t.name: _fit(g, t, a, f"x[{t.name!r}]" if len(ins) > 1 else "x") for t, a in zip(ins, arrays) if a is not None}
+    given = {
+        t.name: _fit(g, t, a, f"x[{t.name!r}]" if len(ins) > 1 else "x") for t, a in zip(ins, arrays) if a is not None
+    }
     n = len(next(iter(given.values())))
     rows = [given[t.name] if t.name in given else np.zeros((n, *t.shape), t.dtype) for t in ins]
     if n == 0:
@@ -156,7 +205,10 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
         raise DataError(f"x: inputs have different sample counts {[len(r) for r in rows]}")
     labels = None
     if y is not None:
-        labels = np.asarray(y)
+        try:
+            labels = np.array(y)  # (a copy: the user's array may change after, under a key hashed now)
+        except (ValueError, TypeError, RuntimeError) as e:
+            raise DataError(f"y: cannot be read as an array of class labels: {_first_line(e)}") from None
         if not np.issubdtype(labels.dtype, np.number):
             raise DataError(f"y: class labels must be integers, got dtype {labels.dtype}")
         if labels.ndim != 1 or len(labels) != n:
@@ -183,7 +235,9 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
         if any(len(r) != len(crow[0]) for r in crow):
             raise DataError(f"calib: inputs have different sample counts {[len(r) for r in crow]}")
         if len(crow[0]) == 0:  # (it once calibrated every scale on nothing: figures of no meaning)
-            raise DataError(f"calib: no samples; give some, or no calib (the first {CALIB_SAMPLES} samples of x calibrate)")
+            raise DataError(
+                f"calib: no samples; give some, or no calib (the first {CALIB_SAMPLES} samples of x calibrate)"
+            )
         cal = tuple(tuple(r[i] for r in crow) for i in range(len(crow[0])))
     else:
         cal = samples[: min(CALIB_SAMPLES, n)]
@@ -249,8 +303,11 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
         raise DataError(f"{p}: holds both 'x' and the array of input {both[0]!r}; give the inputs one way: x, or one "
                         f"array per input {names}")  # fmt: skip
     needed = [n for n in names if n not in idle] or names
-    per_input = all(n in keys for n in needed) and (len(names) > 1 or "x" not in keys) and not (
-        "x" in keys and "x" not in names and len(needed) == 1)  # (x for the one input an op reads)
+    per_input = (
+        all(n in keys for n in needed)
+        and (len(names) > 1 or "x" not in keys)
+        and not ("x" in keys and "x" not in names and len(needed) == 1)
+    )  # (x for the one input an op reads)
     if per_input:
         x = {n: _npz_get(z, n, p) for n in names if n in keys}
     elif "x" in keys:
@@ -292,8 +349,7 @@ def random_data(g: OpGraph, n: int = DEFAULT_RANDOM_SAMPLES, seed: int = 0) -> D
                             f"({size / 2**30:.3g} GiB) do not fit in this machine's memory; give fewer, smaller "
                             "samples of your own with study.set_data() or --data") from None  # fmt: skip
     samples = tuple(tuple(r[i] for r in rows) for i in range(n))
-    return Data(samples, None, samples[: min(CALIB_SAMPLES, n)],
-                random_source(g, n, seed))
+    return Data(samples, None, samples[: min(CALIB_SAMPLES, n)], random_source(g, n, seed))
 
 
 def _random_input(g: OpGraph, tid: str, t: Tensor, rng, n: int) -> np.ndarray:
@@ -315,8 +371,10 @@ def random_source(g: OpGraph, n: int = DEFAULT_RANDOM_SAMPLES, seed: int = 0) ->
     integer ranges calibrated on them hold only for inputs like them."""
     floats = any("float" in g.tensors[t].dtype for t in g.inputs)
     what = "; float inputs uniform in [0, 1)" if floats else ""
-    return (f"seeded random inputs ({n} samples, seed {seed}{what}): no data shipped with the model; "
-            "give your own with study.set_data() or --data")
+    return (
+        f"seeded random inputs ({n} samples, seed {seed}{what}): no data shipped with the model; "
+        "give your own with study.set_data() or --data"
+    )
 
 
 def sidecar(model_path: str) -> Path | None:

@@ -57,9 +57,7 @@ def cmd_inspect(args) -> int:
     totals = {"ops": len(rows), "macs": sum(r["macs"] for r in rows), "vector_ops": sum(r["vector_ops"] for r in rows),
               "params": _parameters(g)}  # fmt: skip
     idle = unread_inputs(g)
-    ins = [
-        {"name": g.tensors[t].name, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.inputs
-    ]
+    ins = [{"name": g.tensors[t].name, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in g.inputs]
     outs = [
         {"name": g.output_name(k), "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype}
         for k, t in enumerate(g.outputs)
@@ -142,11 +140,7 @@ def cmd_study(args) -> int:
     from ..errors import NpukitError  # noqa: PLC0415
 
     # (a directory given gets its own message below)
-    if (
-        args.save_config
-        and not Path(args.save_config).is_dir()
-        and Path(args.save_config).suffix.lower() not in (".toml", ".json")
-    ):
+    if args.save_config and not Path(args.save_config).is_dir() and Path(args.save_config).suffix.lower() not in (".toml", ".json"):
         raise NpukitError(f"{args.save_config}: --save-config writes TOML (.toml) or JSON (.json); give the file "
                           "one of those suffixes")  # fmt: skip
     if args.report and not Path(args.report).is_dir() and Path(args.report).suffix.lower() not in (".html", ".htm"):
@@ -215,9 +209,7 @@ def cmd_study(args) -> int:
     pw = max(len(p) for p in s.soc.names)
     for r in s.partitions.itertuples():
         ops = f"{r.ops:>4} {'op ' if r.ops == 1 else 'ops'}"
-        print(
-            f"  {r.partition:>3} {r.processor:<{pw}} {ops}  {r.latency_us:>10.2f} us  {show(r.first, 40)} .. {show(r.last, 40)}"
-        )
+        print(f"  {r.partition:>3} {r.processor:<{pw}} {ops}  {r.latency_us:>10.2f} us  {show(r.first, 40)} .. {show(r.last, 40)}")
     b = s.boundaries
     if len(b):
         print("boundaries:")
@@ -231,9 +223,7 @@ def cmd_study(args) -> int:
         print(f"note: {text}")
     t = s.totals
     print(f"totals: latency {t['latency_us']:.2f} us, energy {t['energy_uj']:.3f} uJ, MACs {t['macs']:,}")
-    print(
-        "  busy: " + ", ".join(f"{p} {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)" for p in s.soc.names)
-    )
+    print("  busy: " + ", ".join(f"{p} {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)" for p in s.soc.names))
     print(f"  transfers {t['transfer_us']:.2f} us, layout {t['layout_us']:.2f} us, quantize {t['quantize_us']:.2f} us")
     # (the model's sidecar is not read to say so: a study that measures nothing does not need its
     # data, and --json printed the study whole where a sidecar unlike the model's inputs failed here)
@@ -259,9 +249,7 @@ def cmd_study(args) -> int:
                 line += f" (on the {n - off} of {n} samples where its shape is the float model's)"
             print(line)
         if e.get("accuracy") is not None:
-            print(
-                f"accuracy: {100 * e['accuracy']:.2f}% (fp32 {100 * e['accuracy_fp32']:.2f}%) on {e['samples']} samples"
-            )
+            print(f"accuracy: {100 * e['accuracy']:.2f}% (fp32 {100 * e['accuracy_fp32']:.2f}%) on {e['samples']} samples")
     for node in args.explain:
         print()
         print(s.explain(node))

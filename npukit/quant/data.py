@@ -16,7 +16,6 @@ from ..graph import OpGraph, Tensor
 DEFAULT_RANDOM_SAMPLES = 16
 CALIB_SAMPLES = 32
 
-
 @dataclass(frozen=True, eq=False)
 class Data:
     """Inputs (one list of arrays per sample, model dtype), optional labels, provenance; ``key`` is a
@@ -129,8 +128,7 @@ def _fit(g: OpGraph, t: Tensor, arr: np.ndarray, name: str) -> np.ndarray:
     else:
         raise DataError(
             f"{name}: shape {list(arr.shape)} does not fit input {t.name!r} of shape {list(shape)}; "
-            f"expected [N, {', '.join(map(str, shape))}]"
-            + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else "")
+            f"expected [N, {', '.join(map(str, shape))}]" + (f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else "")
         )
     if "float" in t.dtype:  # (float16 / 32 / 64, and bfloat16)
         if not np.issubdtype(rows.dtype, np.floating) and not np.issubdtype(rows.dtype, np.integer):
@@ -194,9 +192,7 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
         if len(ins) != 1:
             raise DataError(f"x: the model has {len(ins)} inputs {[t.name for t in ins]}; pass a dict name -> array")
         arrays = [x]
-    given = {
-        t.name: _fit(g, t, a, f"x[{t.name!r}]" if len(ins) > 1 else "x") for t, a in zip(ins, arrays) if a is not None
-    }
+    given = {t.name: _fit(g, t, a, f"x[{t.name!r}]" if len(ins) > 1 else "x") for t, a in zip(ins, arrays) if a is not None}
     n = len(next(iter(given.values())))
     rows = [given[t.name] if t.name in given else np.zeros((n, *t.shape), t.dtype) for t in ins]
     if n == 0:
@@ -235,9 +231,7 @@ def make_data(g: OpGraph, x, y=None, calib=None, source: str = "user data") -> D
         if any(len(r) != len(crow[0]) for r in crow):
             raise DataError(f"calib: inputs have different sample counts {[len(r) for r in crow]}")
         if len(crow[0]) == 0:  # (it once calibrated every scale on nothing: figures of no meaning)
-            raise DataError(
-                f"calib: no samples; give some, or no calib (the first {CALIB_SAMPLES} samples of x calibrate)"
-            )
+            raise DataError(f"calib: no samples; give some, or no calib (the first {CALIB_SAMPLES} samples of x calibrate)")
         cal = tuple(tuple(r[i] for r in crow) for i in range(len(crow[0])))
     else:
         cal = samples[: min(CALIB_SAMPLES, n)]
@@ -303,11 +297,8 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
         raise DataError(f"{p}: holds both 'x' and the array of input {both[0]!r}; give the inputs one way: x, or one "
                         f"array per input {names}")  # fmt: skip
     needed = [n for n in names if n not in idle] or names
-    per_input = (
-        all(n in keys for n in needed)
-        and (len(names) > 1 or "x" not in keys)
-        and not ("x" in keys and "x" not in names and len(needed) == 1)
-    )  # (x for the one input an op reads)
+    per_input = all(n in keys for n in needed) and (len(names) > 1 or "x" not in keys) and not (
+        "x" in keys and "x" not in names and len(needed) == 1)  # (x for the one input an op reads)
     if per_input:
         x = {n: _npz_get(z, n, p) for n in names if n in keys}
     elif "x" in keys:

@@ -231,7 +231,9 @@ class Study(StudyEdits, StudyOutputs):
         it means something only for class scores -- and accuracy on labels (output 0, one row of
         class scores).  ``data_source`` names this study's data.  An output whose shape depends on
         the data (the rows NMS selects) is compared on the samples where it has the float model's
-        shape; ``shape_mismatches`` counts those left out (on all of them its figures compare nothing)."""
+        shape; ``shape_mismatches`` counts those left out.  One left out on every sample is compared
+        on none: its ``snr_db`` and ``max_abs`` are NaN (null in JSON), as are such an op's in
+        ``study.error``."""
         res = self._error_result()
         return {"outputs": [dict(o) for o in res.outputs], "accuracy": res.accuracy, "accuracy_fp32": res.accuracy_fp32,
                 "samples": res.samples, "per_op_samples": res.per_op_samples, "data_source": res.source}  # fmt: skip

@@ -190,6 +190,29 @@ def test_cli_error_does_not_call_an_output_compared_on_no_sample_exact():
     assert lines[1].startswith("error: output 'topk_scores': SNR 17.2 dB")
 
 
+def test_an_output_compared_on_no_sample_has_no_figures_in_the_api_json_and_sweep():
+    """The same output in ``error_dict`` (NaN, not SNR inf / max abs 0), ``--json`` (null) and a
+    sweep's row (the worst output compared: topk_boxes' 4.6 dB, not inf)."""
+    import json
+    import math
+
+    from conftest import run_cli
+
+    from npukit.sweeps.evaluate import errors
+
+    s = npukit.Study(SAMPLES / "tiny_detector.onnx", "riscv-accel", {"placement": "first-fit", "bits": {"accel": "int2"}})
+    e = s.error_dict()
+    sel = next(o for o in e["outputs"] if o["name"] == "selected_indices")
+    assert math.isnan(sel["snr_db"]) and math.isnan(sel["max_abs"]) and sel["shape_mismatches"] == e["samples"] == 16
+    compared = [o["snr_db"] for o in e["outputs"] if o["name"] != "selected_indices"]
+    row = errors(s._error_result(), {})  # noqa: SLF001 - the sweep's columns of this study's figures
+    assert row["snr_db"] == min(compared) and round(row["snr_db"], 1) == 4.6
+    r = run_cli("study", SAMPLES / "tiny_detector.onnx", "--soc", "riscv-accel", "--placement", "first-fit",
+                "--bits", "accel=int2", "--error", "--json", timeout=600)  # fmt: skip
+    out = next(o for o in json.loads(r.stdout)["error"]["outputs"] if o["name"] == "selected_indices")
+    assert (out["snr_db"], out["max_abs"], out["shape_mismatches"]) == (None, None, 16)
+
+
 def test_float_data_past_a_bfloat16_input_is_refused_not_blamed_on_the_model(tmp_path):
     """A bfloat16 input missed the check (its dtype does not start with "float"): 1e300 became inf and
     the error figures said the float model itself gave inf at its Cast."""

@@ -244,7 +244,8 @@ class ErrorModel:
             same = [(a[k], b[k]) for a, b in zip(ref_full, full) if a[k].shape == b[k].shape]
             r = np.concatenate([a.ravel() for a, _ in same]) if same else np.zeros(0)
             q = np.concatenate([b.ravel() for _, b in same]) if same else np.zeros(0)
-            per_op.append((i, snr_db(r, q), max_abs(r, q)))
+            # (an output whose shape differed on every sample compared nothing: NaN, not "no error")
+            per_op.append((i, snr_db(r, q), max_abs(r, q)) if same else (i, math.nan, math.nan))
         res_outs = []
         acc = acc32 = None
         for j, tid in enumerate(self.g.outputs[: lay.n_outputs]):
@@ -258,7 +259,8 @@ class ErrorModel:
                 r = np.concatenate([a.ravel() for a, _ in same]) if same else np.zeros(0)
                 q = np.concatenate([b.ravel() for _, b in same]) if same else np.zeros(0)
             name = self.g.output_name(j)
-            d = {"name": name, "snr_db": snr_db(r, q), "max_abs": max_abs(r, q), "top1_agreement": None}
+            d = {"name": name, "snr_db": snr_db(r, q) if same else math.nan, "max_abs": max_abs(r, q) if same else math.nan,
+                 "top1_agreement": None}  # fmt: skip
             if len(same) != len(pairs):
                 d["shape_mismatches"] = len(pairs) - len(same)
             batched = is_batch_of_class_outputs(t.shape) and "float" in t.dtype  # (not indices, not boxes of ints)

@@ -207,10 +207,10 @@ def flatten(totals, row: dict) -> dict:
 
 
 def errors(e, row: dict) -> dict:
-    """The numeric error as columns: the worst output's SNR and max abs error, the lowest top-1
-    agreement, accuracy (and fp32's), and ``error``: 1 - accuracy where labels exist, else the
-    worst output's relative RMS error 10^(-SNR/20)."""
-    outs = list(e.outputs)
+    """The numeric error as columns: the worst output's SNR and max abs error (of the outputs
+    compared on some sample), the lowest top-1 agreement, accuracy (and fp32's), and ``error``: 1 -
+    accuracy where labels exist, else the worst output's relative RMS error 10^(-SNR/20)."""
+    outs = [o for o in e.outputs if not math.isnan(float(o["snr_db"]))]  # (NaN: compared on no sample)
     snr = min((float(o["snr_db"]) for o in outs), default=math.inf)
     row["snr_db"] = snr
     row["max_abs_error"] = max((float(o["max_abs"]) for o in outs), default=0.0)

@@ -744,6 +744,17 @@ def test_the_report_is_checked_before_the_sweep_and_never_written_over_its_input
     assert grid.read_text() == SMALL
 
 
+def test_a_report_path_that_is_a_directory_is_refused_before_the_sweep(tmp_path):
+    """--report DIR passed the check made before the sweep (only a file's suffix was checked): the whole
+    sweep ran, wrote its results, and then failed with exit 2 on writing the page."""
+    grid = write(tmp_path, SMALL)
+    out, rep = tmp_path / "r.parquet", tmp_path / "pages"
+    rep.mkdir()
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--report", rep)
+    assert assert_cli_error(r) == f"{rep}: is a directory; give a file path to write to"
+    assert not out.exists() and not Path(str(out) + ".parts").exists() and list(rep.iterdir()) == []
+
+
 def test_bad_dask_addresses_and_arguments_are_named(tmp_path):
     r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", ROOT / "sample_models" / "dla_sizing.toml",
                 "--out", tmp_path / "r.parquet", "--dask", "nonsense")  # fmt: skip

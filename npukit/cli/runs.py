@@ -58,11 +58,13 @@ def cmd_sweep(args) -> int:
     if args.dask and args.workers is not None:
         raise ConfigError("--dask and --workers: the Dask cluster has its own workers; give one of them")
     if args.report:  # (before the sweep runs: it only wrote the page at the end, over any file named)
-        rep = Path(args.report)
-        if not rep.is_dir() and rep.suffix.lower() not in (".html", ".htm"):
+        from ..io import check_file_target  # noqa: PLC0415
+
+        rep = check_file_target(args.report)  # (a directory, or a file where its directory would be)
+        if rep.suffix.lower() not in (".html", ".htm"):
             raise ConfigError(f"{args.report}: --report writes one HTML page; give the file the suffix .html")
         for what, p in (("--out", args.out), ("the model", args.model), ("--grid", args.grid)):
-            if p and not rep.is_dir() and rep.resolve() == Path(p).resolve():
+            if p and rep.resolve() == Path(p).resolve():
                 raise ConfigError(f"{args.report}: --report would write over {what}; give the report a file of its own")
     try:
         df = sweep(args.model, args.soc, args.grid, client=args.dask, error=args.error, workers=args.workers, out=args.out,

@@ -744,6 +744,20 @@ def test_the_report_is_checked_before_the_sweep_and_never_written_over_its_input
     assert grid.read_text() == SMALL
 
 
+def test_the_json_summary_gives_the_fastest_config_as_an_object(tmp_path):
+    """--json printed the fastest configuration's config as a string holding JSON, where npukit study
+    --json (and the summary's own grid values) give objects: `jq .fastest.config.bits` failed."""
+    grid = write(tmp_path, '[grid]\n"bits.dla" = ["int8", "fp16"]\n"placement" = "first-fit"\n')
+    out = tmp_path / "r.parquet"
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--workers", "0",
+                "--no-progress", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    f = json.loads(r.stdout)["fastest"]
+    row = pd.read_parquet(out).set_index("index").loc[f["index"]]
+    assert f["config"] == json.loads(row["config"]) == {"bits": {"dla": f["grid"]["bits.dla"]}, "placement": "first-fit"}
+    assert npukit.Config.from_dict(f["config"]).to_dict() == f["config"]  # (it opens as a Study's config)
+
+
 def test_a_report_path_that_is_a_directory_is_refused_before_the_sweep(tmp_path):
     """--report DIR passed the check made before the sweep (only a file's suffix was checked): the whole
     sweep ran, wrote its results, and then failed with exit 2 on writing the page."""

@@ -80,13 +80,13 @@ def cmd_sweep(args) -> int:
         write_sweep_report(df, args.report, title=f"{Path(args.model).name} on {args.soc}")
     summary = {"out": args.out, "configurations": len(df), "failed": len(failed), "pareto": len(front),
                "pareto_index": [int(i) for i in front["index"]], "report": args.report}  # fmt: skip
-    if len(df) > len(failed):  # the lowest latency, of those the lowest energy: a Pareto point
+    if len(df) > len(failed):  # the lowest latency, of those the lowest energy: a Pareto point (its config an object)
         best = df[df["failure"].isna()].sort_values(["latency_us", "energy_uj", "index"], kind="stable").iloc[0]
         cols = list(df.columns)
         axes = cols[cols.index("config_id") + 1 : cols.index("config")]  # the grid's keys, in its order
         summary["fastest"] = {"index": int(best["index"]), "latency_us": float(best["latency_us"]),
                               "energy_uj": float(best["energy_uj"]), "grid": {k: _plain(best[k]) for k in axes},
-                              "config": best["config"]}  # fmt: skip
+                              "config": json.loads(best["config"])}  # fmt: skip
     if args.json:
         print(json.dumps(finite(summary), indent=2, allow_nan=False))
         return 0

@@ -744,6 +744,26 @@ def test_the_report_is_checked_before_the_sweep_and_never_written_over_its_input
     assert grid.read_text() == SMALL
 
 
+def test_a_grid_too_large_to_sweep_is_refused_at_once(tmp_path):
+    """Four axes of 200 values (1.6e9 configurations): the sweep listed and sorted every configuration
+    before running any, and sat silent until the machine ran out of memory."""
+    vals = ", ".join(str(1024 * i) for i in range(1, 201))
+    body = "".join(f'"soc.processors.{p}.onchip_bytes" = [{vals}]\n' for p in ("arm", "dsp", "dla"))
+    big = "[grid]\n" + body + f'"soc.links.0.bandwidth_gbps" = [{", ".join(f"{i}.0" for i in range(1, 201))}]\n'
+    with pytest.raises(GridError) as ei:
+        load_grid(big)
+    assert str(ei.value) == (
+        "<grid>: the grid makes 1,600,000,000 configurations (200 x 200 x 200 x 200), more than a sweep runs "
+        '(1,000,000); sweep fewer values, or draw some: mode = "random" with samples = N')
+    with pytest.raises(GridError, match=r'^<grid>:3: samples: 2,000,000 samples, more than a sweep runs \(1,000,000\)'):
+        load_grid(big.replace("[grid]\n", '[grid]\nmode = "random"\nsamples = 2000000\n'))
+    assert len(load_grid(big.replace("[grid]\n", '[grid]\nmode = "random"\nsamples = 8\n'))) == 8  # (a sample of it runs)
+    grid = write(tmp_path, big)
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "r.parquet")
+    assert assert_cli_error(r, limit_s=30).startswith(f"{grid}: the grid makes 1,600,000,000 configurations")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [grid.name]
+
+
 def test_the_json_summary_gives_the_fastest_config_as_an_object(tmp_path):
     """--json printed the fastest configuration's config as a string holding JSON, where npukit study
     --json (and the summary's own grid values) give objects: `jq .fastest.config.bits` failed."""

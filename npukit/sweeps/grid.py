@@ -39,6 +39,9 @@ from ..soc.schema import SECTION_FIELDS, TOP_FIELDS
 from .lines import key_lines
 
 MODES = ("product", "list", "random")
+# the most configurations one sweep runs: it lists and sorts them all before the first runs (about
+# 400 MB and 1.5 s for a million); a larger grid is refused at once, not left to run out of memory
+MAX_CONFIGURATIONS = 1_000_000
 RESERVED = ("mode", "samples", "seed")
 KINDS = ("bits", "layer_bits", "support", "pin", "placement", "soc")
 FORMS = "bits.<processor>, layer_bits.<node>, support.<processor>.<op>, pin.<node>, placement, soc.<profile field>"
@@ -259,6 +262,13 @@ def parse_grid(doc: Mapping, where: str, lines: Mapping[str, int]) -> Grid:
     if mode == "random" and samples > grid.size:
         fail("samples", f"{samples} samples but the grid has only {grid.size} configurations; "
                         "lower samples or use mode = \"product\"")  # fmt: skip
+    if mode == "random" and samples > MAX_CONFIGURATIONS:
+        fail("samples", f"{samples:,} samples, more than a sweep runs ({MAX_CONFIGURATIONS:,}); lower samples")
+    if len(grid) > MAX_CONFIGURATIONS:
+        dims = " x ".join(str(len(a.values)) for a in axes if len(a.values) > 1)
+        raise GridError(f"{where}: the grid makes {len(grid):,} configurations ({dims}), more than a sweep runs "
+                        f"({MAX_CONFIGURATIONS:,}); sweep fewer values, or draw some: mode = \"random\" with "
+                        "samples = N")  # fmt: skip
     return grid
 
 

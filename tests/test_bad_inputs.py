@@ -427,6 +427,19 @@ def test_missing_profile_file(tmp_path):
         npukit.load_soc(tmp_path / "nope.toml")
 
 
+def test_a_binary_file_given_as_a_profile_or_a_grid_is_named_not_a_text_file(tmp_path):
+    """A model given where a profile or a sweep grid goes printed Python's codec error ("'utf-8' codec
+    can't decode byte 0xab in position 20: invalid start byte"); --config already said what it is."""
+    binary = tmp_path / "soc.toml"
+    binary.write_bytes(Path(DIGITS_ONNX).read_bytes())
+    r = run_cli("study", DIGITS_ONNX, "--soc", binary)
+    assert assert_cli_error(r) == f"{binary}: not a text file; a SoC profile is TOML or JSON"
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", binary, "--out", tmp_path / "r.parquet")
+    assert assert_cli_error(r) == f"{binary}: not a text file; a grid is TOML (a [grid] table of dotted keys)"
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", binary)
+    assert assert_cli_error(r) == f"{binary}: not a text file; a config is TOML or JSON (see --save-config)"
+
+
 def test_profile_dict_errors_name_the_field():
     with pytest.raises(npukit.ProfileError, match=r"<dict>: processors: at least one \[processors.NAME\] table"):
         npukit.load_soc({"name": "x", "description": "y"})

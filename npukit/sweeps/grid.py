@@ -177,8 +177,10 @@ def load_grid(spec) -> Grid:
             raise GridError(f"{p}: no such grid file")
         try:
             text = p.read_text(encoding="utf-8-sig")  # (a byte-order mark a Windows editor wrote: dropped)
-        except (OSError, UnicodeDecodeError) as e:
-            raise GridError(f"{p}: cannot read: {e}") from None
+        except UnicodeDecodeError:
+            raise GridError(f"{p}: not a text file; a grid is TOML (a [grid] table of dotted keys)") from None
+        except OSError as e:
+            raise GridError(f"{p}: cannot read: {e.strerror or e}") from None
         where = s
     try:
         doc = tomllib.loads(text)

@@ -744,6 +744,21 @@ def test_the_report_is_checked_before_the_sweep_and_never_written_over_its_input
     assert grid.read_text() == SMALL
 
 
+def test_an_out_path_that_cannot_be_written_is_named_as_given(tmp_path):
+    """--out under a file, or naming a directory, was reported by the journal's own path or pyarrow's
+    words ("afile/r.parquet.parts: Not a directory", "not a readable Parquet file (Cannot open for
+    reading: path 'd.parquet' is a directory)")."""
+    grid = write(tmp_path, SMALL)
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "d.parquet").mkdir()
+    args = ("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--workers", "0", "--out")
+    out = tmp_path / "afile" / "r.parquet"
+    assert assert_cli_error(run_cli(*args, out)) == f"{out}: cannot create its directory: {tmp_path / 'afile'} is a file, not a directory"
+    assert assert_cli_error(run_cli(*args, tmp_path / "d.parquet")) == f"{tmp_path / 'd.parquet'}: is a directory; give a file path to write to"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "d.parquet", grid.name]
+    assert (tmp_path / "afile").read_text() == "mine" and not list((tmp_path / "d.parquet").iterdir())
+
+
 def test_a_grid_too_large_to_sweep_is_refused_at_once(tmp_path):
     """Four axes of 200 values (1.6e9 configurations): the sweep listed and sorted every configuration
     before running any, and sat silent until the machine ran out of memory."""

@@ -48,8 +48,12 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
     workers import npukit and read the model file from the same path (a shared file system).
     ``out``: a Parquet file, written incrementally; a re-run skips what it already holds.
     """
-    if out is not None and Path(out).suffix.lower() not in (".parquet", ".pq", ".parq"):
+    if out is not None and not Path(out).is_dir() and Path(out).suffix.lower() not in (".parquet", ".pq", ".parq"):
         raise SweepError(f"{out}: a sweep's results are written as Parquet; give the file the suffix .parquet")
+    if out is not None:  # (a directory, or a file where its directory would be: named as given, before any work)
+        from ..io import check_file_target  # noqa: PLC0415
+
+        check_file_target(out)
     if client is None and workers is not None and int(workers) < 0:
         raise SweepError(f"workers must be 0 (this process) or a positive number, got {workers}")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):

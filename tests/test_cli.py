@@ -338,6 +338,23 @@ def test_study_output_files_under_a_file_name_the_file_in_the_way(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"] and (tmp_path / "afile").read_text() == "x"
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, where no file can be created")
+def test_an_output_where_nothing_can_be_written_fails_before_any_output_is_written(tmp_path):
+    """``--save-config c.toml --report r.html --export /proc/x``: the config and the report were written,
+    then the export failed (exit 2), leaving half of what was asked for; a place where no file can be
+    created is now found before anything is written, for each of the three outputs."""
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "c.toml", "--report", "r.html",
+                "--export", "/proc/npukit-x", cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r) == "/proc/npukit-x: cannot create a directory there: No such file or directory"
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "c.toml", "--export", "exp",
+                "--report", "/proc/npukit-r.html", cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r) == "/proc/npukit-r.html: cannot write there: No such file or directory"
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "/proc/npukit-c.toml", "--report",
+                "r.html", cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r) == "/proc/npukit-c.toml: cannot write there: No such file or directory"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_build_runs_an_export_on_the_data_it_was_calibrated_on(tmp_path):
     """An export made after set_data(path) records that file (and its digest) in its manifest;
     `npukit build` reads it again, so the comparison uses the calibration baked into the C (it once

@@ -80,6 +80,15 @@ def test_usage_errors_exit_2():
         assert r.returncode == 2 and f"argument {opt}: an empty path; give a file or directory" in r.stderr, r.stderr
 
 
+def test_calibrate_refuses_an_empty_path_as_the_other_commands_do():
+    """``npukit calibrate "$MODEL"`` with MODEL unset said ".: is a directory, expected a model file":
+    the empty path was read as the current directory; study, sweep and build refuse it by name."""
+    for args, opt in (([""], "model"), ([DIGITS_ONNX, "--holdout", ""], "--holdout"), ([DIGITS_ONNX, "--soc", ""], "--soc")):
+        r = run_cli("calibrate", *args)
+        assert assert_cli_error(r) == (f"calibrate: argument {opt}: an empty path; give a file or directory "
+                                       "(see npukit calibrate --help)")  # fmt: skip
+
+
 def _imported_modules(code_or_args: list[str]) -> set[str]:
     p = subprocess.run([sys.executable, "-X", "importtime", *code_or_args], capture_output=True, text=True,
                        cwd=str(ROOT), timeout=120)  # fmt: skip

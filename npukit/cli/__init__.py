@@ -166,11 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "memory bandwidth (measured), op overhead, per-kernel-class efficiency and "
                                    "reduction law. Prints the fit's error per model; --out writes the fitted "
                                    "profile. See npukit/calibrate/ and docs/soc-profile.md.")  # fmt: skip
-    p.add_argument("model", nargs="+", help="models to fit to (ONNX, TFLite, .pt2)")
-    p.add_argument("--soc", default="arm-dsp-dla", help="profile whose host processor is fitted")
+    p.add_argument("model", nargs="+", type=_path, help="models to fit to (ONNX, TFLite, .pt2)")
+    p.add_argument("--soc", type=_path, default="arm-dsp-dla", help="profile whose host processor is fitted")
     p.add_argument("--out", type=_path, help="write the fitted profile (.toml)")
     p.add_argument("--repeat", type=int, default=20, help="timed runs of each model (the fastest counts; default 20)")
-    p.add_argument("--holdout", action="append", default=[], metavar="MODEL",
+    p.add_argument("--holdout", action="append", type=_path, default=[], metavar="MODEL",
                    help="a model to report on without fitting to it (repeatable)")
     p.add_argument("--json", action="store_true", help="print the fit as JSON")
     return ap

@@ -89,6 +89,21 @@ def test_calibrate_refuses_an_empty_path_as_the_other_commands_do():
                                        "(see npukit calibrate --help)")  # fmt: skip
 
 
+def test_an_option_that_takes_one_value_given_twice_is_refused(tmp_path):
+    """``--save-config c.toml --save-config c.json`` wrote only c.json and ``--soc arm-dsp-dla --soc vsi-npu``
+    studied vsi-npu, silently: the last one was kept, where --input-shape refuses an input given twice."""
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "c.toml", "--save-config", "c.json",
+                cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r) == ("study: argument --save-config: given twice ('c.toml', then 'c.json'); give it once "
+                                   "(see npukit study --help)")  # fmt: skip
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--soc", "vsi-npu", "--grid", "g.toml", "--out", "r.parquet")
+    assert assert_cli_error(r) == ("sweep: argument --soc: given twice ('arm-dsp-dla', then 'vsi-npu'); give it once "
+                                   "(see npukit sweep --help)")  # fmt: skip
+    r = run_cli("build", "some/dir", "--samples", "2", "--samples=3")
+    assert assert_cli_error(r) == "build: argument --samples: given twice (2, then 3); give it once (see npukit build --help)"
+    assert list(tmp_path.iterdir()) == []
+
+
 def _imported_modules(code_or_args: list[str]) -> set[str]:
     p = subprocess.run([sys.executable, "-X", "importtime", *code_or_args], capture_output=True, text=True,
                        cwd=str(ROOT), timeout=120)  # fmt: skip

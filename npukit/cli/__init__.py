@@ -85,8 +85,26 @@ def _at_least_one(s: str) -> int:
     return n
 
 
+class _Once(argparse._StoreAction):
+    """An option that takes one value: given twice with two values it is refused, not the last one
+    silently kept (``--save-config a.toml --save-config b.json`` wrote only b.json)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given", {})
+        if option_string is not None and self.dest in given and given[self.dest] != values:  # (the same twice: one)
+            raise argparse.ArgumentError(self, f"given twice ({given[self.dest]!r}, then {values!r}); give it once")
+        given[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line, ``npukit: error: ...`` (exit 2), like every other error."""
+    """Usage errors as one line, ``npukit: error: ...`` (exit 2), like every other error.  An option that
+    takes one value is refused when given twice (``_Once``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
 
     def error(self, message: str):
         print(f"npukit: error: {self.prog.removeprefix('npukit').strip() + ': ' if self.prog != 'npukit' else ''}"

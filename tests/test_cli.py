@@ -571,3 +571,12 @@ def test_data_help_names_the_npz_keys_and_the_default():
     for words in ("x (the inputs; or one array per input name)", "y (class labels)", "calib (calibration inputs",
                   "<stem>.npz", "seeded random inputs"):  # fmt: skip
         assert words in helps["study"], words
+
+
+def test_socs_reference_with_json_is_refused_not_printed_as_markdown():
+    """``npukit socs --reference --json`` printed the markdown reference, exit 0: a script piping it to a
+    JSON reader failed on '# SoC profile reference'."""
+    r = run_cli("socs", "--reference", "--json")
+    assert assert_cli_error(r) == ("socs: --reference prints the profile field reference as markdown, --json the "
+                                   "bundled profiles as JSON; give one of them")  # fmt: skip
+    assert r.stdout == ""

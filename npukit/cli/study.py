@@ -12,6 +12,11 @@ from .text import finite, fmt_int, jsonable, records, show, table
 def cmd_socs(args) -> int:
     from ..soc import bundled, load_soc, reference_markdown  # noqa: PLC0415
 
+    if args.reference and args.json:
+        from ..errors import NpukitError  # noqa: PLC0415
+
+        raise NpukitError("socs: --reference prints the profile field reference as markdown, --json the bundled "
+                          "profiles as JSON; give one of them")  # fmt: skip
     if args.reference:
         print(reference_markdown())
         return 0

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DETECTOR, DIGITS_ONNX, ROOT, SAMPLES, assert_cli_error, run_cli
+from conftest import DETECTOR, DIGITS_ONNX, ROOT, SAMPLES, assert_cli_error, onnx_model, run_cli, save_onnx, tensor_info
 
 import npukit
 from npukit.sweeps import GridError, SweepError, load_grid, pareto, pareto_mask
@@ -742,6 +742,29 @@ def test_the_report_is_checked_before_the_sweep_and_never_written_over_its_input
     r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--report", grid)
     assert_cli_error(r, "--report writes one HTML page")
     assert grid.read_text() == SMALL
+
+
+def test_a_model_with_symbolic_dims_is_swept_with_its_input_shapes(tmp_path):
+    """A model whose batch dim is symbolic could not be swept: the error said to pin it with
+    "--input-shape x=1,4", which npukit sweep did not take ("unrecognized arguments"), nor npukit.sweep."""
+    from onnx import helper as h
+
+    nodes = [h.make_node("Mul", ["x", "mask"], ["t"], name="mul"), h.make_node("Relu", ["t"], ["y"], name="relu")]
+    model = save_onnx(onnx_model(nodes, [tensor_info("x", ["N", 4]), tensor_info("mask", ["N", 4])],
+                                 [tensor_info("y", ["N", 4])]), tmp_path / "two.onnx")  # fmt: skip
+    grid = write(tmp_path, '[grid]\n"bits.arm" = ["int8", "fp32"]\n')
+    shapes = {"x": (1, 4), "mask": (1, 4)}
+    r = run_cli("sweep", model, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "r.parquet", "--workers", "0",
+                "--input-shape", "x=1,4;mask=1,4", "--no-progress", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["configurations"] == 2
+    df = npukit.sweep(model, "arm-dsp-dla", grid, workers=0, input_shapes=shapes, progress=False)
+    assert df.equals(pd.read_parquet(tmp_path / "r.parquet"))
+    for i in range(2):
+        s = npukit.sweep_study(df.iloc[i], model, "arm-dsp-dla", input_shapes=shapes)
+        assert s.totals["latency_us"] == df.iloc[i]["latency_us"]
+    r = run_cli("sweep", model, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "s.parquet")
+    assert assert_cli_error(r).endswith("or --input-shape x=1,4")  # (an option sweep takes)
 
 
 def test_an_out_path_that_cannot_be_written_is_named_as_given(tmp_path):

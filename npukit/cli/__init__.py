@@ -162,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", type=_path, help="the model (ONNX, TFLite, .pt2)")
     p.add_argument("--soc", type=_path, required=True, help="bundled profile name or path to a .toml profile")
     p.add_argument("--grid", type=_path, required=True, help="the grid (.toml with a [grid] table of dotted keys)")
+    p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...",
+                   help=_SHAPE_HELP)
     p.add_argument("--out", type=_path, required=True, help="results (.parquet); a re-run skips the configurations it holds")
     p.add_argument("--dask", metavar="ADDRESS", help="run on this Dask scheduler (tcp://HOST:PORT)")
     p.add_argument("--workers", type=int, help="local worker processes (0: this process; default: this process while the rest would take under 20 s, then one per core)")

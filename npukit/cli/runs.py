@@ -66,9 +66,12 @@ def cmd_sweep(args) -> int:
         for what, p in (("--out", args.out), ("the model", args.model), ("--grid", args.grid)):
             if p and rep.resolve() == Path(p).resolve():
                 raise ConfigError(f"{args.report}: --report would write over {what}; give the report a file of its own")
+    from .study import input_shapes  # noqa: PLC0415
+
     try:
         df = sweep(args.model, args.soc, args.grid, client=args.dask, error=args.error, workers=args.workers, out=args.out,
-                   memory=args.memory, data=args.data, progress=not args.no_progress)  # fmt: skip
+                   memory=args.memory, data=args.data, progress=not args.no_progress,
+                   input_shapes=input_shapes(args))  # fmt: skip
     except KeyboardInterrupt:
         print(f"npukit: interrupted: {_saved(args.out)}", file=sys.stderr)
         return 130

@@ -580,3 +580,22 @@ def test_socs_reference_with_json_is_refused_not_printed_as_markdown():
     assert assert_cli_error(r) == ("socs: --reference prints the profile field reference as markdown, --json the "
                                    "bundled profiles as JSON; give one of them")  # fmt: skip
     assert r.stdout == ""
+
+
+def test_the_text_output_reads_the_data_only_where_the_json_does(tmp_path):
+    """A float model on the host needs no data; its sidecar .npz (here of batch 3, which the pinned batch
+    of 2 does not take) was read anyway by the table's closing note: the whole table was printed, then
+    "npukit: error: ...npz ... does not fit" with exit 2, where --json printed everything with exit 0."""
+    import numpy as np
+    from onnx import helper as h
+
+    nodes = [h.make_node("Mul", ["x", "mask"], ["t"], name="mul"), h.make_node("Relu", ["t"], ["y"], name="relu")]
+    model = save_onnx(onnx_model(nodes, [tensor_info("x", ["N", 4]), tensor_info("mask", ["N", 4])],
+                                 [tensor_info("y", ["N", 4])]), tmp_path / "two.onnx")  # fmt: skip
+    np.savez(tmp_path / "two.npz", x=np.ones((3, 4), np.float32), mask=np.ones((3, 4), np.float32))
+    args = ("study", model, "--soc", "arm-dsp-dla", "--input-shape", "x=2,4;mask=2,4", "--pin", "mul=arm", "--pin", "relu=arm")
+    j = run_cli(*args, "--json")
+    assert j.returncode == 0, j.stderr
+    r = run_cli(*args)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert f"totals: latency {json.loads(j.stdout)['totals']['latency_us']:.2f} us" in r.stdout

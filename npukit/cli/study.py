@@ -229,7 +229,7 @@ def cmd_study(args) -> int:
     print(f"totals: latency {t['latency_us']:.2f} us, energy {t['energy_uj']:.3f} uJ, MACs {t['macs']:,}")
     print("  busy: " + ", ".join(f"{p} {t['busy_us'][p]:.2f} us ({100 * t['utilisation'][p]:.0f}%)" for p in s.soc.names))
     print(f"  transfers {t['transfer_us']:.2f} us, layout {t['layout_us']:.2f} us, quantize {t['quantize_us']:.2f} us")
-    if not args.data and s.data.source.startswith("seeded random") and calibrated_tensors(s.result):
+    if not args.data and calibrated_tensors(s.result) and s.data.source.startswith("seeded random"):  # (data: only if used)
         print(f"note: integer scales calibrated on {s.data.source}")
     if want_error:
         e = s.error_dict()

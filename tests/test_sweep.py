@@ -782,6 +782,19 @@ def test_an_out_path_that_cannot_be_written_is_named_as_given(tmp_path):
     assert (tmp_path / "afile").read_text() == "mine" and not list((tmp_path / "d.parquet").iterdir())
 
 
+def test_an_integer_beyond_64_bits_is_refused_naming_its_line(tmp_path):
+    """TOML integers are 64-bit, but Python's reader takes any: 99999999999999999999 bytes of on-chip memory
+    passed every check, and the sweep ended in pyarrow's traceback (OverflowError: Python int too large to
+    convert to C long) when it stored the row."""
+    assert grid_error(tmp_path, '"soc.processors.dla.onchip_bytes" = [65536, 99999999999999999999]\n') == (
+        "grid.toml:2: soc.processors.dla.onchip_bytes: 99999999999999999999 is beyond a TOML integer (64-bit: "
+        "-9223372036854775808 .. 9223372036854775807)")
+    grid = write(tmp_path, '[grid]\n"soc.processors.dla.onchip_bytes" = [99999999999999999999]\n')
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "r.parquet", "--workers", "0")
+    assert assert_cli_error(r).startswith(f"{grid}:2: soc.processors.dla.onchip_bytes: 99999999999999999999 is beyond")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [grid.name]
+
+
 def test_a_grid_too_large_to_sweep_is_refused_at_once(tmp_path):
     """Four axes of 200 values (1.6e9 configurations): the sweep listed and sorted every configuration
     before running any, and sat silent until the machine ran out of memory."""

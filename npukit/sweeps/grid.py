@@ -279,11 +279,26 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _beyond_int64(v):
+    """The first integer in ``v`` (a value, a list, a table) that a TOML integer cannot hold (64-bit:
+    Python's reader takes any, a Parquet column does not), or None."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v if not INT64[0] <= v <= INT64[1] else None
+    items = v.values() if isinstance(v, Mapping) else v if isinstance(v, (list, tuple)) else ()
+    return next((b for b in map(_beyond_int64, items) if b is not None), None)
+
+
 def _axis(key: str, raw, line: int, fail, mode: str) -> Axis:
     head, _, rest = key.partition(".")
     values = tuple(raw) if isinstance(raw, list) else (raw,)
     if not values:
         fail(key, "must list at least one value")
+    big = _beyond_int64(values)
+    if big is not None:
+        fail(key, f"{big} is beyond a TOML integer (64-bit: {INT64[0]} .. {INT64[1]})")
     for i, v in enumerate(values):
         if mode != "list" and any(v == w and (type(v) is type(w) or _number(v) and _number(w)) for w in values[:i]):
             fail(key, f"value {v!r} is listed twice")

@@ -83,7 +83,7 @@ def test_usage_errors_exit_2():
 def test_calibrate_refuses_an_empty_path_as_the_other_commands_do():
     """``npukit calibrate "$MODEL"`` with MODEL unset said ".: is a directory, expected a model file":
     the empty path was read as the current directory; study, sweep and build refuse it by name."""
-    for args, opt in (([""], "model"), ([DIGITS_ONNX, "--holdout", ""], "--holdout"), ([DIGITS_ONNX, "--soc", ""], "--soc")):
+    for args, opt in (([""], "model"), ([DIGITS_ONNX, "--holdout", ""], "--holdout"), ([DIGITS_ONNX, "--soc", ""], "--soc")):  # fmt: skip
         r = run_cli("calibrate", *args)
         assert assert_cli_error(r) == (f"calibrate: argument {opt}: an empty path; give a file or directory "
                                        "(see npukit calibrate --help)")  # fmt: skip
@@ -96,11 +96,11 @@ def test_an_option_that_takes_one_value_given_twice_is_refused(tmp_path):
                 cwd=tmp_path)  # fmt: skip
     assert assert_cli_error(r) == ("study: argument --save-config: given twice ('c.toml', then 'c.json'); give it once "
                                    "(see npukit study --help)")  # fmt: skip
-    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--soc", "vsi-npu", "--grid", "g.toml", "--out", "r.parquet")
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--soc", "vsi-npu", "--grid", "g.toml", "--out", "r.parquet")  # fmt: skip
     assert assert_cli_error(r) == ("sweep: argument --soc: given twice ('arm-dsp-dla', then 'vsi-npu'); give it once "
                                    "(see npukit sweep --help)")  # fmt: skip
     r = run_cli("build", "some/dir", "--samples", "2", "--samples=3")
-    assert assert_cli_error(r) == "build: argument --samples: given twice (2, then 3); give it once (see npukit build --help)"
+    assert assert_cli_error(r) == "build: argument --samples: given twice (2, then 3); give it once (see npukit build --help)"  # fmt: skip
     assert list(tmp_path.iterdir()) == []
 
 
@@ -593,7 +593,7 @@ def test_the_text_output_reads_the_data_only_where_the_json_does(tmp_path):
     model = save_onnx(onnx_model(nodes, [tensor_info("x", ["N", 4]), tensor_info("mask", ["N", 4])],
                                  [tensor_info("y", ["N", 4])]), tmp_path / "two.onnx")  # fmt: skip
     np.savez(tmp_path / "two.npz", x=np.ones((3, 4), np.float32), mask=np.ones((3, 4), np.float32))
-    args = ("study", model, "--soc", "arm-dsp-dla", "--input-shape", "x=2,4;mask=2,4", "--pin", "mul=arm", "--pin", "relu=arm")
+    args = ("study", model, "--soc", "arm-dsp-dla", "--input-shape", "x=2,4;mask=2,4", "--pin", "mul=arm", "--pin", "relu=arm")  # fmt: skip
     j = run_cli(*args, "--json")
     assert j.returncode == 0, j.stderr
     r = run_cli(*args)

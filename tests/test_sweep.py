@@ -776,8 +776,8 @@ def test_an_out_path_that_cannot_be_written_is_named_as_given(tmp_path):
     (tmp_path / "d.parquet").mkdir()
     args = ("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--workers", "0", "--out")
     out = tmp_path / "afile" / "r.parquet"
-    assert assert_cli_error(run_cli(*args, out)) == f"{out}: cannot create its directory: {tmp_path / 'afile'} is a file, not a directory"
-    assert assert_cli_error(run_cli(*args, tmp_path / "d.parquet")) == f"{tmp_path / 'd.parquet'}: is a directory; give a file path to write to"
+    assert assert_cli_error(run_cli(*args, out)) == f"{out}: cannot create its directory: {tmp_path / 'afile'} is a file, not a directory"  # fmt: skip
+    assert assert_cli_error(run_cli(*args, tmp_path / "d.parquet")) == f"{tmp_path / 'd.parquet'}: is a directory; give a file path to write to"  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "d.parquet", grid.name]
     assert (tmp_path / "afile").read_text() == "mine" and not list((tmp_path / "d.parquet").iterdir())
 
@@ -788,9 +788,9 @@ def test_an_integer_beyond_64_bits_is_refused_naming_its_line(tmp_path):
     convert to C long) when it stored the row."""
     assert grid_error(tmp_path, '"soc.processors.dla.onchip_bytes" = [65536, 99999999999999999999]\n') == (
         "grid.toml:2: soc.processors.dla.onchip_bytes: 99999999999999999999 is beyond a TOML integer (64-bit: "
-        "-9223372036854775808 .. 9223372036854775807)")
+        "-9223372036854775808 .. 9223372036854775807)")  # fmt: skip
     grid = write(tmp_path, '[grid]\n"soc.processors.dla.onchip_bytes" = [99999999999999999999]\n')
-    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "r.parquet", "--workers", "0")
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "r.parquet", "--workers", "0")  # fmt: skip
     assert assert_cli_error(r).startswith(f"{grid}:2: soc.processors.dla.onchip_bytes: 99999999999999999999 is beyond")
     assert sorted(p.name for p in tmp_path.iterdir()) == [grid.name]
 
@@ -805,10 +805,10 @@ def test_a_grid_too_large_to_sweep_is_refused_at_once(tmp_path):
         load_grid(big)
     assert str(ei.value) == (
         "<grid>: the grid makes 1,600,000,000 configurations (200 x 200 x 200 x 200), more than a sweep runs "
-        '(1,000,000); sweep fewer values, or draw some: mode = "random" with samples = N')
-    with pytest.raises(GridError, match=r'^<grid>:3: samples: 2,000,000 samples, more than a sweep runs \(1,000,000\)'):
+        '(1,000,000); sweep fewer values, or draw some: mode = "random" with samples = N')  # fmt: skip
+    with pytest.raises(GridError, match=r'^<grid>:3: samples: 2,000,000 samples, more than a sweep runs \(1,000,000\)'):  # fmt: skip
         load_grid(big.replace("[grid]\n", '[grid]\nmode = "random"\nsamples = 2000000\n'))
-    assert len(load_grid(big.replace("[grid]\n", '[grid]\nmode = "random"\nsamples = 8\n'))) == 8  # (a sample of it runs)
+    assert len(load_grid(big.replace("[grid]\n", '[grid]\nmode = "random"\nsamples = 8\n'))) == 8  # fmt: skip
     grid = write(tmp_path, big)
     r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "r.parquet")
     assert assert_cli_error(r, limit_s=30).startswith(f"{grid}: the grid makes 1,600,000,000 configurations")
@@ -825,7 +825,7 @@ def test_the_json_summary_gives_the_fastest_config_as_an_object(tmp_path):
     assert r.returncode == 0, r.stderr
     f = json.loads(r.stdout)["fastest"]
     row = pd.read_parquet(out).set_index("index").loc[f["index"]]
-    assert f["config"] == json.loads(row["config"]) == {"bits": {"dla": f["grid"]["bits.dla"]}, "placement": "first-fit"}
+    assert f["config"] == json.loads(row["config"]) == {"bits": {"dla": f["grid"]["bits.dla"]}, "placement": "first-fit"}  # fmt: skip
     assert npukit.Config.from_dict(f["config"]).to_dict() == f["config"]  # (it opens as a Study's config)
 
 

@@ -599,3 +599,16 @@ def test_the_text_output_reads_the_data_only_where_the_json_does(tmp_path):
     r = run_cli(*args)
     assert (r.returncode, r.stderr) == (0, "")
     assert f"totals: latency {json.loads(j.stdout)['totals']['latency_us']:.2f} us" in r.stdout
+
+
+
+def test_save_config_never_writes_over_the_profile_it_studies(tmp_path):
+    """``--soc my_soc.toml --save-config my_soc.toml`` (a slip of the same name) replaced the user's profile
+    with the config, empty here, with exit 0: the profile was gone.  npukit sweep's --report already
+    refuses to write over its inputs."""
+    prof = tmp_path / "my_soc.toml"
+    shutil.copy(ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml", prof)
+    before = prof.read_bytes()
+    r = run_cli("study", DIGITS_ONNX, "--soc", "my_soc.toml", "--save-config", prof, cwd=tmp_path)
+    assert assert_cli_error(r) == f"{prof}: --save-config would write over the --soc profile; give the config a file of its own"  # fmt: skip
+    assert prof.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["my_soc.toml"]

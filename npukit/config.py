@@ -184,10 +184,15 @@ class Config:
 
     @classmethod
     def from_json(cls, text: str, where: str = "config") -> Config:
+        from .soc.load import _no_twice, _Twice  # noqa: PLC0415 - a key written twice: refused, as in a profile
+
         try:
-            return cls.from_dict(json.loads(text), where)
+            doc = json.loads(text, object_pairs_hook=_no_twice)
+        except _Twice as e:
+            raise ConfigError(f"{where}: {e}") from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"{where}: not valid JSON: {e}") from None
+        return cls.from_dict(doc, where)
 
     @classmethod
     def from_toml(cls, text: str, where: str = "config") -> Config:

@@ -601,7 +601,6 @@ def test_the_text_output_reads_the_data_only_where_the_json_does(tmp_path):
     assert f"totals: latency {json.loads(j.stdout)['totals']['latency_us']:.2f} us" in r.stdout
 
 
-
 def test_save_config_never_writes_over_the_profile_it_studies(tmp_path):
     """``--soc my_soc.toml --save-config my_soc.toml`` (a slip of the same name) replaced the user's profile
     with the config, empty here, with exit 0: the profile was gone.  npukit sweep's --report already
@@ -612,3 +611,18 @@ def test_save_config_never_writes_over_the_profile_it_studies(tmp_path):
     r = run_cli("study", DIGITS_ONNX, "--soc", "my_soc.toml", "--save-config", prof, cwd=tmp_path)
     assert assert_cli_error(r) == f"{prof}: --save-config would write over the --soc profile; give the config a file of its own"  # fmt: skip
     assert prof.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["my_soc.toml"]
+
+
+def test_a_json_config_with_a_key_written_twice_is_refused_as_a_json_profile_is(tmp_path):
+    """``{"bits": {"dla": "int8"}, "bits": {}}`` studied the second, silently (exit 0): JSON keeps the last
+    of two equal keys, where TOML, and a JSON profile, refuse them."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text('{"bits": {"dla": "fp16"}, "pins": {"/relu3/Relu": "arm", "/relu3/Relu": "dla"}, "bits": {}}')
+    want = "'bits' is written twice in one JSON object (the second would replace the first); write it once"
+    with pytest.raises(npukit.ConfigError) as ei:
+        npukit.Config.from_json(cfg.read_text(), str(cfg))
+    assert str(ei.value) == f"{cfg}: {want}".replace("'bits'", "'/relu3/Relu'")  # (the inner object is read first)
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", cfg)
+    assert assert_cli_error(r) == f"{cfg}: {want}".replace("'bits'", "'/relu3/Relu'")
+    cfg.write_text('{"bits": {"dla": "fp16"}, "bits": {}}')
+    assert assert_cli_error(run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", cfg)) == f"{cfg}: {want}"

@@ -274,6 +274,22 @@ def parse_grid(doc: Mapping, where: str, lines: Mapping[str, int]) -> Grid:
     return grid
 
 
+def _same(v):
+    """A hashable form of a grid value under which two values are one exactly when they are equal and of
+    one kind (1000 and 1000.0 are one number; true is not 1; tables and lists by their contents)."""
+    if _number(v):
+        return ("n", v)  # (1000 == 1000.0, and they hash alike)
+    if isinstance(v, Mapping):
+        return ("m", frozenset((k, _same(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_same(x) for x in v))
+    try:
+        hash(v)
+    except TypeError:
+        return ("r", type(v).__name__, repr(v))
+    return (type(v).__name__, v)
+
+
 def _number(v) -> bool:
     """An int or a float (1000 and 1000.0 are one value), not a bool."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -299,9 +315,13 @@ def _axis(key: str, raw, line: int, fail, mode: str) -> Axis:
     big = _beyond_int64(values)
     if big is not None:
         fail(key, f"{big} is beyond a TOML integer (64-bit: {INT64[0]} .. {INT64[1]})")
-    for i, v in enumerate(values):
-        if mode != "list" and any(v == w and (type(v) is type(w) or _number(v) and _number(w)) for w in values[:i]):
-            fail(key, f"value {v!r} is listed twice")
+    if mode != "list":  # (one pass: a value's kind and contents, hashed)
+        seen: set = set()
+        for v in values:
+            k = _same(v)
+            if k in seen:
+                fail(key, f"value {v!r} is listed twice")
+            seen.add(k)
     if head == "placement" and not rest:
         if not has_placement():
             fail(key, "this npukit has no placement policy yet (Config has no 'placement' field); remove the key")

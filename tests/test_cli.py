@@ -626,3 +626,14 @@ def test_a_json_config_with_a_key_written_twice_is_refused_as_a_json_profile_is(
     assert assert_cli_error(r) == f"{cfg}: {want}".replace("'bits'", "'/relu3/Relu'")
     cfg.write_text('{"bits": {"dla": "fp16"}, "bits": {}}')
     assert assert_cli_error(run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", cfg)) == f"{cfg}: {want}"
+
+
+def test_a_missing_or_misspelt_command_is_named_as_a_command():
+    """``npukit`` alone said "the following arguments are required: cmd" and ``npukit stdy`` "argument cmd:
+    invalid choice": the parser's own name for the slot, not a word of npukit's."""
+    r = run_cli()
+    assert assert_cli_error(r) == "the following arguments are required: COMMAND (see npukit --help)"
+    r = run_cli("stdy")
+    assert assert_cli_error(r) == ("argument COMMAND: invalid choice: 'stdy' (choose from 'socs', 'inspect', 'study', "
+                                   "'sweep', 'build', 'calibrate') (see npukit --help)")  # fmt: skip
+    assert run_cli("--help").stdout.startswith("usage: npukit [-h] COMMAND ...\n")

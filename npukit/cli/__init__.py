@@ -119,7 +119,7 @@ DATA_HELP = (".npz with x (the inputs; or one array per input name), optionally 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="npukit", description="What-if offload studies of ML models on edge SoCs.")
-    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", required=True, parser_class=_Parser)
 
     p = sub.add_parser("socs", help="list the bundled SoC profiles")
     p.add_argument("--json", action="store_true", help="print the profiles as JSON")

@@ -223,7 +223,7 @@ class Config:
         path = Path(path)
         if path.is_dir():
             raise ConfigError(f"{path}: is a directory, expected a config file (.toml or .json, see --save-config)")
-        if not path.is_file():
+        if not path.exists():  # (a pipe -- the shell's --config <(...) -- is read as a file is)
             raise ConfigError(f"{path}: no such config file")
         try:
             text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark a Windows editor wrote: dropped)

@@ -637,3 +637,19 @@ def test_a_missing_or_misspelt_command_is_named_as_a_command():
     assert assert_cli_error(r) == ("argument COMMAND: invalid choice: 'stdy' (choose from 'socs', 'inspect', 'study', "
                                    "'sweep', 'build', 'calibrate') (see npukit --help)")  # fmt: skip
     assert run_cli("--help").stdout.startswith("usage: npukit [-h] COMMAND ...\n")
+
+
+def test_a_grid_or_config_given_by_process_substitution_is_read(tmp_path):
+    """``--grid <(sed ... grid.toml)`` and ``--config <(...)``: the shell passes /dev/fd/63, a pipe, which
+    exists but is no regular file; npukit said "/dev/fd/63: no such grid file" (and config file)."""
+    grid = tmp_path / "g.toml"
+    grid.write_text('[grid]\n"bits.dla" = ["int8", "fp16"]\n')
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[bits]\ndla = "fp16"\n')
+    py = f"{sys.executable} -m npukit"
+    sweep = f"{py} sweep {DIGITS_ONNX} --soc arm-dsp-dla --grid <(cat {grid}) --out {tmp_path / 'r.parquet'} --workers 0 --json"
+    study = f"{py} study {DIGITS_ONNX} --soc arm-dsp-dla --config <(cat {cfg}) --json"
+    for line in (sweep, study):
+        p = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+        assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["config"] == {"bits": {"dla": "fp16"}}

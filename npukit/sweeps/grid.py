@@ -173,7 +173,7 @@ def load_grid(spec) -> Grid:
         p = Path(s)
         if p.is_dir():
             raise GridError(f"{p}: is a directory, expected a grid file (.toml)")
-        if not p.is_file():
+        if not p.exists():  # (a pipe -- the shell's --grid <(...) -- is read as a file is)
             raise GridError(f"{p}: no such grid file")
         try:
             text = p.read_text(encoding="utf-8-sig")  # (a byte-order mark a Windows editor wrote: dropped)

@@ -665,3 +665,12 @@ def test_a_model_under_another_formats_extension_is_named_for_what_it_is(tmp_pat
     with pytest.raises(npukit.ModelError) as e:
         npukit.import_model(path)
     assert str(e.value) == f"{path}: {words}"
+
+
+def test_a_data_path_that_is_a_directory_says_so(tmp_path):
+    """``--data DIR`` said "not a readable .npz file: not an .npz (zip) archive of arrays; save one with
+    numpy.savez(...)", where every other path option says the path is a directory."""
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--data", tmp_path)
+    assert assert_cli_error(r) == f"{tmp_path}: is a directory, expected a data file (.npz)"
+    with pytest.raises(npukit.NpukitError, match=r": is a directory, expected a data file \(\.npz\)$"):
+        npukit.Study(DIGITS_ONNX, "arm-dsp-dla").set_data(tmp_path)

@@ -184,10 +184,15 @@ class Config:
 
     @classmethod
     def from_json(cls, text: str, where: str = "config") -> Config:
+        from .soc.load import _no_twice, _Twice  # noqa: PLC0415 - a key written twice: refused, as in a profile
+
         try:
-            return cls.from_dict(json.loads(text), where)
+            doc = json.loads(text, object_pairs_hook=_no_twice)
+        except _Twice as e:
+            raise ConfigError(f"{where}: {e}") from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"{where}: not valid JSON: {e}") from None
+        return cls.from_dict(doc, where)
 
     @classmethod
     def from_toml(cls, text: str, where: str = "config") -> Config:
@@ -218,7 +223,7 @@ class Config:
         path = Path(path)
         if path.is_dir():
             raise ConfigError(f"{path}: is a directory, expected a config file (.toml or .json, see --save-config)")
-        if not path.is_file():
+        if not path.exists():  # (a pipe -- the shell's --config <(...) -- is read as a file is)
             raise ConfigError(f"{path}: no such config file")
         try:
             text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark a Windows editor wrote: dropped)

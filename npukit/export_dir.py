@@ -56,7 +56,7 @@ def check_export_target(directory: str | os.PathLike) -> None:
         raise NpukitError(f"{shown}: is the current directory or holds it; an export replaces its directory "
                           f"whole, so give a new directory (e.g. {shown / 'export'})")  # fmt: skip
     if not os.path.lexists(d):
-        why = fsio._in_the_way(d)  # the nearest one there must be a directory to create it in
+        why = fsio._in_the_way(d) or fsio._cannot_create_in(d)  # the nearest one there: a directory we can write in
         if why:
             raise NpukitError(f"{shown}: cannot create a directory there: {why}")
         return

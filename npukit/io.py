@@ -33,15 +33,38 @@ def _in_the_way(path: Path) -> str | None:
     return None
 
 
+def _cannot_create_in(path: Path) -> str | None:
+    """Why nothing can be created at ``path`` (a read-only or special file system, no permission), found
+    by creating and removing a file in its nearest existing directory; None where that works.  Lets a
+    command check every output before it writes the first, so a later one failing leaves no earlier
+    one written."""
+    for up in path.parents:
+        if os.path.lexists(up):
+            if not up.is_dir():
+                return None  # (``_in_the_way`` says so)
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".npukit-probe.", suffix=".tmp", dir=up)
+            except OSError as e:
+                return e.strerror or str(e)
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(probe)
+            return None
+    return None
+
+
 def check_file_target(path: str | os.PathLike) -> Path:
-    """An NpukitError unless a file can be written at ``path``: it is no directory and its directory
-    exists or can be created (no file of that name is in the way)."""
+    """An NpukitError unless a file can be written at ``path``: it is no directory, its directory
+    exists or can be created (no file of that name is in the way), and a file can be created there."""
     path = Path(path)
     if path.is_dir():
         raise NpukitError(f"{path}: is a directory; give a file path to write to")
     why = _in_the_way(path)
     if why:
         raise NpukitError(f"{path}: cannot create its directory: {why}")
+    why = _cannot_create_in(path)
+    if why:
+        raise NpukitError(f"{path}: cannot write there: {why}")
     return path
 
 

@@ -427,6 +427,19 @@ def test_missing_profile_file(tmp_path):
         npukit.load_soc(tmp_path / "nope.toml")
 
 
+def test_a_binary_file_given_as_a_profile_or_a_grid_is_named_not_a_text_file(tmp_path):
+    """A model given where a profile or a sweep grid goes printed Python's codec error ("'utf-8' codec
+    can't decode byte 0xab in position 20: invalid start byte"); --config already said what it is."""
+    binary = tmp_path / "soc.toml"
+    binary.write_bytes(Path(DIGITS_ONNX).read_bytes())
+    r = run_cli("study", DIGITS_ONNX, "--soc", binary)
+    assert assert_cli_error(r) == f"{binary}: not a text file; a SoC profile is TOML or JSON"
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", binary, "--out", tmp_path / "r.parquet")
+    assert assert_cli_error(r) == f"{binary}: not a text file; a grid is TOML (a [grid] table of dotted keys)"
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", binary)
+    assert assert_cli_error(r) == f"{binary}: not a text file; a config is TOML or JSON (see --save-config)"
+
+
 def test_profile_dict_errors_name_the_field():
     with pytest.raises(npukit.ProfileError, match=r"<dict>: processors: at least one \[processors.NAME\] table"):
         npukit.load_soc({"name": "x", "description": "y"})
@@ -652,3 +665,12 @@ def test_a_model_under_another_formats_extension_is_named_for_what_it_is(tmp_pat
     with pytest.raises(npukit.ModelError) as e:
         npukit.import_model(path)
     assert str(e.value) == f"{path}: {words}"
+
+
+def test_a_data_path_that_is_a_directory_says_so(tmp_path):
+    """``--data DIR`` said "not a readable .npz file: not an .npz (zip) archive of arrays; save one with
+    numpy.savez(...)", where every other path option says the path is a directory."""
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--data", tmp_path)
+    assert assert_cli_error(r) == f"{tmp_path}: is a directory, expected a data file (.npz)"
+    with pytest.raises(npukit.NpukitError, match=r": is a directory, expected a data file \(\.npz\)$"):
+        npukit.Study(DIGITS_ONNX, "arm-dsp-dla").set_data(tmp_path)

@@ -80,6 +80,30 @@ def test_usage_errors_exit_2():
         assert r.returncode == 2 and f"argument {opt}: an empty path; give a file or directory" in r.stderr, r.stderr
 
 
+def test_calibrate_refuses_an_empty_path_as_the_other_commands_do():
+    """``npukit calibrate "$MODEL"`` with MODEL unset said ".: is a directory, expected a model file":
+    the empty path was read as the current directory; study, sweep and build refuse it by name."""
+    for args, opt in (([""], "model"), ([DIGITS_ONNX, "--holdout", ""], "--holdout"), ([DIGITS_ONNX, "--soc", ""], "--soc")):  # fmt: skip
+        r = run_cli("calibrate", *args)
+        assert assert_cli_error(r) == (f"calibrate: argument {opt}: an empty path; give a file or directory "
+                                       "(see npukit calibrate --help)")  # fmt: skip
+
+
+def test_an_option_that_takes_one_value_given_twice_is_refused(tmp_path):
+    """``--save-config c.toml --save-config c.json`` wrote only c.json and ``--soc arm-dsp-dla --soc vsi-npu``
+    studied vsi-npu, silently: the last one was kept, where --input-shape refuses an input given twice."""
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "c.toml", "--save-config", "c.json",
+                cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r) == ("study: argument --save-config: given twice ('c.toml', then 'c.json'); give it once "
+                                   "(see npukit study --help)")  # fmt: skip
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--soc", "vsi-npu", "--grid", "g.toml", "--out", "r.parquet")  # fmt: skip
+    assert assert_cli_error(r) == ("sweep: argument --soc: given twice ('arm-dsp-dla', then 'vsi-npu'); give it once "
+                                   "(see npukit sweep --help)")  # fmt: skip
+    r = run_cli("build", "some/dir", "--samples", "2", "--samples=3")
+    assert assert_cli_error(r) == "build: argument --samples: given twice (2, then 3); give it once (see npukit build --help)"  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
 def _imported_modules(code_or_args: list[str]) -> set[str]:
     p = subprocess.run([sys.executable, "-X", "importtime", *code_or_args], capture_output=True, text=True,
                        cwd=str(ROOT), timeout=120)  # fmt: skip
@@ -338,6 +362,23 @@ def test_study_output_files_under_a_file_name_the_file_in_the_way(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"] and (tmp_path / "afile").read_text() == "x"
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, where no file can be created")
+def test_an_output_where_nothing_can_be_written_fails_before_any_output_is_written(tmp_path):
+    """``--save-config c.toml --report r.html --export /proc/x``: the config and the report were written,
+    then the export failed (exit 2), leaving half of what was asked for; a place where no file can be
+    created is now found before anything is written, for each of the three outputs."""
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "c.toml", "--report", "r.html",
+                "--export", "/proc/npukit-x", cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r) == "/proc/npukit-x: cannot create a directory there: No such file or directory"
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "c.toml", "--export", "exp",
+                "--report", "/proc/npukit-r.html", cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r) == "/proc/npukit-r.html: cannot write there: No such file or directory"
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--save-config", "/proc/npukit-c.toml", "--report",
+                "r.html", cwd=tmp_path)  # fmt: skip
+    assert assert_cli_error(r) == "/proc/npukit-c.toml: cannot write there: No such file or directory"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_build_runs_an_export_on_the_data_it_was_calibrated_on(tmp_path):
     """An export made after set_data(path) records that file (and its digest) in its manifest;
     `npukit build` reads it again, so the comparison uses the calibration baked into the C (it once
@@ -530,3 +571,85 @@ def test_data_help_names_the_npz_keys_and_the_default():
     for words in ("x (the inputs; or one array per input name)", "y (class labels)", "calib (calibration inputs",
                   "<stem>.npz", "seeded random inputs"):  # fmt: skip
         assert words in helps["study"], words
+
+
+def test_socs_reference_with_json_is_refused_not_printed_as_markdown():
+    """``npukit socs --reference --json`` printed the markdown reference, exit 0: a script piping it to a
+    JSON reader failed on '# SoC profile reference'."""
+    r = run_cli("socs", "--reference", "--json")
+    assert assert_cli_error(r) == ("socs: --reference prints the profile field reference as markdown, --json the "
+                                   "bundled profiles as JSON; give one of them")  # fmt: skip
+    assert r.stdout == ""
+
+
+def test_the_text_output_reads_the_data_only_where_the_json_does(tmp_path):
+    """A float model on the host needs no data; its sidecar .npz (here of batch 3, which the pinned batch
+    of 2 does not take) was read anyway by the table's closing note: the whole table was printed, then
+    "npukit: error: ...npz ... does not fit" with exit 2, where --json printed everything with exit 0."""
+    import numpy as np
+    from onnx import helper as h
+
+    nodes = [h.make_node("Mul", ["x", "mask"], ["t"], name="mul"), h.make_node("Relu", ["t"], ["y"], name="relu")]
+    model = save_onnx(onnx_model(nodes, [tensor_info("x", ["N", 4]), tensor_info("mask", ["N", 4])],
+                                 [tensor_info("y", ["N", 4])]), tmp_path / "two.onnx")  # fmt: skip
+    np.savez(tmp_path / "two.npz", x=np.ones((3, 4), np.float32), mask=np.ones((3, 4), np.float32))
+    args = ("study", model, "--soc", "arm-dsp-dla", "--input-shape", "x=2,4;mask=2,4", "--pin", "mul=arm", "--pin", "relu=arm")  # fmt: skip
+    j = run_cli(*args, "--json")
+    assert j.returncode == 0, j.stderr
+    r = run_cli(*args)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert f"totals: latency {json.loads(j.stdout)['totals']['latency_us']:.2f} us" in r.stdout
+
+
+def test_save_config_never_writes_over_the_profile_it_studies(tmp_path):
+    """``--soc my_soc.toml --save-config my_soc.toml`` (a slip of the same name) replaced the user's profile
+    with the config, empty here, with exit 0: the profile was gone.  npukit sweep's --report already
+    refuses to write over its inputs."""
+    prof = tmp_path / "my_soc.toml"
+    shutil.copy(ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml", prof)
+    before = prof.read_bytes()
+    r = run_cli("study", DIGITS_ONNX, "--soc", "my_soc.toml", "--save-config", prof, cwd=tmp_path)
+    assert assert_cli_error(r) == f"{prof}: --save-config would write over the --soc profile; give the config a file of its own"  # fmt: skip
+    assert prof.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["my_soc.toml"]
+
+
+def test_a_json_config_with_a_key_written_twice_is_refused_as_a_json_profile_is(tmp_path):
+    """``{"bits": {"dla": "int8"}, "bits": {}}`` studied the second, silently (exit 0): JSON keeps the last
+    of two equal keys, where TOML, and a JSON profile, refuse them."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text('{"bits": {"dla": "fp16"}, "pins": {"/relu3/Relu": "arm", "/relu3/Relu": "dla"}, "bits": {}}')
+    want = "'bits' is written twice in one JSON object (the second would replace the first); write it once"
+    with pytest.raises(npukit.ConfigError) as ei:
+        npukit.Config.from_json(cfg.read_text(), str(cfg))
+    assert str(ei.value) == f"{cfg}: {want}".replace("'bits'", "'/relu3/Relu'")  # (the inner object is read first)
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", cfg)
+    assert assert_cli_error(r) == f"{cfg}: {want}".replace("'bits'", "'/relu3/Relu'")
+    cfg.write_text('{"bits": {"dla": "fp16"}, "bits": {}}')
+    assert assert_cli_error(run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--config", cfg)) == f"{cfg}: {want}"
+
+
+def test_a_missing_or_misspelt_command_is_named_as_a_command():
+    """``npukit`` alone said "the following arguments are required: cmd" and ``npukit stdy`` "argument cmd:
+    invalid choice": the parser's own name for the slot, not a word of npukit's."""
+    r = run_cli()
+    assert assert_cli_error(r) == "the following arguments are required: COMMAND (see npukit --help)"
+    r = run_cli("stdy")
+    assert assert_cli_error(r) == ("argument COMMAND: invalid choice: 'stdy' (choose from 'socs', 'inspect', 'study', "
+                                   "'sweep', 'build', 'calibrate') (see npukit --help)")  # fmt: skip
+    assert run_cli("--help").stdout.startswith("usage: npukit [-h] COMMAND ...\n")
+
+
+def test_a_grid_or_config_given_by_process_substitution_is_read(tmp_path):
+    """``--grid <(sed ... grid.toml)`` and ``--config <(...)``: the shell passes /dev/fd/63, a pipe, which
+    exists but is no regular file; npukit said "/dev/fd/63: no such grid file" (and config file)."""
+    grid = tmp_path / "g.toml"
+    grid.write_text('[grid]\n"bits.dla" = ["int8", "fp16"]\n')
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[bits]\ndla = "fp16"\n')
+    py = f"{sys.executable} -m npukit"
+    sweep = f"{py} sweep {DIGITS_ONNX} --soc arm-dsp-dla --grid <(cat {grid}) --out {tmp_path / 'r.parquet'} --workers 0 --json"
+    study = f"{py} study {DIGITS_ONNX} --soc arm-dsp-dla --config <(cat {cfg}) --json"
+    for line in (sweep, study):
+        p = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+        assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["config"] == {"bits": {"dla": "fp16"}}

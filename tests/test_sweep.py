@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DETECTOR, DIGITS_ONNX, ROOT, SAMPLES, assert_cli_error, run_cli
+from conftest import DETECTOR, DIGITS_ONNX, ROOT, SAMPLES, assert_cli_error, onnx_model, run_cli, save_onnx, tensor_info
 
 import npukit
 from npukit.sweeps import GridError, SweepError, load_grid, pareto, pareto_mask
@@ -742,6 +742,118 @@ def test_the_report_is_checked_before_the_sweep_and_never_written_over_its_input
     r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--report", grid)
     assert_cli_error(r, "--report writes one HTML page")
     assert grid.read_text() == SMALL
+
+
+def test_a_model_with_symbolic_dims_is_swept_with_its_input_shapes(tmp_path):
+    """A model whose batch dim is symbolic could not be swept: the error said to pin it with
+    "--input-shape x=1,4", which npukit sweep did not take ("unrecognized arguments"), nor npukit.sweep."""
+    from onnx import helper as h
+
+    nodes = [h.make_node("Mul", ["x", "mask"], ["t"], name="mul"), h.make_node("Relu", ["t"], ["y"], name="relu")]
+    model = save_onnx(onnx_model(nodes, [tensor_info("x", ["N", 4]), tensor_info("mask", ["N", 4])],
+                                 [tensor_info("y", ["N", 4])]), tmp_path / "two.onnx")  # fmt: skip
+    grid = write(tmp_path, '[grid]\n"bits.arm" = ["int8", "fp32"]\n')
+    shapes = {"x": (1, 4), "mask": (1, 4)}
+    r = run_cli("sweep", model, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "r.parquet", "--workers", "0",
+                "--input-shape", "x=1,4;mask=1,4", "--no-progress", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["configurations"] == 2
+    df = npukit.sweep(model, "arm-dsp-dla", grid, workers=0, input_shapes=shapes, progress=False)
+    assert df.equals(pd.read_parquet(tmp_path / "r.parquet"))
+    for i in range(2):
+        s = npukit.sweep_study(df.iloc[i], model, "arm-dsp-dla", input_shapes=shapes)
+        assert s.totals["latency_us"] == df.iloc[i]["latency_us"]
+    r = run_cli("sweep", model, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "s.parquet")
+    assert assert_cli_error(r).endswith("or --input-shape x=1,4")  # (an option sweep takes)
+
+
+def test_an_out_path_that_cannot_be_written_is_named_as_given(tmp_path):
+    """--out under a file, or naming a directory, was reported by the journal's own path or pyarrow's
+    words ("afile/r.parquet.parts: Not a directory", "not a readable Parquet file (Cannot open for
+    reading: path 'd.parquet' is a directory)")."""
+    grid = write(tmp_path, SMALL)
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "d.parquet").mkdir()
+    args = ("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--workers", "0", "--out")
+    out = tmp_path / "afile" / "r.parquet"
+    assert assert_cli_error(run_cli(*args, out)) == f"{out}: cannot create its directory: {tmp_path / 'afile'} is a file, not a directory"  # fmt: skip
+    assert assert_cli_error(run_cli(*args, tmp_path / "d.parquet")) == f"{tmp_path / 'd.parquet'}: is a directory; give a file path to write to"  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "d.parquet", grid.name]
+    assert (tmp_path / "afile").read_text() == "mine" and not list((tmp_path / "d.parquet").iterdir())
+
+
+def test_an_integer_beyond_64_bits_is_refused_naming_its_line(tmp_path):
+    """TOML integers are 64-bit, but Python's reader takes any: 99999999999999999999 bytes of on-chip memory
+    passed every check, and the sweep ended in pyarrow's traceback (OverflowError: Python int too large to
+    convert to C long) when it stored the row."""
+    assert grid_error(tmp_path, '"soc.processors.dla.onchip_bytes" = [65536, 99999999999999999999]\n') == (
+        "grid.toml:2: soc.processors.dla.onchip_bytes: 99999999999999999999 is beyond a TOML integer (64-bit: "
+        "-9223372036854775808 .. 9223372036854775807)")  # fmt: skip
+    grid = write(tmp_path, '[grid]\n"soc.processors.dla.onchip_bytes" = [99999999999999999999]\n')
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "r.parquet", "--workers", "0")  # fmt: skip
+    assert assert_cli_error(r).startswith(f"{grid}:2: soc.processors.dla.onchip_bytes: 99999999999999999999 is beyond")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [grid.name]
+
+
+def test_a_long_axis_is_checked_for_repeated_values_in_linear_time():
+    """Each value was compared with every value before it: 8,000 values took 1 s, 40,000 some 25 s, and
+    an axis of a million (within the limit of a sweep) hours, before the sweep started."""
+    t0 = time.perf_counter()
+    g = load_grid({"soc.processors.dla.onchip_bytes": range(1024, 1024 + 16 * 40_000, 16)})
+    assert len(g) == 40_000 and time.perf_counter() - t0 < 8
+    # what it refuses is unchanged: equal values of one kind (1000 and 1000.0 are one number), not true and 1
+    with pytest.raises(GridError, match=r"^<grid>: soc.processors.dla.onchip_bytes: value 1000.0 is listed twice$"):
+        load_grid({"soc.processors.dla.onchip_bytes": [1000, 2000, 1000.0]})
+    with pytest.raises(GridError, match=r"value \{'fp16': 2, 'int8': 4.0\} is listed twice$"):
+        load_grid({"soc.processors.dla.macs_per_cycle": [{"int8": 4, "fp16": 2}, {"fp16": 2, "int8": 4.0}]})
+    with pytest.raises(GridError, match=r"value \['a', 1.0\] is listed twice$"):
+        load_grid({"soc.processors.dla.ops.conv2d.kernels": [["a", 1], ["a", 1.0]]})
+    assert len(load_grid({"support.dla.softmax": [True, False]})) == 2
+
+
+def test_a_grid_too_large_to_sweep_is_refused_at_once(tmp_path):
+    """Four axes of 200 values (1.6e9 configurations): the sweep listed and sorted every configuration
+    before running any, and sat silent until the machine ran out of memory."""
+    vals = ", ".join(str(1024 * i) for i in range(1, 201))
+    body = "".join(f'"soc.processors.{p}.onchip_bytes" = [{vals}]\n' for p in ("arm", "dsp", "dla"))
+    big = "[grid]\n" + body + f'"soc.links.0.bandwidth_gbps" = [{", ".join(f"{i}.0" for i in range(1, 201))}]\n'
+    with pytest.raises(GridError) as ei:
+        load_grid(big)
+    assert str(ei.value) == (
+        "<grid>: the grid makes 1,600,000,000 configurations (200 x 200 x 200 x 200), more than a sweep runs "
+        '(1,000,000); sweep fewer values, or draw some: mode = "random" with samples = N')  # fmt: skip
+    with pytest.raises(GridError, match=r'^<grid>:3: samples: 2,000,000 samples, more than a sweep runs \(1,000,000\)'):  # fmt: skip
+        load_grid(big.replace("[grid]\n", '[grid]\nmode = "random"\nsamples = 2000000\n'))
+    assert len(load_grid(big.replace("[grid]\n", '[grid]\nmode = "random"\nsamples = 8\n'))) == 8  # fmt: skip
+    grid = write(tmp_path, big)
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", tmp_path / "r.parquet")
+    assert assert_cli_error(r, limit_s=30).startswith(f"{grid}: the grid makes 1,600,000,000 configurations")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [grid.name]
+
+
+def test_the_json_summary_gives_the_fastest_config_as_an_object(tmp_path):
+    """--json printed the fastest configuration's config as a string holding JSON, where npukit study
+    --json (and the summary's own grid values) give objects: `jq .fastest.config.bits` failed."""
+    grid = write(tmp_path, '[grid]\n"bits.dla" = ["int8", "fp16"]\n"placement" = "first-fit"\n')
+    out = tmp_path / "r.parquet"
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--workers", "0",
+                "--no-progress", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    f = json.loads(r.stdout)["fastest"]
+    row = pd.read_parquet(out).set_index("index").loc[f["index"]]
+    assert f["config"] == json.loads(row["config"]) == {"bits": {"dla": f["grid"]["bits.dla"]}, "placement": "first-fit"}  # fmt: skip
+    assert npukit.Config.from_dict(f["config"]).to_dict() == f["config"]  # (it opens as a Study's config)
+
+
+def test_a_report_path_that_is_a_directory_is_refused_before_the_sweep(tmp_path):
+    """--report DIR passed the check made before the sweep (only a file's suffix was checked): the whole
+    sweep ran, wrote its results, and then failed with exit 2 on writing the page."""
+    grid = write(tmp_path, SMALL)
+    out, rep = tmp_path / "r.parquet", tmp_path / "pages"
+    rep.mkdir()
+    r = run_cli("sweep", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--grid", grid, "--out", out, "--report", rep)
+    assert assert_cli_error(r) == f"{rep}: is a directory; give a file path to write to"
+    assert not out.exists() and not Path(str(out) + ".parts").exists() and list(rep.iterdir()) == []
 
 
 def test_bad_dask_addresses_and_arguments_are_named(tmp_path):

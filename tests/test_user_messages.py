@@ -469,3 +469,16 @@ def test_a_mistyped_input_name_in_set_data_is_refused_with_the_inputs_names(tmp_
     assert str(e.value) == "x: 'inptu' is not an input of the model; did you mean 'input'? valid names: 'input'"
     s.set_data({"x": x, "spare": spare})
     assert s.data.samples[0][1].tolist() == [[1.0, 1.0]]
+
+
+def test_an_op_id_past_the_last_op_names_the_ids_there_are():
+    """``--explain '#99'`` on the 14-op digits CNN said "unknown node '#99'; some of the 14 valid names:
+    '/conv1/Conv', ..." -- names, where the user gave an op id."""
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla")
+    for ref in ("#99", 99, "99", "#14"):
+        with pytest.raises(npukit.ConfigError) as ei:
+            s.pin(ref, "arm")
+        n = str(ref).lstrip("#")
+        assert str(ei.value) == f"unknown op id #{n}; the model's ops are #0 .. #13"
+    r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--explain", "#99")
+    assert assert_cli_error(r) == "unknown op id #99; the model's ops are #0 .. #13"

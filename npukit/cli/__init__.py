@@ -85,8 +85,26 @@ def _at_least_one(s: str) -> int:
     return n
 
 
+class _Once(argparse._StoreAction):
+    """An option that takes one value: given twice with two values it is refused, not the last one
+    silently kept (``--save-config a.toml --save-config b.json`` wrote only b.json)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given", {})
+        if option_string is not None and self.dest in given and given[self.dest] != values:  # (the same twice: one)
+            raise argparse.ArgumentError(self, f"given twice ({given[self.dest]!r}, then {values!r}); give it once")
+        given[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line, ``npukit: error: ...`` (exit 2), like every other error."""
+    """Usage errors as one line, ``npukit: error: ...`` (exit 2), like every other error.  An option that
+    takes one value is refused when given twice (``_Once``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
 
     def error(self, message: str):
         print(f"npukit: error: {self.prog.removeprefix('npukit').strip() + ': ' if self.prog != 'npukit' else ''}"
@@ -101,7 +119,7 @@ DATA_HELP = (".npz with x (the inputs; or one array per input name), optionally 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="npukit", description="What-if offload studies of ML models on edge SoCs.")
-    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", required=True, parser_class=_Parser)
 
     p = sub.add_parser("socs", help="list the bundled SoC profiles")
     p.add_argument("--json", action="store_true", help="print the profiles as JSON")
@@ -144,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", type=_path, help="the model (ONNX, TFLite, .pt2)")
     p.add_argument("--soc", type=_path, required=True, help="bundled profile name or path to a .toml profile")
     p.add_argument("--grid", type=_path, required=True, help="the grid (.toml with a [grid] table of dotted keys)")
+    p.add_argument("--input-shape", action="append", type=_shape_arg, default=[], metavar="NAME=D1,D2,...",
+                   help=_SHAPE_HELP)
     p.add_argument("--out", type=_path, required=True, help="results (.parquet); a re-run skips the configurations it holds")
     p.add_argument("--dask", metavar="ADDRESS", help="run on this Dask scheduler (tcp://HOST:PORT)")
     p.add_argument("--workers", type=int, help="local worker processes (0: this process; default: this process while the rest would take under 20 s, then one per core)")
@@ -166,11 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "memory bandwidth (measured), op overhead, per-kernel-class efficiency and "
                                    "reduction law. Prints the fit's error per model; --out writes the fitted "
                                    "profile. See npukit/calibrate/ and docs/soc-profile.md.")  # fmt: skip
-    p.add_argument("model", nargs="+", help="models to fit to (ONNX, TFLite, .pt2)")
-    p.add_argument("--soc", default="arm-dsp-dla", help="profile whose host processor is fitted")
+    p.add_argument("model", nargs="+", type=_path, help="models to fit to (ONNX, TFLite, .pt2)")
+    p.add_argument("--soc", type=_path, default="arm-dsp-dla", help="profile whose host processor is fitted")
     p.add_argument("--out", type=_path, help="write the fitted profile (.toml)")
     p.add_argument("--repeat", type=int, default=20, help="timed runs of each model (the fastest counts; default 20)")
-    p.add_argument("--holdout", action="append", default=[], metavar="MODEL",
+    p.add_argument("--holdout", action="append", type=_path, default=[], metavar="MODEL",
                    help="a model to report on without fitting to it (repeatable)")
     p.add_argument("--json", action="store_true", help="print the fit as JSON")
     return ap

@@ -72,15 +72,20 @@ def cmd_sweep(args) -> int:
     if args.dask and args.workers is not None:
         raise ConfigError("--dask and --workers: the Dask cluster has its own workers; give one of them")
     if args.report:  # (before the sweep runs: it only wrote the page at the end, over any file named)
-        rep = Path(args.report)
-        if not rep.is_dir() and rep.suffix.lower() not in (".html", ".htm"):
+        from ..io import check_file_target  # noqa: PLC0415
+
+        rep = check_file_target(args.report)  # (a directory, or a file where its directory would be)
+        if rep.suffix.lower() not in (".html", ".htm"):
             raise ConfigError(f"{args.report}: --report writes one HTML page; give the file the suffix .html")
         for what, p in (("--out", args.out), ("the model", args.model), ("--grid", args.grid)):
-            if p and not rep.is_dir() and rep.resolve() == Path(p).resolve():
+            if p and rep.resolve() == Path(p).resolve():
                 raise ConfigError(f"{args.report}: --report would write over {what}; give the report a file of its own")
+    from .study import input_shapes  # noqa: PLC0415
+
     try:
         df = sweep(args.model, args.soc, args.grid, client=args.dask, error=args.error, workers=args.workers, out=args.out,
-                   memory=args.memory, data=args.data, progress=not args.no_progress)  # fmt: skip
+                   memory=args.memory, data=args.data, progress=not args.no_progress,
+                   input_shapes=input_shapes(args))  # fmt: skip
     except KeyboardInterrupt:
         print(f"npukit: interrupted: {_saved(args.out)}", file=sys.stderr)
         return 130
@@ -92,13 +97,13 @@ def cmd_sweep(args) -> int:
         write_sweep_report(df, args.report, title=f"{Path(args.model).name} on {args.soc}")
     summary = {"out": args.out, "configurations": len(df), "failed": len(failed), "pareto": len(front),
                "pareto_index": [int(i) for i in front["index"]], "report": args.report}  # fmt: skip
-    if len(df) > len(failed):  # the lowest latency, of those the lowest energy: a Pareto point
+    if len(df) > len(failed):  # the lowest latency, of those the lowest energy: a Pareto point (its config an object)
         best = df[df["failure"].isna()].sort_values(["latency_us", "energy_uj", "index"], kind="stable").iloc[0]
         cols = list(df.columns)
         axes = cols[cols.index("config_id") + 1 : cols.index("config")]  # the grid's keys, in its order
         summary["fastest"] = {"index": int(best["index"]), "latency_us": float(best["latency_us"]),
                               "energy_uj": float(best["energy_uj"]), "grid": {k: _plain(best[k]) for k in axes},
-                              "config": best["config"]}  # fmt: skip
+                              "config": json.loads(best["config"])}  # fmt: skip
     if args.json:
         print(json.dumps(finite(summary), indent=2, allow_nan=False))
         return 0

@@ -12,6 +12,11 @@ from .text import finite, fmt_int, jsonable, records, show, table
 def cmd_socs(args) -> int:
     from ..soc import bundled, load_soc, reference_markdown  # noqa: PLC0415
 
+    if args.reference and args.json:
+        from ..errors import NpukitError  # noqa: PLC0415
+
+        raise NpukitError("socs: --reference prints the profile field reference as markdown, --json the bundled "
+                          "profiles as JSON; give one of them")  # fmt: skip
     if args.reference:
         print(reference_markdown())
         return 0
@@ -145,6 +150,10 @@ def cmd_study(args) -> int:
                           "one of those suffixes")  # fmt: skip
     if args.report and not Path(args.report).is_dir() and Path(args.report).suffix.lower() not in (".html", ".htm"):
         raise NpukitError(f"{args.report}: --report writes one HTML page; give the file the suffix .html")
+    for opt, out, what in (("--save-config", args.save_config, "config"), ("--report", args.report, "report")):
+        for named, p in (("the model", args.model), ("the --soc profile", args.soc), ("the --data file", args.data)):
+            if out and p and Path(p).is_file() and Path(out).resolve() == Path(p).resolve():
+                raise NpukitError(f"{out}: {opt} would write over {named}; give the {what} a file of its own")
     s = _build_study(args)
     for node in args.explain:  # a bad name fails before anything is printed or written
         if not s.graph.resolve(node) and str(node) not in s.graph.elided:

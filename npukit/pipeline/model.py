@@ -183,6 +183,10 @@ def resolve(g: OpGraph, node) -> tuple[int, ...]:
             what = f"node {node!r}" if gone == str(node) else f"node {node!r} ({gone!r})"
             raise ConfigError(f"{what} has no op of its own ({g.elided[gone]}), so it cannot be "
                               "pinned or given a bit-width on its own")  # fmt: skip
+        text = str(int(node)) if isinstance(node, int) and not isinstance(node, bool) else str(node)
+        digits = text.removeprefix("#")
+        if digits.isdigit() and digits.isascii():  # an op id (as graph.resolve reads one) past the last op
+            raise ConfigError(f"unknown op id #{int(digits)}; the model's ops are #0 .. #{len(g.ops) - 1}")
         names = set(g.names()) | {op.source for op in g.ops} | {a for a in g.aliases if g.resolve(a)}
         part = _part_of(g, str(node), names)
         raise ConfigError(f"unknown node {node!r}; {part or closest(str(node), names)}")

@@ -274,6 +274,8 @@ def load_npz(g: OpGraph, path: str | Path) -> Data:
     p = Path(path)
     if not p.exists():
         raise DataError(f"{p}: no such data file")
+    if p.is_dir():
+        raise DataError(f"{p}: is a directory, expected a data file (.npz)")
     try:
         z = np.load(p, allow_pickle=False)
     except Exception:  # noqa: BLE001

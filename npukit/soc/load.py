@@ -62,8 +62,10 @@ def load_soc(spec: str | Path | Mapping | SocProfile) -> SocProfile:
                                f"profile's name ({', '.join(sorted(bundled()))})")  # fmt: skip
         try:
             text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark a Windows editor wrote: dropped)
-        except (OSError, UnicodeDecodeError) as e:
-            raise ProfileError(f"{path}: cannot read: {e}") from None
+        except UnicodeDecodeError:
+            raise ProfileError(f"{path}: not a text file; a SoC profile is TOML or JSON") from None
+        except OSError as e:
+            raise ProfileError(f"{path}: cannot read: {e.strerror or e}") from None
         try:
             doc = json.loads(text, object_pairs_hook=_no_twice) if path.suffix.lower() == ".json" else tomllib.loads(text)
         except _Twice as e:

@@ -39,6 +39,9 @@ from ..soc.schema import SECTION_FIELDS, TOP_FIELDS
 from .lines import key_lines
 
 MODES = ("product", "list", "random")
+# the most configurations one sweep runs: it lists and sorts them all before the first runs (about
+# 400 MB and 1.5 s for a million); a larger grid is refused at once, not left to run out of memory
+MAX_CONFIGURATIONS = 1_000_000
 RESERVED = ("mode", "samples", "seed")
 KINDS = ("bits", "layer_bits", "support", "pin", "placement", "soc")
 FORMS = "bits.<processor>, layer_bits.<node>, support.<processor>.<op>, pin.<node>, placement, soc.<profile field>"
@@ -170,12 +173,14 @@ def load_grid(spec) -> Grid:
         p = Path(s)
         if p.is_dir():
             raise GridError(f"{p}: is a directory, expected a grid file (.toml)")
-        if not p.is_file():
+        if not p.exists():  # (a pipe -- the shell's --grid <(...) -- is read as a file is)
             raise GridError(f"{p}: no such grid file")
         try:
             text = p.read_text(encoding="utf-8-sig")  # (a byte-order mark a Windows editor wrote: dropped)
-        except (OSError, UnicodeDecodeError) as e:
-            raise GridError(f"{p}: cannot read: {e}") from None
+        except UnicodeDecodeError:
+            raise GridError(f"{p}: not a text file; a grid is TOML (a [grid] table of dotted keys)") from None
+        except OSError as e:
+            raise GridError(f"{p}: cannot read: {e.strerror or e}") from None
         where = s
     try:
         doc = tomllib.loads(text)
@@ -259,7 +264,30 @@ def parse_grid(doc: Mapping, where: str, lines: Mapping[str, int]) -> Grid:
     if mode == "random" and samples > grid.size:
         fail("samples", f"{samples} samples but the grid has only {grid.size} configurations; "
                         "lower samples or use mode = \"product\"")  # fmt: skip
+    if mode == "random" and samples > MAX_CONFIGURATIONS:
+        fail("samples", f"{samples:,} samples, more than a sweep runs ({MAX_CONFIGURATIONS:,}); lower samples")
+    if len(grid) > MAX_CONFIGURATIONS:
+        dims = " x ".join(str(len(a.values)) for a in axes if len(a.values) > 1)
+        raise GridError(f"{where}: the grid makes {len(grid):,} configurations ({dims}), more than a sweep runs "
+                        f"({MAX_CONFIGURATIONS:,}); sweep fewer values, or draw some: mode = \"random\" with "
+                        "samples = N")  # fmt: skip
     return grid
+
+
+def _same(v):
+    """A hashable form of a grid value under which two values are one exactly when they are equal and of
+    one kind (1000 and 1000.0 are one number; true is not 1; tables and lists by their contents)."""
+    if _number(v):
+        return ("n", v)  # (1000 == 1000.0, and they hash alike)
+    if isinstance(v, Mapping):
+        return ("m", frozenset((k, _same(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_same(x) for x in v))
+    try:
+        hash(v)
+    except TypeError:
+        return ("r", type(v).__name__, repr(v))
+    return (type(v).__name__, v)
 
 
 def _number(v) -> bool:
@@ -267,14 +295,33 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _beyond_int64(v):
+    """The first integer in ``v`` (a value, a list, a table) that a TOML integer cannot hold (64-bit:
+    Python's reader takes any, a Parquet column does not), or None."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v if not INT64[0] <= v <= INT64[1] else None
+    items = v.values() if isinstance(v, Mapping) else v if isinstance(v, (list, tuple)) else ()
+    return next((b for b in map(_beyond_int64, items) if b is not None), None)
+
+
 def _axis(key: str, raw, line: int, fail, mode: str) -> Axis:
     head, _, rest = key.partition(".")
     values = tuple(raw) if isinstance(raw, list) else (raw,)
     if not values:
         fail(key, "must list at least one value")
-    for i, v in enumerate(values):
-        if mode != "list" and any(v == w and (type(v) is type(w) or _number(v) and _number(w)) for w in values[:i]):
-            fail(key, f"value {v!r} is listed twice")
+    big = _beyond_int64(values)
+    if big is not None:
+        fail(key, f"{big} is beyond a TOML integer (64-bit: {INT64[0]} .. {INT64[1]})")
+    if mode != "list":  # (one pass: a value's kind and contents, hashed)
+        seen: set = set()
+        for v in values:
+            k = _same(v)
+            if k in seen:
+                fail(key, f"value {v!r} is listed twice")
+            seen.add(k)
     if head == "placement" and not rest:
         if not has_placement():
             fail(key, "this npukit has no placement policy yet (Config has no 'placement' field); remove the key")

@@ -17,9 +17,10 @@ from .store import SweepError
 HOW = "pass one row of the sweep's results, e.g. df.iloc[3] (or a dict of one row's columns)"
 
 
-def open_study(row, model, soc):
+def open_study(row, model, soc, input_shapes=None):
     """The Study of one sweep row (a DataFrame row or dict holding ``config`` and the ``soc.*`` grid
-    columns), to look at that configuration in full, on the model and profile the sweep ran on."""
+    columns), to look at that configuration in full, on the model and profile the sweep ran on (and
+    the ``input_shapes`` it was given)."""
     from ..study import Study  # noqa: PLC0415
 
     r = _row(row)
@@ -43,7 +44,7 @@ def open_study(row, model, soc):
             changes[k[4:]] = v
     _fits(r, config, soc, changes)
     try:
-        study = Study(model, soc.with_changes(changes) if changes else soc, config)
+        study = Study(model, soc.with_changes(changes) if changes else soc, config, input_shapes=input_shapes)
     except ConfigError as e:
         raise ConfigError(f"{_it(r)}: its config {cfg} does not fit this model: {e}; open the row on the model its "
                           "sweep ran on") from None  # fmt: skip

@@ -31,7 +31,8 @@ from .store import Store, SweepError, arrow_schema, concat, dedupe
 
 
 def sweep(model, soc, grid, client=None, error: bool = False, workers: int | None = None, out=None, *,
-          memory: bool = False, data=None, progress: bool = True, chunk_size: int | None = None):  # fmt: skip
+          memory: bool = False, data=None, progress: bool = True, chunk_size: int | None = None,
+          input_shapes=None):  # fmt: skip
     """Evaluate every configuration of ``grid`` (a .toml path, TOML text, a dict or a Grid) for
     ``model`` on ``soc``; a pandas DataFrame, one row per configuration in grid order.
 
@@ -47,9 +48,14 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
     ``client``: a ``distributed.Client`` or a scheduler address (``"tcp://127.0.0.1:8786"``); its
     workers import npukit and read the model file from the same path (a shared file system).
     ``out``: a Parquet file, written incrementally; a re-run skips what it already holds.
+    ``input_shapes``: the shapes of inputs whose dims the model leaves open, as ``Study`` takes them.
     """
-    if out is not None and Path(out).suffix.lower() not in (".parquet", ".pq", ".parq"):
+    if out is not None and not Path(out).is_dir() and Path(out).suffix.lower() not in (".parquet", ".pq", ".parq"):
         raise SweepError(f"{out}: a sweep's results are written as Parquet; give the file the suffix .parquet")
+    if out is not None:  # (a directory, or a file where its directory would be: named as given, before any work)
+        from ..io import check_file_target  # noqa: PLC0415
+
+        check_file_target(out)
     if client is None and workers is not None and int(workers) < 0:
         raise SweepError(f"workers must be 0 (this process) or a positive number, got {workers}")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
@@ -58,7 +64,7 @@ def sweep(model, soc, grid, client=None, error: bool = False, workers: int | Non
         raise SweepError(f"client must be a distributed.Client or a scheduler address ('tcp://host:8786'), "
                          f"got {type(client).__name__} {client!r}")  # fmt: skip
     soc = load_soc(soc)
-    m = pl.load(model)
+    m = pl.load(model, input_shapes)
     g = load_grid(grid)
     check_grid(g, m, soc)
     if data is not None and not hasattr(data, "key"):

@@ -93,9 +93,13 @@ class Store:
                 done |= set(pq.read_table(p, columns=["config_id"]).column("config_id").to_pylist())
                 self.seq = max(self.seq, int(p.stem.split("-")[1]) + 1)
         else:
-            self.parts.mkdir(parents=True)
-            _atomic_bytes(self.parts / "sweep.json", json.dumps(self.meta, sort_keys=True, indent=1).encode())
-            self.created = True
+            try:
+                self.parts.mkdir(parents=True)
+                self.created = True
+                _atomic_bytes(self.parts / "sweep.json", json.dumps(self.meta, sort_keys=True, indent=1).encode())
+            except OSError as e:  # (named by --out, as the user gave it, not by the journal beside it)
+                self.abandon()
+                raise SweepError(f"{self.out}: cannot write there: {e.strerror or e}") from None
         return done
 
     def abandon(self) -> None:

@@ -60,7 +60,7 @@ def _one_shape(s: str) -> tuple[str, tuple[int, ...]]:
 
 
 _SHAPE_HELP = ("the shape of an input whose dims the model leaves open; repeat the option for several inputs, "
-               "or separate them with ';' (x=1,3,8,8;mask=1,8); an input given twice is refused")
+               "or separate them with ';' (x=1,3,8,8;mask=1,8); an input given twice with two shapes is refused")
 
 
 def _pair(sep: str, what: str):

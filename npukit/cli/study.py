@@ -36,7 +36,7 @@ def cmd_socs(args) -> int:
 
 
 def input_shapes(args) -> dict | None:
-    """The --input-shape options as input_shapes; an input given twice is refused, not the last kept."""
+    """The --input-shape options as input_shapes; an input given twice with two shapes is refused, not the last kept."""
     out: dict = {}
     for name, dims in (pair for given in args.input_shape for pair in given):
         if name in out and out[name] != dims:

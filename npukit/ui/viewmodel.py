@@ -253,7 +253,9 @@ def values_model(study, pack: bool = False) -> dict[str, Any]:
 
 
 def controls_model(study) -> dict[str, Any]:
-    """The state the edit controls show."""
+    """The state the edit controls show (a per-node edit's ``label``: its node as the model names it)."""
+    from ..pipeline import shown  # noqa: PLC0415
+
     soc = study.soc
     cfg = study.config
     g = study.graph
@@ -270,10 +272,10 @@ def controls_model(study) -> dict[str, Any]:
             support[a][k] = ((a, k) in cfg.enabled) or (has and (a, k) not in cfg.disabled)
     pins = []
     for node, proc in cfg.pins:
-        pins.append({"node": node, "processor": proc, "ops": list(g.resolve(node))})
+        pins.append({"node": node, "label": shown(g, node), "processor": proc, "ops": list(g.resolve(node))})
     layer_bits = []
     for node, b in cfg.layer_bits:
-        layer_bits.append({"node": node, "bits": b, "ops": list(g.resolve(node))})
+        layer_bits.append({"node": node, "label": shown(g, node), "bits": b, "ops": list(g.resolve(node))})
     return {
         "support": support,
         "profile": profile,

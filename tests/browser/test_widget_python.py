@@ -182,3 +182,20 @@ def test_measuring_after_every_edit_needs_no_press_of_measure(widget, study):
     request(widget, type="bits", processor="dla", bits="fp16")
     assert widget.errors["state"] == "ok" and not widget.errors.get("stale")
     assert widget.errors["accuracy"] == pytest.approx(study.error_dict()["accuracy"])
+
+
+def test_the_pin_of_one_op_is_named_by_the_model_in_every_message(widget, study):
+    """Pinning the conv of /conv2/Conv (its op id, as the front end sends it) said "pinned
+    '/conv2/Conv'", but unpinning it said "unpinned '#3'" and the selection panel "pinned (#3) to
+    arm": the config's key, not a name in the model."""
+    request(widget, type="pin", node=3, processor="arm")
+    assert widget.status["text"].startswith("pinned '/conv2/Conv' to arm \u2192")
+    (pin,) = widget.controls["pins"]
+    assert pin["node"] == "#3" and pin["label"] == "/conv2/Conv" and pin["ops"] == [3]
+    request(widget, type="layer_bits", node=pin["node"], bits="int16")
+    assert widget.status["text"].startswith("'/conv2/Conv': int16 \u2192"), widget.status["text"]
+    (lb,) = widget.controls["layer_bits"]
+    assert lb["label"] == "/conv2/Conv"
+    request(widget, type="unpin", node=pin["node"])
+    assert widget.status["level"] == "ok"
+    assert widget.status["text"].startswith("unpinned '/conv2/Conv' \u2192"), widget.status["text"]

@@ -341,7 +341,7 @@ export class App {
           "unpin",
         ),
       ),
-      pin ? h("div", { class: "nk-muted" }, `pinned (${pin.node}) to ${pin.processor}`) : null,
+      pin ? h("div", { class: "nk-muted" }, `pinned (${pin.label ?? pin.node}) to ${pin.processor}`) : null,
       h("div", { class: "nk-row" }, "bits for this layer ", bitsSel),
       h("div", { class: "nk-row" }, h("button", { class: "nk-btn", testid: "show-code", onclick: () => this.showCode() }, "show code")),
       ].filter(Boolean),

@@ -361,6 +361,8 @@ def error_model(study, measure: bool) -> dict[str, Any]:
         "data_source": _jsonable(d.get("data_source")),
         "ops": ops,
         "config": error_key(study),
+        "settings": _error_settings(study),
+        "data": study.data.key,
     }
 
 
@@ -377,8 +379,20 @@ def per_op_note(samples, per_op) -> str:
 
 def error_key(study) -> str:
     """What the numeric error depends on: placement, bit-widths and the data it is measured on."""
+    return _error_settings(study) + study.data.key
+
+
+def _error_settings(study) -> str:
     cfg = study.config
-    return placement_key(study) + json.dumps(list(cfg.bits) + list(cfg.layer_bits)) + study.data.key
+    return placement_key(study) + json.dumps(list(cfg.bits) + list(cfg.layer_bits))
+
+
+def stale_text(errors: dict, study) -> str:
+    """What changed since the error panel's figures were measured, in the words of its note
+    ("stale: the data changed since this was measured"); "" while they are the current ones."""
+    why = [what for what, was, now in (("config", errors.get("settings"), _error_settings(study)),
+                                       ("data", errors.get("data"), study.data.key)) if was != now]  # fmt: skip
+    return f"stale: the {' and the '.join(why)} changed since this was measured" if why else ""
 
 
 def view_model(study) -> dict[str, Any]:

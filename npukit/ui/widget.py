@@ -151,10 +151,10 @@ class StudyWidget(anywidget.AnyWidget):
     def _errors(self) -> dict:
         if self._error_wanted and self._error_auto:
             return vm.error_model(self._study, measure=True)
-        if self.errors.get("state") == "ok":  # measured for this config, or for another one
-            stale = self.errors.get("config") != vm.error_key(self._study)
-            if bool(self.errors.get("stale")) != stale:
-                return {**self.errors, "stale": stale}
+        if self.errors.get("state") == "ok":  # measured for this config and data, or for others
+            why = vm.stale_text(self.errors, self._study)
+            if self.errors.get("stale_text", "") != why:
+                return {**self.errors, "stale": bool(why), "stale_text": why}
         return self.errors
 
     # ------------------------------------------------------------------------------------------

@@ -199,3 +199,23 @@ def test_the_pin_of_one_op_is_named_by_the_model_in_every_message(widget, study)
     request(widget, type="unpin", node=pin["node"])
     assert widget.status["level"] == "ok"
     assert widget.status["text"].startswith("unpinned '/conv2/Conv' \u2192"), widget.status["text"]
+
+
+def test_the_error_panel_says_what_made_its_figures_stale(widget, study):
+    """New data from Python marked the measured error stale as "the config changed since this was
+    measured": the config had not changed, the data had."""
+    import numpy as np
+
+    if widget.errors["state"] == "missing":
+        pytest.skip("this npukit has no Study.error")
+    request(widget, type="measure_error")
+    assert widget.errors["state"] == "ok" and not widget.errors.get("stale")
+    study.set_data(np.random.default_rng(1).random((8, 1, 8, 8), dtype=np.float32))
+    assert widget.errors["stale"] is True
+    assert widget.errors["stale_text"] == "stale: the data changed since this was measured"
+    request(widget, type="bits", processor="dla", bits="fp16")
+    assert widget.errors["stale_text"] == "stale: the config and the data changed since this was measured"
+    request(widget, type="measure_error")
+    assert not widget.errors.get("stale") and not widget.errors.get("stale_text")
+    request(widget, type="bits", processor="dla", bits=None)
+    assert widget.errors["stale_text"] == "stale: the config changed since this was measured"

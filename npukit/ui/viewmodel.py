@@ -270,12 +270,10 @@ def controls_model(study) -> dict[str, Any]:
             has = k in ops
             profile[a][k] = has
             support[a][k] = ((a, k) in cfg.enabled) or (has and (a, k) not in cfg.disabled)
-    pins = []
-    for node, proc in cfg.pins:
-        pins.append({"node": node, "label": shown(g, node), "processor": proc, "ops": list(g.resolve(node))})
-    layer_bits = []
-    for node, b in cfg.layer_bits:
-        layer_bits.append({"node": node, "label": shown(g, node), "bits": b, "ops": list(g.resolve(node))})
+    pins = [{"node": node, "label": shown(g, node), "processor": proc, "ops": ops}
+            for (node, proc), ops in zip(cfg.pins, _deciding(g, cfg.pins))]  # fmt: skip
+    layer_bits = [{"node": node, "label": shown(g, node), "bits": b, "ops": ops}
+                  for (node, b), ops in zip(cfg.layer_bits, _deciding(g, cfg.layer_bits))]  # fmt: skip
     return {
         "support": support,
         "profile": profile,
@@ -288,6 +286,15 @@ def controls_model(study) -> dict[str, Any]:
         "rules": support_rules(study),
         "config": cfg.to_dict(),
     }
+
+
+def _deciding(g, entries) -> list[list[int]]:
+    """For each per-node edit (pin, layer width), the ops it decides: those of its node that no more
+    specific edit (one op of a node pinned whole) takes over, as ``pipeline.per_op`` applies them."""
+    from ..pipeline import per_op  # noqa: PLC0415
+
+    won = per_op(g, [(node, k) for k, (node, _value) in enumerate(entries)])
+    return [[i for i in g.resolve(node) if won.get(i) == k] for k, (node, _value) in enumerate(entries)]
 
 
 def support_rules(study) -> dict[str, dict[str, dict[str, Any]]]:

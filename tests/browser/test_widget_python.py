@@ -219,3 +219,24 @@ def test_the_error_panel_says_what_made_its_figures_stale(widget, study):
     assert not widget.errors.get("stale") and not widget.errors.get("stale_text")
     request(widget, type="bits", processor="dla", bits=None)
     assert widget.errors["stale_text"] == "stale: the config changed since this was measured"
+
+
+def test_the_selection_shows_the_pin_and_width_that_decide_an_op(widget, study):
+    """A node pinned (or given a width) whole and one of its ops pinned apart: the op follows its own
+    pin, but the selection panel, which shows the first entry whose ops include the op, showed the
+    node's ("pinned (/conv1/Conv) to arm" on an op running on the DLA) and its unpin button
+    removed the node's pin.  Each entry lists the ops it decides."""
+    study.pin("/conv1/Conv", "arm")
+    study.pin("/conv1/Conv/add", "dla")
+    study.set_bits("fp16", layer="/conv1/Conv")
+    study.set_bits("int8", layer="/conv1/Conv/add")
+    assert study.placement["processor"][1] == "dla" and study.op_bits()[1] == "int8"
+
+    def first(entries, op):  # what the front end's _pinOf / _layerBitsOf pick
+        return next(e for e in entries if op in e["ops"])
+
+    c = widget.controls
+    assert first(c["pins"], 0)["processor"] == "arm" and first(c["pins"], 1)["processor"] == "dla"
+    assert first(c["layer_bits"], 0)["bits"] == "fp16" and first(c["layer_bits"], 1)["bits"] == "int8"
+    request(widget, type="unpin", node=first(c["pins"], 1)["node"])  # the unpin button of op 1
+    assert dict(study.config.pins) == {"/conv1/Conv": "arm"}

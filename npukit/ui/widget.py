@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import warnings
 import weakref
 from collections import OrderedDict
 from pathlib import Path
@@ -124,10 +125,11 @@ class StudyWidget(anywidget.AnyWidget):
         return hit
 
     def _refresh(self, seq, level: str | None, text: str | None, t0: float, before: dict | None = None,
-                 shown=None) -> None:  # fmt: skip
+                 shown=None, answers: dict | None = None) -> None:  # fmt: skip
         """Push the Study's current state: one comm message for everything that changed.  A level of
         None keeps the last message (a request that only fetched data, like the code).  ``shown``: a
-        provisional view of the Study to show instead (``pending.Draft``)."""
+        provisional view of the Study to show instead (``pending.Draft``).  ``answers``: the request
+        made, for what the Python API would warn about it (``_note``)."""
         self._rev += 1
         ms = round((time.perf_counter() - t0) * 1e3, 1)
         if level is None:  # (the time shown beside that message is its request's, not this one's)
@@ -143,10 +145,24 @@ class StudyWidget(anywidget.AnyWidget):
                 self.errors = self._errors()
                 if level == "ok" and text.endswith("\u2192"):
                     text = f"{text} {rq.change(before, self.values.get('totals'))}"
+                note = self._note(answers) if level == "ok" else ""
+                if note:
+                    text = f"{text}; {note}"
             except Exception as e:  # noqa: BLE001 - a failure to render must not break the widget
                 level, text = "error", f"{text}; could not refresh the view: {type(e).__name__}: {e}".lstrip("; ")
             self.status = {"rev": self._rev, "seq": seq, "level": level, "text": text,
                            "ms": ms, "code_key": code_key(self._study)}  # fmt: skip
+
+    def _note(self, m: dict | None) -> str:
+        """What ``study.set_bits`` warns about a layer width the Study now has, in words for the status
+        line: that it has no effect (the op runs inside a kernel, at the kernel's width)."""
+        if not m or m.get("type") != "layer_bits" or not m.get("bits"):
+            return ""
+        try:
+            s = self._study
+            return s._idle_note(s._node_key(rq.node_ref(m["node"])), str(m["bits"]))  # noqa: SLF001
+        except Exception:  # noqa: BLE001 - a note only: the edit's own answer stands
+            return ""
 
     def _errors(self) -> dict:
         if self._error_wanted and self._error_auto:
@@ -205,7 +221,7 @@ class StudyWidget(anywidget.AnyWidget):
                             self.pending.late = text
                         self._refresh(None, level, text, t0, shown=self._shown)
                     else:
-                        self._refresh(seq, level, text, t0, before)
+                        self._refresh(seq, level, text, t0, before, answers=content)
         finally:
             job = self.pending
             if job is not None and not job.started:
@@ -256,7 +272,8 @@ class StudyWidget(anywidget.AnyWidget):
         if got is None:
             return None
         res, how = got
-        self.pending = Placing(self._study, cfg, self._placed, seq=seq, text=text, before=before, t0=t0)
+        self.pending = Placing(self._study, cfg, self._placed, seq=seq, text=text, before=before, t0=t0,
+                               request=content)  # fmt: skip
         return Draft(self._study, cfg, res, note=how)
 
     def _placed(self, job: Placing) -> None:
@@ -267,7 +284,7 @@ class StudyWidget(anywidget.AnyWidget):
                 return
             self.pending = None
             level, text = self._switch(job)
-            self._refresh(job.seq, level, text, job.t0, job.before)
+            self._refresh(job.seq, level, text, job.t0, job.before, answers=job.request)
             if job.late:  # an edit refused while this one was placed: its error is the answer's news
                 self.status = {**self.status, "level": "error",
                                "text": f"{job.late} (the edit before it stands: {self.status['text']})"}
@@ -307,7 +324,9 @@ class StudyWidget(anywidget.AnyWidget):
 
     def _dispatch(self, m: dict, s=None) -> tuple[str, str]:
         s = self._study if s is None else s
-        said = rq.apply_edit(s, m)
+        with warnings.catch_warnings():  # (said in the status line instead: _note)
+            warnings.filterwarnings("ignore", message=r"npukit: layer .* has no effect")
+            said = rq.apply_edit(s, m)
         if said is not None:
             return said
         kind = m.get("type")

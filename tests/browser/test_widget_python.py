@@ -240,3 +240,31 @@ def test_the_selection_shows_the_pin_and_width_that_decide_an_op(widget, study):
     assert first(c["layer_bits"], 0)["bits"] == "fp16" and first(c["layer_bits"], 1)["bits"] == "int8"
     request(widget, type="unpin", node=first(c["pins"], 1)["node"])  # the unpin button of op 1
     assert dict(study.config.pins) == {"/conv1/Conv": "arm"}
+
+
+@pytest.mark.parametrize("placement", ["cost", "first-fit"])
+def test_a_layer_width_that_has_no_effect_says_so_in_the_status_line(placement):
+    """study.set_bits(w, layer=...) warns when the width has no effect (the op's values never leave
+    its kernel); the same edit in the widget said only "ok ... latency 25.66 us -> 25.66 us": the
+    warning went to the kernel's log, or (under the cost policy, made on a draft) nowhere."""
+    import warnings
+
+    import npukit
+
+    s = npukit.Study(DIGITS, "arm-dsp-dla", placement=placement)
+    s.set_bits("int8", layer="/conv1/Conv/add")  # the bias add inside the conv's kernel (at the kernel's width)
+    w = recording_widget(s)  # (its layer-width menu on op 1 now names "/conv1/Conv/add")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # said in the status line, not in the kernel's log
+            request(w, type="layer_bits", node="/conv1/Conv/add", bits="fp16")
+        assert w.status["level"] == "ok", w.status["text"]
+        text = w.status["text"]
+        assert text.startswith("'/conv1/Conv/add': fp16 \u2192 latency "), text
+        assert text.endswith("; layer '/conv1/Conv/add' at fp16 has no effect: its values never leave the kernel "
+                             "of '/conv1/Conv' (conv2d), where nothing rounds, stores or converts them, so it runs "
+                             "at that kernel's width (int8)"), text  # fmt: skip
+        request(w, type="layer_bits", node="/conv1/Conv", bits="fp16")  # the whole layer: it has an effect
+        assert "no effect" not in w.status["text"]
+    finally:
+        w.close()

@@ -180,6 +180,7 @@ def placement_model(study, pack: bool = False) -> dict[str, Any]:
         "pinned": _col(pinned, PACKED["pinned"], pack),
         "partitions": parts,
         "strings": strings.table,
+        "limits": list(study.partition_limits),  # accelerators given more partitions than their runtime takes
     }
 
 

@@ -104,6 +104,8 @@ class StudyWidget(anywidget.AnyWidget):
         hit = self._pcache.get(key)
         if hit is None:
             hit = self._pcache[key] = {**vm.placement_model(study, pack=True), "key": key}
+            if study is not self._study:  # a provisional plan: its limits are not the edit's
+                hit["limits"] = []
             while len(self._pcache) > 16:
                 self._pcache.popitem(last=False)
         else:

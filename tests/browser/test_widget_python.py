@@ -268,3 +268,23 @@ def test_a_layer_width_that_has_no_effect_says_so_in_the_status_line(placement):
         assert "no effect" not in w.status["text"]
     finally:
         w.close()
+
+
+def test_a_plan_the_runtime_would_refuse_is_flagged():
+    """The VSI NPU takes one partition (max_partitions = 1): under first-fit a pin that splits its ops
+    in two gives a plan its runtime would refuse.  The CLI says so, study.partition_limits says so,
+    export() and build() warn; the widget showed the plan's figures without a word."""
+    import npukit
+
+    s = npukit.Study(REPO / "sample_models" / "mobilenet_v1_025_int8.tflite", "vsi-npu", placement="first-fit")
+    w = recording_widget(s)
+    try:
+        assert w.placement["limits"] == []
+        request(w, type="pin", node=26, processor="a53")
+        assert w.placement["limits"] == list(s.partition_limits) != []
+        assert w.placement["limits"][0].startswith("npu is given 2 offloaded partitions (0, 2), and its runtime "
+                                                   "takes at most 1 (processors.npu.max_partitions = 1)")  # fmt: skip
+        request(w, type="placement", placement="cost")  # the cost policy holds the plan to the limit
+        assert w.placement["limits"] == [] == list(s.partition_limits)
+    finally:
+        w.close()

@@ -366,7 +366,9 @@ export class App {
       `<span><b>MACs</b> ${esc(num(t.macs))}</span>` +
       `<span data-testid="total-partitions"><b>partitions</b> ${t.partitions}</span>` +
       `<span><b>boundaries</b> ${t.boundaries}</span>` +
-      `<span><b>transfers</b> ${esc(us(t.transfer_us))}</span>`;
+      `<span><b>transfers</b> ${esc(us(t.transfer_us))}</span>` +
+      // a plan an accelerator's runtime would refuse (more partitions than its max_partitions)
+      this.P.limits.map((text) => `<span class="nk-limit" data-testid="partition-limit">⚠ ${esc(text)}</span>`).join("");
     this.legendEl.innerHTML = G.processors
       .map((p) => {
         const busy = t.busy_us ? t.busy_us[p.name] : 0;

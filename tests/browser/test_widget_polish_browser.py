@@ -275,6 +275,9 @@ def test_a_plan_the_runtime_would_refuse_is_flagged_in_the_header(lab, browser, 
         edit(page, lambda: page.click(f'{ROOT} [data-testid="pin-button"]'))
         assert status(page)[0] == "ok"
         assert [t.removeprefix("\u26a0 ") for t in flag.all_inner_texts()] == want
+        # the pin's line names the TFLite node (one 300-character word): it wraps in the panel
+        sel = page.locator(f'{ROOT} [data-testid="selection"]')
+        assert sel.evaluate("el => el.scrollWidth <= el.clientWidth"), "the selection panel overflows"
         page.screenshot(path=str(artifacts / "widget_partition_limit.png"))
         edit(page, lambda: page.select_option(f'{ROOT} [data-testid="placement-policy"]', "cost"))
         assert flag.count() == 0

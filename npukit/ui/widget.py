@@ -44,7 +44,7 @@ class StudyWidget(anywidget.AnyWidget):
     values = t.Dict().tag(sync=True)  # figures, boundaries, totals, timeline (every edit)
     controls = t.Dict().tag(sync=True)  # support matrix, pins, bit-widths
     errors = t.Dict().tag(sync=True)  # the numeric-error panel
-    status = t.Dict().tag(sync=True)  # {rev, seq, level, text, ms, code_key}: the answer to the last request
+    status = t.Dict().tag(sync=True)  # {rev, seq, acks, level, text, ms, code_key}: the answer to the last request
     code = t.Dict().tag(sync=True)  # the Code tab: file tree, one file, call lines, diff (only when asked)
     build = t.Dict().tag(sync=True)  # the last build and run: {state: idle|running|ok|differs|failed|error, ...}
     options = t.Dict().tag(sync=True)  # view options: collapse threshold, default export paths
@@ -54,6 +54,7 @@ class StudyWidget(anywidget.AnyWidget):
         self._pcache: OrderedDict[str, dict] = OrderedDict()
         self._vcache: OrderedDict[str, dict] = OrderedDict()
         self._rev = 0
+        self._received: dict[str, int] = {}  # per view of the widget, the last request it sent
         self._editing = False
         self._error_wanted = False
         self._error_auto = False
@@ -70,7 +71,8 @@ class StudyWidget(anywidget.AnyWidget):
             "values": self._values(),
             "controls": vm.controls_model(study),
             "errors": vm.error_model(study, measure=False),
-            "status": {"rev": 0, "seq": None, "level": "info", "text": "", "ms": 0.0, "code_key": code_key(study)},
+            "status": {"rev": 0, "seq": None, "acks": {}, "level": "info", "text": "", "ms": 0.0,
+                       "code_key": code_key(study)},
             "code": {},
             "build": {"state": "idle"},
             "options": {
@@ -129,7 +131,10 @@ class StudyWidget(anywidget.AnyWidget):
     def _refresh(self, seq, level: str | None, text: str | None, t0: float, before: dict | None = None,
                  shown=None, answers: dict | None = None) -> None:  # fmt: skip
         """Push the Study's current state: one comm message for everything that changed.  A level of
-        None keeps the last message (a request that only fetched data, like the code).  ``shown``: a
+        None keeps the last message (a request that only fetched data, like the code).  An answer
+        (``seq`` not None) answers every request received so far (a pending edit it built on
+        included): ``acks`` says, per view of the widget, the last one, which is how each view
+        knows its own requests answered (each numbers them from 1).  ``shown``: a
         provisional view of the Study to show instead (``pending.Draft``).  ``answers``: the request
         made, for what the Python API would warn about it (``_note``)."""
         self._rev += 1
@@ -152,7 +157,8 @@ class StudyWidget(anywidget.AnyWidget):
                     text = f"{text}; {note}"
             except Exception as e:  # noqa: BLE001 - a failure to render must not break the widget
                 level, text = "error", f"{text}; could not refresh the view: {type(e).__name__}: {e}".lstrip("; ")
-            self.status = {"rev": self._rev, "seq": seq, "level": level, "text": text,
+            acks = dict(self._received) if seq is not None else self.status.get("acks", {})
+            self.status = {"rev": self._rev, "seq": seq, "acks": acks, "level": level, "text": text,
                            "ms": ms, "code_key": code_key(self._study)}  # fmt: skip
 
     def _note(self, m: dict | None) -> str:
@@ -187,6 +193,9 @@ class StudyWidget(anywidget.AnyWidget):
 
     def _answer(self, content: dict) -> None:
         seq = content.get("seq")
+        view = content.get("view")
+        if isinstance(view, str) and isinstance(seq, int) and not isinstance(seq, bool):
+            self._received[view] = max(seq, self._received.get(view, 0))
         t0 = time.perf_counter()
         # the figures the status line compares with: the last ones it reported as settled (while a
         # placement runs, the screen holds its provisional estimates, and that edit's own report
@@ -197,7 +206,7 @@ class StudyWidget(anywidget.AnyWidget):
         # a long request reports its steps as they run ("working: measuring error: 120/450
         # samples"): custom messages, since the traits are held until the request ends
         try:
-            with self.hold_sync(), progress.listen(lambda line: self._working(seq, line)):
+            with self.hold_sync(), progress.listen(lambda line: self._working(seq, line, view)):
                 with progress.step(self._step_name(content)):  # whatever the request changes leaves in one message
                     self._editing = True
                     try:
@@ -316,10 +325,10 @@ class StudyWidget(anywidget.AnyWidget):
             if level == "error":
                 raise NpukitError(f"the pending edit failed: {text}")
 
-    def _working(self, seq, line: str | None) -> None:
+    def _working(self, seq, line: str | None, view=None) -> None:
         """One interim status line of a long request (``None``: the step it named ended)."""
         if self.comm is not None:
-            self.send({"type": "progress", "seq": seq, "text": line})
+            self.send({"type": "progress", "seq": seq, "view": view, "text": line})
 
     def _step_name(self, m: dict) -> str:
         return rq.step_name(m, self._study.config.placement)
@@ -381,8 +390,8 @@ class StudyWidget(anywidget.AnyWidget):
         level, text = build_status(view)
         with self.hold_sync():
             self.build = view
-            self.status = {"rev": self._rev, "seq": None, "level": level, "text": text, "ms": round(view["seconds"] * 1e3, 1),
-                           "code_key": code_key(self._study)}  # fmt: skip
+            self.status = {"rev": self._rev, "seq": None, "acks": self.status.get("acks", {}), "level": level,
+                           "text": text, "ms": round(view["seconds"] * 1e3, 1), "code_key": code_key(self._study)}  # fmt: skip
 
     # ------------------------------------------------------------------------------------------
     # edits made on the Study elsewhere

@@ -26,6 +26,9 @@ export class App {
     this.el = el;
     this.seq = 0;
     this.acked = 0;
+    // this view's name in its requests: one widget shown twice has two views, each numbering its
+    // requests from 1; the status says per view the last request answered (status.acks)
+    this.view = Math.random().toString(36).slice(2, 10) + Date.now().toString(36);
     this.dirty = new Set();
     this.selected = null;
     this.tab = "costs";
@@ -110,7 +113,8 @@ export class App {
       console.error(e); // eslint-disable-line no-console
     }
     if (d.has("status") && this.S) {
-      if (this.S.seq != null) this.acked = Math.max(this.acked, this.S.seq);
+      const mine = this.S.acks ? this.S.acks[this.view] : undefined;
+      if (mine != null) this.acked = Math.max(this.acked, mine);
       this.root.dataset.rev = String(this.S.rev);
     }
     this._renderStatus();
@@ -123,7 +127,7 @@ export class App {
   send(msg) {
     const seq = ++this.seq;
     trace("send");
-    this.model.send({ ...msg, seq });
+    this.model.send({ ...msg, seq, view: this.view });
     this._renderStatus();
     return seq;
   }
@@ -385,6 +389,7 @@ export class App {
 
   _progress(msg) {
     if (!msg || msg.type !== "progress") return;
+    if (msg.view != null && msg.view !== this.view) return; // another view's request
     if (msg.seq != null && msg.seq <= this.acked) return; // that request is answered already
     this.working = msg.text || null;
     this.workingSeq = msg.seq;

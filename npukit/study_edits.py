@@ -156,9 +156,16 @@ class StudyEdits:
         return self
 
     def _warn_idle(self, key: str, bits: str) -> None:
-        """Warn when a layer width just set has no effect: every op it sets runs inside a kernel its
-        values never leave, at the kernel's width (``pipeline.widths``; the per-op table and
-        ``explain`` say the same)."""
+        """Warn when a layer width just set has no effect (``_idle_note``)."""
+        note = self._idle_note(key, bits)
+        if note:
+            warnings.warn(f"npukit: {note}", stacklevel=3)
+
+    def _idle_note(self, key: str, bits: str) -> str:
+        """Why the layer width ``bits`` of ``key`` in the config has no effect, in words: every op it
+        sets runs inside a kernel its values never leave, at the kernel's width (``pipeline.widths``;
+        the per-op table and ``explain`` say the same); "" when it has one.  (The widget says it in
+        its status line.)"""
         model, soc, cfg, g = self._model, self.soc, self._config, self.graph
         plan = pl.partition(model, soc, cfg).plan
         ids = set(pl.resolve(g, key))
@@ -170,7 +177,8 @@ class StudyEdits:
             i, layer = mine[0], pl.shown(g, key)
             on = "" if g.ops[i].name == str(layer) else f" on its op {g.ops[i].name!r}"
             why = notes[i][notes[i].index(idle):]
-            warnings.warn(f"npukit: layer {layer!r} at {bits} has no effect{on}: {why} ({ran[i]})", stacklevel=3)
+            return f"layer {layer!r} at {bits} has no effect{on}: {why} ({ran[i]})"
+        return ""
 
     def reset(self) -> Study:
         self._apply(Config())

@@ -50,6 +50,10 @@ class Draft(Study):
         pl.check(self._model, self.soc, cfg)
         self.proposed = cfg
 
+    def _warn_idle(self, key: str, bits: str) -> None:
+        """No warning here (this view's config is not the edit's, nor its plan placed yet): the widget
+        says it when the edit lands."""
+
     @property
     def result(self) -> pl.Result:
         return self._result if self._result is not None else super().result
@@ -96,8 +100,9 @@ class Placing:
     job was started from it, else from the thread."""
 
     def __init__(self, study: Study, cfg: Config, done: Callable[[Placing], None], *, seq=None, text: str = "",
-                 before: dict | None = None, t0: float | None = None):  # fmt: skip
+                 before: dict | None = None, t0: float | None = None, request: dict | None = None):  # fmt: skip
         self.cfg, self.seq, self.text, self.before = cfg, seq, text, before
+        self.request = request  # the edit request it answers
         self.t0 = time.perf_counter() if t0 is None else t0  # when the edit was asked for
         self.error: BaseException | None = None
         self.late = ""  # the error of an edit refused while this placement ran (said when it lands)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ConfigError, NpukitError
+from ..pipeline import shown
 
 TWO_PHASE = ("support", "pin", "unpin", "bits", "layer_bits", "reset")  # edits that may move ops
 
@@ -86,9 +87,11 @@ def node_ref(node):
 
 
 def label(s, node) -> str:
+    """A node reference in the model's words: an op id (int, or ``"#12"`` as the config keeps one
+    op of a node that became several) by its op's name."""
     if isinstance(node, int) and 0 <= node < len(s.graph.ops):
         return repr(s.graph.ops[node].name)
-    return repr(node)
+    return repr(shown(s.graph, node))
 
 
 def export(s, what: str, path: str) -> tuple[str, str]:

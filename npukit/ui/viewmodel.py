@@ -180,6 +180,7 @@ def placement_model(study, pack: bool = False) -> dict[str, Any]:
         "pinned": _col(pinned, PACKED["pinned"], pack),
         "partitions": parts,
         "strings": strings.table,
+        "limits": list(study.partition_limits),  # accelerators given more partitions than their runtime takes
     }
 
 
@@ -253,7 +254,9 @@ def values_model(study, pack: bool = False) -> dict[str, Any]:
 
 
 def controls_model(study) -> dict[str, Any]:
-    """The state the edit controls show."""
+    """The state the edit controls show (a per-node edit's ``label``: its node as the model names it)."""
+    from ..pipeline import shown  # noqa: PLC0415
+
     soc = study.soc
     cfg = study.config
     g = study.graph
@@ -268,12 +271,10 @@ def controls_model(study) -> dict[str, Any]:
             has = k in ops
             profile[a][k] = has
             support[a][k] = ((a, k) in cfg.enabled) or (has and (a, k) not in cfg.disabled)
-    pins = []
-    for node, proc in cfg.pins:
-        pins.append({"node": node, "processor": proc, "ops": list(g.resolve(node))})
-    layer_bits = []
-    for node, b in cfg.layer_bits:
-        layer_bits.append({"node": node, "bits": b, "ops": list(g.resolve(node))})
+    pins = [{"node": node, "label": shown(g, node), "processor": proc, "ops": ops}
+            for (node, proc), ops in zip(cfg.pins, _deciding(g, cfg.pins))]  # fmt: skip
+    layer_bits = [{"node": node, "label": shown(g, node), "bits": b, "ops": ops}
+                  for (node, b), ops in zip(cfg.layer_bits, _deciding(g, cfg.layer_bits))]  # fmt: skip
     return {
         "support": support,
         "profile": profile,
@@ -286,6 +287,15 @@ def controls_model(study) -> dict[str, Any]:
         "rules": support_rules(study),
         "config": cfg.to_dict(),
     }
+
+
+def _deciding(g, entries) -> list[list[int]]:
+    """For each per-node edit (pin, layer width), the ops it decides: those of its node that no more
+    specific edit (one op of a node pinned whole) takes over, as ``pipeline.per_op`` applies them."""
+    from ..pipeline import per_op  # noqa: PLC0415
+
+    won = per_op(g, [(node, k) for k, (node, _value) in enumerate(entries)])
+    return [[i for i in g.resolve(node) if won.get(i) == k] for k, (node, _value) in enumerate(entries)]
 
 
 def support_rules(study) -> dict[str, dict[str, dict[str, Any]]]:
@@ -359,6 +369,8 @@ def error_model(study, measure: bool) -> dict[str, Any]:
         "data_source": _jsonable(d.get("data_source")),
         "ops": ops,
         "config": error_key(study),
+        "settings": _error_settings(study),
+        "data": study.data.key,
     }
 
 
@@ -375,8 +387,20 @@ def per_op_note(samples, per_op) -> str:
 
 def error_key(study) -> str:
     """What the numeric error depends on: placement, bit-widths and the data it is measured on."""
+    return _error_settings(study) + study.data.key
+
+
+def _error_settings(study) -> str:
     cfg = study.config
-    return placement_key(study) + json.dumps(list(cfg.bits) + list(cfg.layer_bits)) + study.data.key
+    return placement_key(study) + json.dumps(list(cfg.bits) + list(cfg.layer_bits))
+
+
+def stale_text(errors: dict, study) -> str:
+    """What changed since the error panel's figures were measured, in the words of its note
+    ("stale: the data changed since this was measured"); "" while they are the current ones."""
+    why = [what for what, was, now in (("config", errors.get("settings"), _error_settings(study)),
+                                       ("data", errors.get("data"), study.data.key)) if was != now]  # fmt: skip
+    return f"stale: the {' and the '.join(why)} changed since this was measured" if why else ""
 
 
 def view_model(study) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import warnings
 import weakref
 from collections import OrderedDict
 from pathlib import Path
@@ -43,7 +44,7 @@ class StudyWidget(anywidget.AnyWidget):
     values = t.Dict().tag(sync=True)  # figures, boundaries, totals, timeline (every edit)
     controls = t.Dict().tag(sync=True)  # support matrix, pins, bit-widths
     errors = t.Dict().tag(sync=True)  # the numeric-error panel
-    status = t.Dict().tag(sync=True)  # {rev, seq, level, text, ms, code_key}: the answer to the last request
+    status = t.Dict().tag(sync=True)  # {rev, seq, acks, level, text, ms, code_key}: the answer to the last request
     code = t.Dict().tag(sync=True)  # the Code tab: file tree, one file, call lines, diff (only when asked)
     build = t.Dict().tag(sync=True)  # the last build and run: {state: idle|running|ok|differs|failed|error, ...}
     options = t.Dict().tag(sync=True)  # view options: collapse threshold, default export paths
@@ -53,6 +54,7 @@ class StudyWidget(anywidget.AnyWidget):
         self._pcache: OrderedDict[str, dict] = OrderedDict()
         self._vcache: OrderedDict[str, dict] = OrderedDict()
         self._rev = 0
+        self._received: dict[str, int] = {}  # per view of the widget, the last request it sent
         self._editing = False
         self._error_wanted = False
         self._error_auto = False
@@ -69,7 +71,8 @@ class StudyWidget(anywidget.AnyWidget):
             "values": self._values(),
             "controls": vm.controls_model(study),
             "errors": vm.error_model(study, measure=False),
-            "status": {"rev": 0, "seq": None, "level": "info", "text": "", "ms": 0.0, "code_key": code_key(study)},
+            "status": {"rev": 0, "seq": None, "acks": {}, "level": "info", "text": "", "ms": 0.0,
+                       "code_key": code_key(study)},
             "code": {},
             "build": {"state": "idle"},
             "options": {
@@ -103,6 +106,8 @@ class StudyWidget(anywidget.AnyWidget):
         hit = self._pcache.get(key)
         if hit is None:
             hit = self._pcache[key] = {**vm.placement_model(study, pack=True), "key": key}
+            if study is not self._study:  # a provisional plan: its limits are not the edit's
+                hit["limits"] = []
             while len(self._pcache) > 16:
                 self._pcache.popitem(last=False)
         else:
@@ -124,10 +129,14 @@ class StudyWidget(anywidget.AnyWidget):
         return hit
 
     def _refresh(self, seq, level: str | None, text: str | None, t0: float, before: dict | None = None,
-                 shown=None) -> None:  # fmt: skip
+                 shown=None, answers: dict | None = None) -> None:  # fmt: skip
         """Push the Study's current state: one comm message for everything that changed.  A level of
-        None keeps the last message (a request that only fetched data, like the code).  ``shown``: a
-        provisional view of the Study to show instead (``pending.Draft``)."""
+        None keeps the last message (a request that only fetched data, like the code).  An answer
+        (``seq`` not None) answers every request received so far (a pending edit it built on
+        included): ``acks`` says, per view of the widget, the last one, which is how each view
+        knows its own requests answered (each numbers them from 1).  ``shown``: a
+        provisional view of the Study to show instead (``pending.Draft``).  ``answers``: the request
+        made, for what the Python API would warn about it (``_note``)."""
         self._rev += 1
         ms = round((time.perf_counter() - t0) * 1e3, 1)
         if level is None:  # (the time shown beside that message is its request's, not this one's)
@@ -143,18 +152,33 @@ class StudyWidget(anywidget.AnyWidget):
                 self.errors = self._errors()
                 if level == "ok" and text.endswith("\u2192"):
                     text = f"{text} {rq.change(before, self.values.get('totals'))}"
+                note = self._note(answers) if level == "ok" else ""
+                if note:
+                    text = f"{text}; {note}"
             except Exception as e:  # noqa: BLE001 - a failure to render must not break the widget
                 level, text = "error", f"{text}; could not refresh the view: {type(e).__name__}: {e}".lstrip("; ")
-            self.status = {"rev": self._rev, "seq": seq, "level": level, "text": text,
+            acks = dict(self._received) if seq is not None else self.status.get("acks", {})
+            self.status = {"rev": self._rev, "seq": seq, "acks": acks, "level": level, "text": text,
                            "ms": ms, "code_key": code_key(self._study)}  # fmt: skip
+
+    def _note(self, m: dict | None) -> str:
+        """What ``study.set_bits`` warns about a layer width the Study now has, in words for the status
+        line: that it has no effect (the op runs inside a kernel, at the kernel's width)."""
+        if not m or m.get("type") != "layer_bits" or not m.get("bits"):
+            return ""
+        try:
+            s = self._study
+            return s._idle_note(s._node_key(rq.node_ref(m["node"])), str(m["bits"]))  # noqa: SLF001
+        except Exception:  # noqa: BLE001 - a note only: the edit's own answer stands
+            return ""
 
     def _errors(self) -> dict:
         if self._error_wanted and self._error_auto:
             return vm.error_model(self._study, measure=True)
-        if self.errors.get("state") == "ok":  # measured for this config, or for another one
-            stale = self.errors.get("config") != vm.error_key(self._study)
-            if bool(self.errors.get("stale")) != stale:
-                return {**self.errors, "stale": stale}
+        if self.errors.get("state") == "ok":  # measured for this config and data, or for others
+            why = vm.stale_text(self.errors, self._study)
+            if self.errors.get("stale_text", "") != why:
+                return {**self.errors, "stale": bool(why), "stale_text": why}
         return self.errors
 
     # ------------------------------------------------------------------------------------------
@@ -169,6 +193,9 @@ class StudyWidget(anywidget.AnyWidget):
 
     def _answer(self, content: dict) -> None:
         seq = content.get("seq")
+        view = content.get("view")
+        if isinstance(view, str) and isinstance(seq, int) and not isinstance(seq, bool):
+            self._received[view] = max(seq, self._received.get(view, 0))
         t0 = time.perf_counter()
         # the figures the status line compares with: the last ones it reported as settled (while a
         # placement runs, the screen holds its provisional estimates, and that edit's own report
@@ -179,7 +206,7 @@ class StudyWidget(anywidget.AnyWidget):
         # a long request reports its steps as they run ("working: measuring error: 120/450
         # samples"): custom messages, since the traits are held until the request ends
         try:
-            with self.hold_sync(), progress.listen(lambda line: self._working(seq, line)):
+            with self.hold_sync(), progress.listen(lambda line: self._working(seq, line, view)):
                 with progress.step(self._step_name(content)):  # whatever the request changes leaves in one message
                     self._editing = True
                     try:
@@ -205,7 +232,7 @@ class StudyWidget(anywidget.AnyWidget):
                             self.pending.late = text
                         self._refresh(None, level, text, t0, shown=self._shown)
                     else:
-                        self._refresh(seq, level, text, t0, before)
+                        self._refresh(seq, level, text, t0, before, answers=content)
         finally:
             job = self.pending
             if job is not None and not job.started:
@@ -256,7 +283,8 @@ class StudyWidget(anywidget.AnyWidget):
         if got is None:
             return None
         res, how = got
-        self.pending = Placing(self._study, cfg, self._placed, seq=seq, text=text, before=before, t0=t0)
+        self.pending = Placing(self._study, cfg, self._placed, seq=seq, text=text, before=before, t0=t0,
+                               request=content)  # fmt: skip
         return Draft(self._study, cfg, res, note=how)
 
     def _placed(self, job: Placing) -> None:
@@ -267,7 +295,7 @@ class StudyWidget(anywidget.AnyWidget):
                 return
             self.pending = None
             level, text = self._switch(job)
-            self._refresh(job.seq, level, text, job.t0, job.before)
+            self._refresh(job.seq, level, text, job.t0, job.before, answers=job.request)
             if job.late:  # an edit refused while this one was placed: its error is the answer's news
                 self.status = {**self.status, "level": "error",
                                "text": f"{job.late} (the edit before it stands: {self.status['text']})"}
@@ -297,17 +325,19 @@ class StudyWidget(anywidget.AnyWidget):
             if level == "error":
                 raise NpukitError(f"the pending edit failed: {text}")
 
-    def _working(self, seq, line: str | None) -> None:
+    def _working(self, seq, line: str | None, view=None) -> None:
         """One interim status line of a long request (``None``: the step it named ended)."""
         if self.comm is not None:
-            self.send({"type": "progress", "seq": seq, "text": line})
+            self.send({"type": "progress", "seq": seq, "view": view, "text": line})
 
     def _step_name(self, m: dict) -> str:
         return rq.step_name(m, self._study.config.placement)
 
     def _dispatch(self, m: dict, s=None) -> tuple[str, str]:
         s = self._study if s is None else s
-        said = rq.apply_edit(s, m)
+        with warnings.catch_warnings():  # (said in the status line instead: _note)
+            warnings.filterwarnings("ignore", message=r"npukit: layer .* has no effect")
+            said = rq.apply_edit(s, m)
         if said is not None:
             return said
         kind = m.get("type")
@@ -360,8 +390,8 @@ class StudyWidget(anywidget.AnyWidget):
         level, text = build_status(view)
         with self.hold_sync():
             self.build = view
-            self.status = {"rev": self._rev, "seq": None, "level": level, "text": text, "ms": round(view["seconds"] * 1e3, 1),
-                           "code_key": code_key(self._study)}  # fmt: skip
+            self.status = {"rev": self._rev, "seq": None, "acks": self.status.get("acks", {}), "level": level,
+                           "text": text, "ms": round(view["seconds"] * 1e3, 1), "code_key": code_key(self._study)}  # fmt: skip
 
     # ------------------------------------------------------------------------------------------
     # edits made on the Study elsewhere

@@ -266,3 +266,22 @@ def test_an_edit_refused_while_a_placement_runs_keeps_its_error_when_it_lands(he
         assert w.status["text"].startswith("cannot pin '/softmax/Softmax' (softmax) to dla: ")
         assert "(the edit before it stands: dla: relu off \u2192 latency " in w.status["text"]
         assert ("dla", "relu") in s.config.disabled
+
+
+def test_two_views_of_one_widget_each_see_their_own_requests_answered(held):
+    """One widget shown twice (``w`` in two cells): each view numbers its requests from 1 and took
+    the status's ``seq`` as the answer to its own.  View A's edit (its 7th request) was pending when
+    view B's (its 2nd) replaced it: the answer said seq 2, and A stayed "working" until its next
+    request; B, for its part, took A's answers as its own and never showed "working".  The status
+    says, per view, the last request it has answered (``acks``)."""
+    with widget("mobilenet_v1_025_int8.tflite") as (s, w):
+        w._on_msg(w, {"seq": 7, "view": "a", "type": "support", "processor": "dla", "op": "clip", "enabled": False}, [])
+        assert w.pending is not None and w.status.get("acks", {}).get("a") is None  # (working in A)
+        w._on_msg(w, {"seq": 2, "view": "b", "type": "bits", "processor": "dsp", "bits": "int16"}, [])
+        job = w.pending
+        held.set()
+        job.wait(120)
+        assert w.pending is None and w.status["level"] == "ok"
+        assert w.status["acks"] == {"a": 7, "b": 2}  # A's edit is settled too: the answer built on it
+        w._on_msg(w, {"seq": 8, "view": "a", "type": "code"}, [])
+        assert w.status["acks"] == {"a": 8, "b": 2}

@@ -250,3 +250,35 @@ def test_a_long_edit_shows_working_lines(tall_page, artifacts):
     assert level == "ok" and text.startswith("dsp: softmax off \u2192 latency"), text
     assert texts[-1] == text
     page.screenshot(path=str(artifacts / "widget_after_long_edit.png"))
+
+
+def test_a_plan_the_runtime_would_refuse_is_flagged_in_the_header(lab, browser, artifacts):
+    """Under first-fit, pinning op 26 of the MobileNet to the host gives the VSI NPU two partitions,
+    and its runtime takes one: the header says so (it showed the plan's figures without a word),
+    and the flag goes when the cost policy holds the plan to one partition."""
+    import npukit
+
+    s = npukit.Study(REPO / "sample_models" / "mobilenet_v1_025_int8.tflite", "vsi-npu", placement="first-fit")
+    s.pin("#26", "a53")
+    want = list(s.partition_limits)
+    path = notebook(lab, "polish_limits.ipynb", [
+        "import npukit\nstudy = npukit.Study('../sample_models/mobilenet_v1_025_int8.tflite', 'vsi-npu', "
+        "placement='first-fit')\nstudy.show()",
+    ])  # fmt: skip
+    with widget_page(browser, lab, path, TIMEOUT, scroll=True, ready='[data-testid="graph"]') as page:
+        flag = page.locator(f'{ROOT} [data-testid="partition-limit"]')
+        assert flag.count() == 0
+        table = page.locator(f'{ROOT} [data-testid="cost-table"]')
+        table.evaluate("t => { t.scrollTop = 26 * 22; }")  # (rows are drawn as they scroll into view)
+        page.locator(f'{ROOT} [data-testid="cost-table"] tr[data-row="26"]').click()
+        page.select_option(f'{ROOT} [data-testid="pin-processor"]', "a53")
+        edit(page, lambda: page.click(f'{ROOT} [data-testid="pin-button"]'))
+        assert status(page)[0] == "ok"
+        assert [t.removeprefix("\u26a0 ") for t in flag.all_inner_texts()] == want
+        # the pin's line names the TFLite node (one 300-character word): it wraps in the panel
+        sel = page.locator(f'{ROOT} [data-testid="selection"]')
+        assert sel.evaluate("el => el.scrollWidth <= el.clientWidth"), "the selection panel overflows"
+        page.screenshot(path=str(artifacts / "widget_partition_limit.png"))
+        edit(page, lambda: page.select_option(f'{ROOT} [data-testid="placement-policy"]', "cost"))
+        assert flag.count() == 0
+        assert not page.page_errors

@@ -182,3 +182,109 @@ def test_measuring_after_every_edit_needs_no_press_of_measure(widget, study):
     request(widget, type="bits", processor="dla", bits="fp16")
     assert widget.errors["state"] == "ok" and not widget.errors.get("stale")
     assert widget.errors["accuracy"] == pytest.approx(study.error_dict()["accuracy"])
+
+
+def test_the_pin_of_one_op_is_named_by_the_model_in_every_message(widget, study):
+    """Pinning the conv of /conv2/Conv (its op id, as the front end sends it) said "pinned
+    '/conv2/Conv'", but unpinning it said "unpinned '#3'" and the selection panel "pinned (#3) to
+    arm": the config's key, not a name in the model."""
+    request(widget, type="pin", node=3, processor="arm")
+    assert widget.status["text"].startswith("pinned '/conv2/Conv' to arm \u2192")
+    (pin,) = widget.controls["pins"]
+    assert pin["node"] == "#3" and pin["label"] == "/conv2/Conv" and pin["ops"] == [3]
+    request(widget, type="layer_bits", node=pin["node"], bits="int16")
+    assert widget.status["text"].startswith("'/conv2/Conv': int16 \u2192"), widget.status["text"]
+    (lb,) = widget.controls["layer_bits"]
+    assert lb["label"] == "/conv2/Conv"
+    request(widget, type="unpin", node=pin["node"])
+    assert widget.status["level"] == "ok"
+    assert widget.status["text"].startswith("unpinned '/conv2/Conv' \u2192"), widget.status["text"]
+
+
+def test_the_error_panel_says_what_made_its_figures_stale(widget, study):
+    """New data from Python marked the measured error stale as "the config changed since this was
+    measured": the config had not changed, the data had."""
+    import numpy as np
+
+    if widget.errors["state"] == "missing":
+        pytest.skip("this npukit has no Study.error")
+    request(widget, type="measure_error")
+    assert widget.errors["state"] == "ok" and not widget.errors.get("stale")
+    study.set_data(np.random.default_rng(1).random((8, 1, 8, 8), dtype=np.float32))
+    assert widget.errors["stale"] is True
+    assert widget.errors["stale_text"] == "stale: the data changed since this was measured"
+    request(widget, type="bits", processor="dla", bits="fp16")
+    assert widget.errors["stale_text"] == "stale: the config and the data changed since this was measured"
+    request(widget, type="measure_error")
+    assert not widget.errors.get("stale") and not widget.errors.get("stale_text")
+    request(widget, type="bits", processor="dla", bits=None)
+    assert widget.errors["stale_text"] == "stale: the config changed since this was measured"
+
+
+def test_the_selection_shows_the_pin_and_width_that_decide_an_op(widget, study):
+    """A node pinned (or given a width) whole and one of its ops pinned apart: the op follows its own
+    pin, but the selection panel, which shows the first entry whose ops include the op, showed the
+    node's ("pinned (/conv1/Conv) to arm" on an op running on the DLA) and its unpin button
+    removed the node's pin.  Each entry lists the ops it decides."""
+    study.pin("/conv1/Conv", "arm")
+    study.pin("/conv1/Conv/add", "dla")
+    study.set_bits("fp16", layer="/conv1/Conv")
+    study.set_bits("int8", layer="/conv1/Conv/add")
+    assert study.placement["processor"][1] == "dla" and study.op_bits()[1] == "int8"
+
+    def first(entries, op):  # what the front end's _pinOf / _layerBitsOf pick
+        return next(e for e in entries if op in e["ops"])
+
+    c = widget.controls
+    assert first(c["pins"], 0)["processor"] == "arm" and first(c["pins"], 1)["processor"] == "dla"
+    assert first(c["layer_bits"], 0)["bits"] == "fp16" and first(c["layer_bits"], 1)["bits"] == "int8"
+    request(widget, type="unpin", node=first(c["pins"], 1)["node"])  # the unpin button of op 1
+    assert dict(study.config.pins) == {"/conv1/Conv": "arm"}
+
+
+@pytest.mark.parametrize("placement", ["cost", "first-fit"])
+def test_a_layer_width_that_has_no_effect_says_so_in_the_status_line(placement):
+    """study.set_bits(w, layer=...) warns when the width has no effect (the op's values never leave
+    its kernel); the same edit in the widget said only "ok ... latency 25.66 us -> 25.66 us": the
+    warning went to the kernel's log, or (under the cost policy, made on a draft) nowhere."""
+    import warnings
+
+    import npukit
+
+    s = npukit.Study(DIGITS, "arm-dsp-dla", placement=placement)
+    s.set_bits("int8", layer="/conv1/Conv/add")  # the bias add inside the conv's kernel (at the kernel's width)
+    w = recording_widget(s)  # (its layer-width menu on op 1 now names "/conv1/Conv/add")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # said in the status line, not in the kernel's log
+            request(w, type="layer_bits", node="/conv1/Conv/add", bits="fp16")
+        assert w.status["level"] == "ok", w.status["text"]
+        text = w.status["text"]
+        assert text.startswith("'/conv1/Conv/add': fp16 \u2192 latency "), text
+        assert text.endswith("; layer '/conv1/Conv/add' at fp16 has no effect: its values never leave the kernel "
+                             "of '/conv1/Conv' (conv2d), where nothing rounds, stores or converts them, so it runs "
+                             "at that kernel's width (int8)"), text  # fmt: skip
+        request(w, type="layer_bits", node="/conv1/Conv", bits="fp16")  # the whole layer: it has an effect
+        assert "no effect" not in w.status["text"]
+    finally:
+        w.close()
+
+
+def test_a_plan_the_runtime_would_refuse_is_flagged():
+    """The VSI NPU takes one partition (max_partitions = 1): under first-fit a pin that splits its ops
+    in two gives a plan its runtime would refuse.  The CLI says so, study.partition_limits says so,
+    export() and build() warn; the widget showed the plan's figures without a word."""
+    import npukit
+
+    s = npukit.Study(REPO / "sample_models" / "mobilenet_v1_025_int8.tflite", "vsi-npu", placement="first-fit")
+    w = recording_widget(s)
+    try:
+        assert w.placement["limits"] == []
+        request(w, type="pin", node=26, processor="a53")
+        assert w.placement["limits"] == list(s.partition_limits) != []
+        assert w.placement["limits"][0].startswith("npu is given 2 offloaded partitions (0, 2), and its runtime "
+                                                   "takes at most 1 (processors.npu.max_partitions = 1)")  # fmt: skip
+        request(w, type="placement", placement="cost")  # the cost policy holds the plan to the limit
+        assert w.placement["limits"] == [] == list(s.partition_limits)
+    finally:
+        w.close()

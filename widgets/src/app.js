@@ -26,6 +26,9 @@ export class App {
     this.el = el;
     this.seq = 0;
     this.acked = 0;
+    // this view's name in its requests: one widget shown twice has two views, each numbering its
+    // requests from 1; the status says per view the last request answered (status.acks)
+    this.view = Math.random().toString(36).slice(2, 10) + Date.now().toString(36);
     this.dirty = new Set();
     this.selected = null;
     this.tab = "costs";
@@ -110,7 +113,8 @@ export class App {
       console.error(e); // eslint-disable-line no-console
     }
     if (d.has("status") && this.S) {
-      if (this.S.seq != null) this.acked = Math.max(this.acked, this.S.seq);
+      const mine = this.S.acks ? this.S.acks[this.view] : undefined;
+      if (mine != null) this.acked = Math.max(this.acked, mine);
       this.root.dataset.rev = String(this.S.rev);
     }
     this._renderStatus();
@@ -123,7 +127,7 @@ export class App {
   send(msg) {
     const seq = ++this.seq;
     trace("send");
-    this.model.send({ ...msg, seq });
+    this.model.send({ ...msg, seq, view: this.view });
     this._renderStatus();
     return seq;
   }
@@ -341,7 +345,7 @@ export class App {
           "unpin",
         ),
       ),
-      pin ? h("div", { class: "nk-muted" }, `pinned (${pin.node}) to ${pin.processor}`) : null,
+      pin ? h("div", { class: "nk-muted" }, `pinned (${pin.label ?? pin.node}) to ${pin.processor}`) : null,
       h("div", { class: "nk-row" }, "bits for this layer ", bitsSel),
       h("div", { class: "nk-row" }, h("button", { class: "nk-btn", testid: "show-code", onclick: () => this.showCode() }, "show code")),
       ].filter(Boolean),
@@ -366,7 +370,9 @@ export class App {
       `<span><b>MACs</b> ${esc(num(t.macs))}</span>` +
       `<span data-testid="total-partitions"><b>partitions</b> ${t.partitions}</span>` +
       `<span><b>boundaries</b> ${t.boundaries}</span>` +
-      `<span><b>transfers</b> ${esc(us(t.transfer_us))}</span>`;
+      `<span><b>transfers</b> ${esc(us(t.transfer_us))}</span>` +
+      // a plan an accelerator's runtime would refuse (more partitions than its max_partitions)
+      this.P.limits.map((text) => `<span class="nk-limit" data-testid="partition-limit">⚠ ${esc(text)}</span>`).join("");
     this.legendEl.innerHTML = G.processors
       .map((p) => {
         const busy = t.busy_us ? t.busy_us[p.name] : 0;
@@ -383,6 +389,7 @@ export class App {
 
   _progress(msg) {
     if (!msg || msg.type !== "progress") return;
+    if (msg.view != null && msg.view !== this.view) return; // another view's request
     if (msg.seq != null && msg.seq <= this.acked) return; // that request is answered already
     this.working = msg.text || null;
     this.workingSeq = msg.seq;

@@ -45,6 +45,7 @@ export function decodePlacement(p, G) {
     verdicts,
     strings: p.strings,
     partitions: p.partitions,
+    limits: p.limits || [],
     members,
     structure: sig + "|" + hashInts(part),
   };

@@ -42,7 +42,7 @@ export class ErrorPanel {
   render(E) {
     E = E || {};
     this.E = E;
-    this.text.textContent = (E.state === "ok" ? (E.stale ? "stale: the config changed since this was measured" : "") : E.text) || "";
+    this.text.textContent = (E.state === "ok" ? (E.stale ? E.stale_text || "stale: the config changed since this was measured" : "") : E.text) || "";
     this.text.dataset.state = E.stale ? "stale" : E.state || "";
     this.outputs.textContent = "";
     this.note.textContent = "";

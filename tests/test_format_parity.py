@@ -480,6 +480,21 @@ def test_a_cropping_pad_before_a_conv_stays_a_pad(tmp_path):
     assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5
 
 
+def _one_form(model, x, folder, name, form_of) -> tuple:
+    """The form (``form_of(graph)``) of ``model`` imported from every file, each file's module
+    computing torch's output; asserts every file gives one form, and returns it."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        ref = model.eval()(x).numpy()
+    forms = set()
+    for path in _export(model, x, folder, name):
+        imported = npukit.import_model(path)
+        forms.add(form_of(imported.graph))
+        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
+    assert len(forms) == 1, forms
+    return next(iter(forms))
+
+
 class Pool1d(nn.Module):
     def __init__(self):
         super().__init__()
@@ -495,17 +510,8 @@ def test_a_1d_global_pool_is_one_mean_from_every_file(tmp_path):
     over the unit axis and the length, squeeze); ONNX has GlobalAveragePool, one mean.  A reduction
     over an inserted axis of one element is the reduction without it."""
     torch.manual_seed(0)
-    model, x = Pool1d(), torch.randn(1, 3, 16)
-    with torch.no_grad():
-        ref = model(x).numpy()
-    forms = set()
-    for path in _export(model, x, tmp_path, "pool1d"):
-        imported = npukit.import_model(path)
-        g = imported.graph
-        forms.add(tuple((op.kind, tuple(op.attrs.get("axis", ()))) for op in g.ops if op.kind in ("mean", "max")))
-        assert [op.kind for op in g.ops].count("expand_dims") == 0, (path.name, [op.kind for op in g.ops])
-        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
-    assert len(forms) == 1, forms
+    form = _one_form(Pool1d(), torch.randn(1, 3, 16), tmp_path, "pool1d", lambda g: tuple(op.kind for op in g.ops))
+    assert form == ("conv1d", "add", "relu", "mean", "reshape", "max", "mean", "add")
 
 
 class Pools1d(nn.Module):
@@ -526,18 +532,10 @@ def test_1d_pools_are_the_onnx_1d_pools_from_pt2(tmp_path):
     pool of an unsqueezed input (expand_dims, pool2d over (1, k), squeeze); ONNX has the 1-D pool.
     Strides, padding, dilation and the rounding mode carry over."""
     torch.manual_seed(0)
-    model, x = Pools1d(), torch.randn(1, 4, 16)
-    with torch.no_grad():
-        ref = model(x).numpy()
-    forms = set()
-    for path in _export(model, x, tmp_path, "pools1d"):
-        imported = npukit.import_model(path)
-        g = imported.graph
-        forms.add(tuple((op.kind, tuple(sorted(op.attrs.items()))) for op in g.ops if "pool" in op.kind))
-        assert not any(op.kind in ("expand_dims", "squeeze") for op in g.ops), (path.name, [op.kind for op in g.ops])
-        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
-    assert len(forms) == 1, forms
-    assert [k for k, _ in next(iter(forms))] == ["max_pool1d", "avg_pool1d", "avg_pool1d"]
+    form = _one_form(Pools1d(), torch.randn(1, 4, 16), tmp_path, "pools1d",
+                     lambda g: tuple((op.kind, tuple(sorted(op.attrs.items()))) for op in g.ops
+                                     if "pool" in op.kind or op.kind in ("expand_dims", "squeeze")))  # fmt: skip
+    assert [k for k, _ in form] == ["max_pool1d", "avg_pool1d", "avg_pool1d"]
 
 
 class Softplus(nn.Module):
@@ -550,13 +548,6 @@ def test_softplus_and_mish_are_one_form_from_every_file(tmp_path):
     the stable ``max(x, 0) + log(exp(-|x|) + 1)``: the ops differed by file (a Mish too).  Values
     are torch's to within fp32 rounding, large inputs included."""
     torch.manual_seed(0)
-    model, x = Softplus(), torch.cat([torch.randn(1, 24) * 4, torch.tensor([[-60.0, -20.0, 19.0, 21.0, 40.0, 90.0, 0.0, 1e-3]])], 1)
-    with torch.no_grad():
-        ref = model(x).numpy()
-    forms = set()
-    for path in _export(model, x, tmp_path, "softplus"):
-        imported = npukit.import_model(path)
-        forms.add(tuple(op.kind for op in imported.graph.ops))
-        assert np.abs(_vm_run(imported.mod, x.numpy()) - ref).max() <= 1e-5 * np.abs(ref).max(), path.name
-    assert len(forms) == 1, forms
-    assert "where" not in next(iter(forms))
+    x = torch.cat([torch.randn(1, 24) * 4, torch.tensor([[-60.0, -20.0, 19.0, 21.0, 40.0, 90.0, 0.0, 1e-3]])], 1)
+    form = _one_form(Softplus(), x, tmp_path, "softplus", lambda g: tuple(op.kind for op in g.ops))
+    assert "where" not in form

@@ -24,6 +24,7 @@ import traitlets as t
 from .. import pipeline as pl
 from .. import progress
 from ..errors import NpukitError
+from . import errorview as ev
 from . import requests as rq
 from . import viewmodel as vm
 from .building import BuildJob, build_status
@@ -70,7 +71,7 @@ class StudyWidget(anywidget.AnyWidget):
             "placement": self._placement(),
             "values": self._values(),
             "controls": vm.controls_model(study),
-            "errors": vm.error_model(study, measure=False),
+            "errors": ev.error_model(study, measure=False),
             "status": {"rev": 0, "seq": None, "acks": {}, "level": "info", "text": "", "ms": 0.0,
                        "code_key": code_key(study)},
             "code": {},
@@ -174,9 +175,9 @@ class StudyWidget(anywidget.AnyWidget):
 
     def _errors(self) -> dict:
         if self._error_wanted and self._error_auto:
-            return vm.error_model(self._study, measure=True)
+            return ev.error_model(self._study, measure=True)
         if self.errors.get("state") == "ok":  # measured for this config and data, or for others
-            why = vm.stale_text(self.errors, self._study)
+            why = ev.stale_text(self.errors, self._study)
             if self.errors.get("stale_text", "") != why:
                 return {**self.errors, "stale": bool(why), "stale_text": why}
         return self.errors
@@ -345,7 +346,7 @@ class StudyWidget(anywidget.AnyWidget):
             self._error_wanted = True
             if "auto" in m:
                 self._error_auto = bool(m["auto"])
-            self.errors = vm.error_model(s, measure=self._error_wanted)
+            self.errors = ev.error_model(s, measure=self._error_wanted)
             st = self.errors.get("state")
             return ("ok", "error measured") if st == "ok" else ("info", self.errors.get("text", ""))
         if kind == "auto_error":

@@ -181,7 +181,10 @@ class StudyEdits:
         return ""
 
     def reset(self) -> Study:
-        self._apply(Config())
+        """Drop every edit: support edits, pins, processor and layer bit-widths.  The placement
+        policy stays (``set_placement`` changes it): a study made with ``placement="first-fit"`` is
+        still first-fit after a reset."""
+        self._apply(Config().with_placement(self._config.placement))
         return self
 
     def set_placement(self, placement: str) -> Study:

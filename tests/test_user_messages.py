@@ -482,3 +482,26 @@ def test_an_op_id_past_the_last_op_names_the_ids_there_are():
         assert str(ei.value) == f"unknown op id #{n}; the model's ops are #0 .. #13"
     r = run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", "--explain", "#99")
     assert assert_cli_error(r) == "unknown op id #99; the model's ops are #0 .. #13"
+
+
+# ---------------------------------------------------------------------------------------------
+# reset drops the edits, not the placement policy the study was made with
+
+
+def test_reset_keeps_the_placement_policy_and_drops_every_edit():
+    """A study made with ``placement="first-fit"`` (the classroom notebook's) became a cost-policy
+    study after ``reset()`` or the widget's "reset all edits"."""
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla", placement="first-fit")
+    fresh = dict(s.totals)
+    s.pin("/conv1/Conv", "arm").set_support("dla", "conv2d", False).set_bits("fp16", processor="dla")
+    assert s.reset().config == npukit.Config(placement="first-fit")
+    assert dict(s.totals) == fresh
+    assert npukit.Study(DIGITS_ONNX, "arm-dsp-dla").set_placement("cost").reset().config.placement == "cost"
+
+
+def test_the_widgets_reset_says_the_policy_it_kept():
+    from npukit.ui.requests import apply_edit
+
+    s = npukit.Study(DIGITS_ONNX, "arm-dsp-dla", placement="first-fit").pin("/conv1/Conv", "arm")
+    assert apply_edit(s, {"type": "reset"}) == ("ok", "every edit dropped (placement policy first-fit kept) \u2192")
+    assert s.config == npukit.Config(placement="first-fit")

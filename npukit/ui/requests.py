@@ -71,7 +71,7 @@ def apply_edit(s, m: dict) -> tuple[str, str] | None:
         return "ok", f"{label(s, node)}: {bits or 'processor default bits'} \u2192"
     if kind == "reset":
         s.reset()
-        return "ok", "reset to the profile's defaults \u2192"
+        return "ok", f"every edit dropped (placement policy {s.config.placement} kept) \u2192"
     if kind == "placement":
         old = s.config.placement
         s.set_placement(str(m.get("placement")))

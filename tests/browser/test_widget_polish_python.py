@@ -68,7 +68,9 @@ def test_placement_policy_request(digits):
     assert digits.status["level"] == "error"
     assert digits.status["text"] == "unknown placement policy 'best'; one of 'cost', 'first-fit'"
     assert s.config.placement == "first-fit"
-    request(digits, type="reset")
+    request(digits, type="reset")  # (the edits go, the policy stays)
+    assert s.config.placement == "first-fit" and digits.controls["placement"] == "first-fit"
+    request(digits, type="placement", placement="cost")
     assert s.config.placement == "cost" and digits.controls["placement"] == "cost"
 
 

@@ -49,8 +49,10 @@ def test_pinned_shape_too_large_is_refused_like_a_declared_one(tmp_path, dims, s
 
 
 def test_random_data_too_large_for_memory_is_a_data_error(tmp_path):
-    """A shape the import accepts but whose 16 random samples do not fit in memory: one line, exit 2
-    (was a numpy ``_ArrayMemoryError`` traceback from ``quant/data.py``)."""
+    """A shape the import accepts but whose 16 random samples do not fit in memory, where the error is
+    measured on them: one line, exit 2 (was a numpy ``_ArrayMemoryError`` traceback from
+    ``quant/data.py``).  Without ``--error`` nothing reads the data, and the study is printed (exit 0),
+    as ``--json`` prints it."""
     path = _open_batch(tmp_path)
     limit = 6 << 30
 
@@ -59,10 +61,12 @@ def test_random_data_too_large_for_memory_is_a_data_error(tmp_path):
 
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-m", "npukit", "study", str(path), "--soc", "arm-dsp-dla",
-                        "--input-shape", "x=100000000,4"], capture_output=True, text=True, env=env,
+                        "--input-shape", "x=100000000,4", "--error"], capture_output=True, text=True, env=env,
                        preexec_fn=cap, timeout=300)  # fmt: skip
     assert p.returncode == 2, p.stderr[-2000:]
     assert "Traceback" not in p.stderr
+    quiet = subprocess.run(p.args[:-1], capture_output=True, text=True, env=env, preexec_fn=cap, timeout=300)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr[-2000:]
     assert p.stderr == ("npukit: error: seeded random inputs: 16 samples of input 'x' [100000000, 4] float32 "
                         "(23.8 GiB) do not fit in this machine's memory; give fewer, smaller samples of your own "
                         "with study.set_data() or --data\n")  # fmt: skip

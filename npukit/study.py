@@ -141,9 +141,7 @@ class Study(StudyEdits, StudyOutputs):
     partitions = property(lambda self: tables.partitions(self.result), doc="One row per partition.")
     costs = property(lambda self: tables.costs(self.result), doc=tables.costs.__doc__)
     boundaries = property(lambda self: tables.boundaries(self.result), doc=tables.boundaries.__doc__)
-    timeline = property(
-        lambda self: tables.timeline(self.result), doc="The lane schedule: ops, transfers, conversions."
-    )
+    timeline = property(lambda self: tables.timeline(self.result), doc="The lane schedule: ops, transfers, conversions.")
 
     @property
     def totals(self) -> Totals:
@@ -185,9 +183,7 @@ class Study(StudyEdits, StudyOutputs):
 
         if x is None:
             if y is not None:
-                raise ConfigError(
-                    "set_data(None, y): labels need inputs; pass both, or None alone for the default data"
-                )
+                raise ConfigError("set_data(None, y): labels need inputs; pass both, or None alone for the default data")
             self._data = None  # back to the model's own data (its sidecar), else seeded random inputs
             self._notify()
             return self

@@ -236,9 +236,7 @@ def cmd_study(args) -> int:
     print(f"  transfers {t['transfer_us']:.2f} us, layout {t['layout_us']:.2f} us, quantize {t['quantize_us']:.2f} us")
     # (the model's sidecar is not read to say so: a study that measures nothing does not need its
     # data, and --json printed the study whole where a sidecar unlike the model's inputs failed here)
-    path = str(s.graph.path or "")
-    unsupplied = not args.data and not (path and not path.startswith("<") and sidecar(path))
-    if unsupplied and calibrated_tensors(s.result):
+    if not args.data and not sidecar(s.graph.path) and calibrated_tensors(s.result):
         print(f"note: integer scales calibrated on {s.data.source}")
     if want_error:
         e = s.error_dict()

@@ -21,7 +21,7 @@ def default_data(model: Model):
     from .. import quant  # noqa: PLC0415
 
     g = model.graph
-    side = quant.sidecar(g.path) if g.path and not g.path.startswith("<") else None
+    side = quant.sidecar(g.path)
     return quant.load_npz(g, side) if side else quant.random_data(g)
 
 

@@ -370,8 +370,11 @@ def random_source(g: OpGraph, n: int = DEFAULT_RANDOM_SAMPLES, seed: int = 0) ->
     )
 
 
-def sidecar(model_path: str) -> Path | None:
-    """The data sidecar of a model file: ``<stem>.npz`` beside it."""
+def sidecar(model_path: str | None) -> Path | None:
+    """The data sidecar of a model file: ``<stem>.npz`` beside it; None for a model that is no file
+    (no path, or an in-memory model's ``<...>``)."""
+    if not model_path or str(model_path).startswith("<"):
+        return None
     try:
         p = Path(model_path)
     except TypeError:

@@ -46,6 +46,7 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
 
     rep, comp_args, comp_pattern, reads, bindings = st.rep, st.comp_args, st.comp_pattern, sk.reads, sk.bindings
     uses: dict[int, list[int]] = {}  # node -> the nodes whose variables it reads (st.node_uses), for the sort
+    bit_get, deps_get = bit.get, deps.get
     for node in st.order:
         if node in comp_args:
             cg = comp_pattern[node].split(".", 1)[0]
@@ -53,13 +54,28 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
         else:
             b = bindings[node]
             args = uses[node] = [rep[a] for a in reads[node]]  # a host call reads through inline tuples
-            if b.kind == "var":  # x = y: y's group
+            kind = b.kind
+            if kind != "var" and kind != "tgi" and kind != "tuple":
+                # a host call (most of main): a group of its own, which merges with nothing and is
+                # no codegen group (no bit, no members: only a codegen group's are ever read), that
+                # depends on its arguments' groups and their dependencies (an empty set not stored)
+                d = 0
+                for a in args:
+                    r = memo[a]
+                    if r in parent:  # (a group merged into another: its root)
+                        r = find(r)
+                    d |= bit_get(r, 0) | deps_get(r, 0)
+                memo[node] = node
+                if d:
+                    deps[node] = d
+                continue
+            if kind == "var":  # x = y: y's group
                 if isinstance(b.args[0], int):
                     memo[node] = memo[rep[b.args[0]]]
                 else:
                     memo[node] = new_group(node)
                 continue
-            if b.kind == "tgi":  # a field of a tuple of tensors read only field by field joins a codegen group
+            if kind == "tgi":  # a field of a tuple of tensors read only field by field joins a codegen group
                 src = b.args[0]
                 if not isinstance(src, int) or not bindings[src].flat:
                     memo[node] = new_group(node)
@@ -71,7 +87,7 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
                 memo[node] = new_group(node)
                 add_deps(node, [rep[src]])
                 continue
-            if b.kind == "tuple":
+            if kind == "tuple":
                 if not b.flat:
                     memo[node] = new_group(node)
                     continue
@@ -83,23 +99,22 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
                 memo[node] = new_group(node)
                 add_deps(node, args)
                 continue
-            cg = None
+        # a composite call: it joins its arguments' groups of its codegen that no other argument's
+        # group depends on, else starts a codegen group
         roots = [find(memo[a]) for a in args]
         to_merge: list[int] = []
-        if cg is not None:
-            pdeps = 0
-            for r in roots:
-                pdeps |= deps.get(r, 0)
-            for a, r in zip(args, roots):
-                ag = memo[a]
-                if codegen.get(ag) == cg and not (pdeps & members[r]):
-                    to_merge.append(ag)
+        pdeps = 0
+        for r in roots:
+            pdeps |= deps_get(r, 0)
+        for a, r in zip(args, roots):
+            ag = memo[a]
+            if codegen.get(ag) == cg and not (pdeps & members[r]):
+                to_merge.append(ag)
         if not to_merge:
-            grp = root = new_group(node)
-            if cg is not None:
-                codegen[grp] = cg
-                codegen_roots.add(grp)
-                members[grp] = bit[grp] = 1 << len(bit)
+            grp = root = node
+            codegen[grp] = cg
+            codegen_roots.add(grp)
+            members[grp] = bit[grp] = 1 << len(bit)
         else:
             grp = to_merge[0]
             for other in to_merge[1:]:
@@ -114,16 +129,21 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
             if len(to_merge) > 1:  # the arguments' groups merged into root
                 roots = [find(r) for r in roots]
         memo[node] = grp
-        d = deps.get(root, 0)  # add_deps(grp, args), the arguments' roots at hand
+        d = deps_get(root, 0)  # add_deps(grp, args), the arguments' roots at hand
         for r in roots:
             if r != root:
-                d |= bit.get(r, 0) | deps.get(r, 0)
+                d |= bit_get(r, 0) | deps_get(r, 0)
         deps[root] = d
 
-    group_of = {node: find(memo[node]) for node in st.order}
+    group_of = {}
+    for node in st.order:
+        r = memo[node]
+        group_of[node] = find(r) if r in parent else r
     codegen_of = {find(gp): cg for gp, cg in codegen.items()}
 
-    emitted = topo(st, group_of, uses.__getitem__)
+    emitted = _in_place(st.order, group_of, uses)
+    if emitted is None:
+        emitted = topo(st, group_of, uses.__getitem__)
     supply = NameSupply(st.names | set(st.comp_name.values()))
     offloaded = []
     order: list[tuple[str, object]] = []
@@ -147,3 +167,26 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
         elif node < len(sk.bindings) and sk.bindings[node].kind == "call" and sk.bindings[node].op_id is not None:
             order.append(("op", sk.bindings[node].op_id))
     return offloaded, order
+
+
+def _in_place(order: list[int], group_of: dict[int, int], uses: dict[int, list[int]]) -> list[int] | None:
+    """``topo``'s order when every node's producers in other groups stand before its group's first
+    node (the usual case): each group's nodes emitted together where its first node stands, in the
+    groups' order of appearance -- what the sort's walk gives then, as every group it would visit
+    first is done already -- else None (the sort is needed)."""
+    pos = {node: k for k, node in enumerate(order)}
+    first: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+    for k, node in enumerate(order):
+        gid = group_of[node]
+        mem = members.get(gid)
+        if mem is None:
+            members[gid] = [node]
+            f = first[gid] = k
+        else:
+            mem.append(node)
+            f = first[gid]
+        for p in uses[node]:
+            if pos.get(p, -1) > f and group_of[p] != gid:
+                return None
+    return [node for mem in members.values() for node in mem]

@@ -494,6 +494,58 @@ def test_kept_move_changes_equal_the_changes_worked_out_again(name, soc):
     assert checked >= 100 and kept >= 30, (checked, kept)
 
 
+def test_move_changes_kept_by_content_carry_over_to_a_new_grouping():
+    """A pin splits one group, so the decision after it has a new grouping: the changes of the moves
+    of groups away from the split are found by content (the group, its neighbours in the order, the
+    groups its terms read, their processors), equal to the changes worked out again; near the split
+    they are worked out."""
+    import hashlib
+    import random
+
+    from npukit.placement import Additive
+
+    s = npukit.Study(SAMPLES / "transformer_encoder.onnx", "ethos-u55-256", placement="first-fit")
+    model, cfg, g = s._model, s.config, s.graph
+    vs = pipeline.verdicts(model, s.soc, cfg)
+    bits_of, runs = pipeline.bits_policy(s.soc, cfg, g)
+    table = bits_of.table
+    cols = {p: hashlib.sha256("|".join(table[p]).encode()).digest() for p in s.soc.names}
+    g1 = groups_of(g, s.soc, vs)
+    split = next(k for k, grp in enumerate(g1) if len(grp) > 1 and k > len(g1) // 2)
+    g2 = g1[:split] + [(i,) for i in g1[split]] + g1[split + 1 :]  # the group pinned apart, op by op
+    shared: dict = {}
+    rng = random.Random(3)
+    cands1 = [candidates(grp, s.soc, vs, runs) for grp in g1]
+    procs = []  # three assignments, per op
+    for _ in range(3):
+        proc = {}
+        for grp, c in zip(g1, cands1):
+            p = rng.choice(c)
+            for i in grp:
+                proc[i] = p
+        procs.append(proc)
+    found = {}
+    for name, groups in ((b"one", g1), (b"two", g2)):
+        ev = Evaluator(g, s.soc, pipeline.tables(model), bits_of, groups, pipeline.cost_model(model, s.soc), table,
+                       (None, name, cols))  # fmt: skip
+        add = Additive(ev, shared, name)
+        cands = [candidates(grp, s.soc, vs, runs) for grp in groups]
+        hits = misses = 0
+        for proc in procs:
+            a = [proc[grp[0]] if proc[grp[0]] in c else c[0] for grp, c in zip(groups, cands)]
+            for k, c in enumerate(cands):
+                for q in c:
+                    if q != a[k]:
+                        before = len(add._cdeltas)
+                        d = add.delta(a, k, q)
+                        hits += len(add._cdeltas) == before
+                        misses += len(add._cdeltas) != before
+                        assert d == add._delta(list(a), k, q), (name, k, q)
+        found[name] = (hits, misses)
+    assert found[b"one"][1] > 1500, found
+    assert found[b"two"][0] > found[b"one"][0] + 1500 and found[b"two"][1] <= 36, found  # (near the split: worked out)
+
+
 def test_a_baseline_certainly_slower_than_the_best_is_bounded_not_costed():
     """The first-fit and all-host assignments the search is held against are costed only when their
     lower bound does not rule them out; the decision is the one costing every baseline gives."""

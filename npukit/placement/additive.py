@@ -12,7 +12,7 @@ from .virtual import Evaluator
 
 EDGES_KEPT = 8  # groupings whose edges the additive model keeps per model and profile
 KEPT_WIDTHS = 2  # bit-width settings whose additive figures a grouping's edges keep
-DELTAS_KEPT = 50_000  # move changes kept per grouping and bit-widths (emptied past it)
+DELTAS_KEPT = 50_000  # move changes kept per grouping and bit-widths, and by content per bit-widths (each emptied past it)
 
 
 class Additive:
@@ -42,7 +42,12 @@ class Additive:
         # processors of the groups its terms read): kept per grouping and bit-widths, across decisions
         runs = ev.runs
         if gkey is not None and runs is not None:
-            self._deltas, self._kc, self._bc = edges.kept(b"".join([runs[2][p] for p in ev.soc.names]))
+            bits = b"".join([runs[2][p] for p in ev.soc.names])
+            self._deltas, self._kc, self._bc = edges.kept(bits)
+            # and each move's change by content, for every grouping: a pin splits one group, and the
+            # changes of the moves of the groups away from it are those the old grouping kept
+            self._cdeltas = self._shared.setdefault(("deltas", bits), {})
+            self._cids = edges.content_ids(self._shared.setdefault("group ids", {}))
         else:
             self._deltas = None
 
@@ -156,12 +161,20 @@ class Additive:
         the processors of the groups they read: ``_Edges.deps``)."""
         memo = self._deltas
         if memo is not None:
-            key = (k, q, tuple([assign[x] for x in self._edges.deps(k)]))
+            procs = tuple([assign[x] for x in self._edges.deps(k)])
+            key = (k, q, procs)
             d = memo.get(key)
             if d is None:
+                ckey = (self._cids[k], q, self._edges.content(k, self._cids), procs)
+                cmemo = self._cdeltas
+                d = cmemo.get(ckey)
+                if d is None:
+                    if len(cmemo) >= DELTAS_KEPT:
+                        cmemo.clear()
+                    d = cmemo[ckey] = self._delta(assign, k, q)
                 if len(memo) >= DELTAS_KEPT:
                     memo.clear()
-                d = memo[key] = self._delta(assign, k, q)
+                memo[key] = d
             return d
         return self._delta(assign, k, q)
 
@@ -227,6 +240,29 @@ class _Edges:
         self._deps: dict[int, tuple[int, ...]] = {}
         self._kept: OrderedDict = OrderedDict()  # bit-width columns -> figures (``kept``)
         self._dp_steps: list | None = None
+        self._cids: tuple[list[int], dict] | None = None  # (numbers, the table they are from): ``content_ids``
+        self._dcontent: dict[int, tuple] = {}
+
+    def content_ids(self, ids: dict) -> list[int]:
+        """Each group's number in ``ids`` (ops -> number, kept per model and profile: the same group
+        has the same number in every grouping)."""
+        if self._cids is None or self._cids[1] is not ids:
+            self._cids = ([ids.setdefault(grp, len(ids)) for grp in self.groups], ids)
+            self._dcontent = {}
+        return self._cids[0]
+
+    def content(self, k: int, cids: list[int]) -> tuple:
+        """What ``Additive.delta`` of group ``k`` reads of the grouping, by content: the numbers of
+        the groups before and after it in the order (call overheads) and of every group of
+        ``deps(k)``, in order (which are the producers and consumers of its terms follows from the
+        groups' ops).  With the group's own number, a move's change depends on nothing else but the
+        processors of those groups and the bit-widths."""
+        c = self._dcontent.get(k)
+        if c is None:
+            n = len(self.groups)
+            c = self._dcontent[k] = (cids[k - 1] if k > 0 else -1, cids[k + 1] if k + 1 < n else -1,
+                                     tuple([cids[x] for x in self.deps(k)]))  # fmt: skip
+        return c
 
     def deps(self, k: int) -> tuple[int, ...]:
         """The groups whose processors ``Additive.delta`` of group ``k`` reads: itself and its

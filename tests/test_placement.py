@@ -265,7 +265,7 @@ def test_virtual_plans_costed_partition_by_partition_equal_whole_plans(name, soc
     single moves around them.  The lower bound it skips moves by never exceeds a plan's latency."""
     kept, seen, tight = _partition_keys_match(SAMPLES / name, soc, singles=False)
     assert seen >= 24 and any(k[0] == "group" for k in kept) and any(k[0] == "run" for k in kept)
-    assert any(k[0] == "host kernel" and len(k[2]) > 1 for k in kept)  # a host kernel fusing an epilogue
+    assert any(k[0] == "host kernel" and len(k[1]) > 1 for k in kept)  # a host kernel fusing an epilogue
     if name.startswith("mobilenet"):  # a chain: nothing overlaps, the bound is the latency itself
         assert tight == seen
 
@@ -287,7 +287,7 @@ def test_host_kernels_kept_apart_keep_the_chain_an_earlier_op_took(tmp_path):
     for soc in ("arm-dsp-dla", "hexagon-like"):
         kept, seen, _tight = _partition_keys_match(path, soc, singles=True)
         assert seen >= 10
-        hk = {k[2] for k in kept if k[0] == "host kernel"}
+        hk = {k[1] for k in kept if k[0] == "host kernel"}
         assert (0, 2, 3) in hk and (1,) in hk, hk  # conv_a + add + relu; conv_b alone
 
 

@@ -27,7 +27,7 @@ class Evaluator:
         ``runs``: (a mapping kept across decisions or None, the groups' digest, processor -> a
         digest of its column of ``table``): each partition's kernel keys and memory contexts are
         kept there (``grouping.run_keys``), so a virtual plan works out only the partitions no
-        earlier plan of the same groups and bit-widths held.  The keys are numbers of the cost
+        earlier plan held at the same bit-widths.  The keys are numbers of the cost
         model's tables (``Tables.sig``): None keeps them with those tables (``Tables.run_memo``); a
         mapping given must not outlive them."""
         self.g, self.soc, self.bits_of, self.groups = g, soc, bits_of, groups
@@ -96,18 +96,19 @@ class Evaluator:
 
     def keys(self, assign: Sequence[str], plan: Plan, bits: list[str]) -> PlanKeys:
         """``plan_keys`` of the virtual plan of ``assign``, looked up in (or added to) the kept
-        mapping: an offloaded partition group by group, each group's composite keyed by which
-        groups it reads from or feeds are in the same partition (a MobileNet on an NPU is one
-        partition of ~140 ops, which every single-group move splits); a host partition (a run of
-        host groups) whole, else kernel by kernel (``_host_run``: the host fuses epilogues across
-        groups)."""
+        mapping: an offloaded partition group by group, each group's composite keyed by its ops and
+        which of the ops it reads from or feeds are in the same partition (a MobileNet on an NPU is
+        one partition of ~140 ops, which every single-group move splits); a host partition (a run of
+        host groups) whole by its groups, else kernel by kernel (``_host_run``: the host fuses
+        epilogues across groups).  Every key is by content, not by the groups' numbers, so another
+        grouping of the same ops (a pin splits a group) finds them too."""
         ctxs, ks = self._keys(assign)
         return PlanKeys(ctxs, ks, bound_keys(plan, self.t, bits))
 
     def _keys(self, assign: Sequence[str], lo: int = 0, hi: int | None = None) -> tuple[list, list]:
         """(contexts, kernel keys) of the virtual plan of ``assign`` (see ``keys``); of its partitions
         from group ``lo`` to ``hi - 1`` alone when given (each end a partition's edge)."""
-        kept, gkey, cols = self.runs  # type: ignore[misc]
+        kept, _gkey, cols = self.runs  # type: ignore[misc]
         groups, host = self.groups, self.soc.host
         ctxs: list = [None] * len(self.g.ops)
         ks: list = []
@@ -117,23 +118,22 @@ class Evaluator:
             end = k + 1
             while end < n and assign[end] == p:
                 end += 1
-            if p == host:
-                key = ("run", gkey, k, end, p, cols[p])
+            if p == host:  # (its ops, and how they are worked out: ``_host_run``)
+                key = ("run", tuple(groups[k:end]), self.ordered, p, cols[p])
                 hits = [kept.get(key)]
                 if hits[0] is None:
                     hits[0] = kept[key] = self._host_run(k, end)
             else:
                 first = min(self.mins[k:end])
-                gof = self.group_of
+                gof, adjacent, kerns = self.group_of, self.t.adjacent, self.kernels
                 hits = []
                 for j in range(k, end):
-                    nb = self.neighbours(j)
+                    kern = kerns[j]
+                    near = tuple([x for x in adjacent(kern) if k <= gof[x] < end])
                     lead = self.mins[j] == first  # the group holding the partition's first op
-                    key = ("group", gkey, j, p, cols[p], tuple([k <= x < end for x in nb]), lead)
+                    key = ("group", kern, p, cols[p], near, lead)
                     hit = kept.get(key)
-                    if hit is None:  # the group's composite in this run, kept by content too
-                        kern = tuple(sorted(groups[j]))
-                        near = tuple([x for x in self.t.adjacent(kern) if k <= gof[x] < end])
+                    if hit is None:  # the group's composite in this run
                         hit = kept[key] = kept_kernel(self.t, self.soc, p, kern, near, first if lead else -1,
                                                       self.table[p])  # type: ignore[index]  # fmt: skip
                     hits.append(hit)
@@ -149,7 +149,7 @@ class Evaluator:
         host's kernels (an op and the epilogue chain it fuses) are worked out for the run, and each
         one's keys and contexts kept by which of the ops it reads from or feeds are in the run (a
         move next to a long host run makes a new run, whose kernels are mostly known)."""
-        kept, gkey, cols = self.runs  # type: ignore[misc]
+        kept, _gkey, cols = self.runs  # type: ignore[misc]
         host, t = self.soc.host, self.t
         col = self.table[host]  # type: ignore[index]
         ids = sorted(i for grp in self.groups[k:end] for i in grp)
@@ -161,7 +161,7 @@ class Evaluator:
         for kern in partition_kernels(t, ids):
             nb = t.adjacent(kern)
             flags = tuple([k <= gof[x] < end for x in nb])
-            key = ("host kernel", gkey, kern, cols[host], flags)
+            key = ("host kernel", kern, cols[host], flags)
             hit = kept.get(key)
             if hit is None:  # the kernel as given: inside the run an earlier chain may hold its next op
                 near = tuple([x for x, f in zip(nb, flags) if f])
@@ -173,6 +173,11 @@ class Evaluator:
     @cached_property
     def group_of(self) -> dict[int, int]:
         return {i: k for k, grp in enumerate(self.groups) for i in grp}
+
+    @cached_property
+    def kernels(self) -> list[tuple[int, ...]]:
+        """Each group's ops, ascending (its composite's kernel as ``kept_kernel`` takes it)."""
+        return [tuple(sorted(grp)) for grp in self.groups]
 
     @cached_property
     def mins(self) -> list[int]:

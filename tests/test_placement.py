@@ -546,6 +546,43 @@ def test_move_changes_kept_by_content_carry_over_to_a_new_grouping():
     assert found[b"two"][0] > found[b"one"][0] + 1500 and found[b"two"][1] <= 36, found  # (near the split: worked out)
 
 
+def test_virtual_plan_keys_kept_under_one_grouping_serve_another():
+    """The partition keys the placement search keeps are by content, so after a pin splits a group the
+    virtual plans of the new grouping find the partitions away from the split: each plan costs what
+    its own keys give, and costing them adds only the partitions the split changed."""
+    import hashlib
+    import random
+
+    s = npukit.Study(SAMPLES / "families/resnet.onnx", "arm-dsp-dla", placement="first-fit")
+    model, cfg, g = s._model, s.config, s.graph
+    vs = pipeline.verdicts(model, s.soc, cfg)
+    bits_of, runs = pipeline.bits_policy(s.soc, cfg, g)
+    table = bits_of.table
+    cols = {p: hashlib.sha256("|".join(table[p]).encode()).digest() for p in s.soc.names}
+    t, cm = pipeline.tables(model), pipeline.cost_model(model, s.soc)
+    g1 = groups_of(g, s.soc, vs)
+    split = next(k for k, grp in enumerate(g1) if len(grp) > 1 and k > len(g1) // 2)
+    g2 = g1[:split] + [(i,) for i in g1[split]] + g1[split + 1 :]
+    rng = random.Random(11)
+    cands1 = [candidates(grp, s.soc, vs, runs) for grp in g1]
+    procs = []
+    for _ in range(6):
+        a = [rng.choice(c) for c in cands1]
+        procs.append({i: p for grp, p in zip(g1, a) for i in grp})
+    kept: dict = {}
+    added = []
+    for name, groups in ((b"one", g1), (b"two", g2)):
+        ev = Evaluator(g, s.soc, t, bits_of, groups, cm, table, (kept, name, cols))
+        whole = Evaluator(g, s.soc, t, bits_of, groups, cm, table)
+        cands = [candidates(grp, s.soc, vs, runs) for grp in groups]
+        before = len(kept)
+        for proc in procs:
+            a = [proc[grp[0]] if proc[grp[0]] in c else c[0] for grp, c in zip(groups, cands)]
+            assert ev.latency(a) == whole.latency(a), name
+        added.append(len(kept) - before)
+    assert added[0] > 40 and added[1] <= added[0] // 4, added
+
+
 def test_a_baseline_certainly_slower_than_the_best_is_bounded_not_costed():
     """The first-fit and all-host assignments the search is held against are costed only when their
     lower bound does not rule them out; the decision is the one costing every baseline gives."""

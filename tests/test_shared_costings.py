@@ -163,3 +163,30 @@ def test_structures_numbered_anew_past_the_table_bound_keep_every_figure(monkeyp
     shared, hits = _everything(s, True, monkeypatch)
     assert shared == own
     assert hits > 0
+
+
+def test_a_crossing_is_costed_once_for_every_plan_that_holds_it():
+    """A boundary's figures read only its tensor, its two processors and the widths the two sides
+    hold it at, so plans whose partitions differ share them: after a support edit that moves ops
+    around a crossing, the crossings both plans hold are the first plan's figures, and each equals
+    ``boundary_cost`` worked out again."""
+    from npukit.cost.boundary import boundary_cost
+
+    s = Study(ROOT / "sample_models" / "transformer_encoder.onnx", "arm-dsp-dla", placement="first-fit")
+    r1 = s.result
+    t = Tables(r1.graph)
+    cm = CostModel(t, r1.soc)
+    first = dict(((b.tensor, b.src, b.dst), c) for b, c in zip(r1.plan.boundaries, cm.evaluate(r1.plan, list(r1.bits))[1]))
+    s.set_support("dsp", "softmax", False)  # the softmaxes to the host: new partitions around them
+    r2 = s.result
+    assert r2.plan.partitions != r1.plan.partitions
+    shared = 0
+    for b, c in zip(r2.plan.boundaries, cm.evaluate(r2.plan, list(r2.bits))[1]):
+        again = boundary_cost(b, t, r2.soc, c.src_bits, c.dst_bits, {p.name: p for p in r2.soc.processors},
+                              r2.soc.link(b.src, b.dst))  # fmt: skip
+        assert c == again, b
+        old = first.get((b.tensor, b.src, b.dst))
+        if old is not None and (old.src_bits, old.dst_bits) == (c.src_bits, c.dst_bits):
+            assert c is old, b  # the first plan's figures
+            shared += 1
+    assert shared >= 100, shared

@@ -186,12 +186,14 @@ def plan_contexts(plan: Plan, soc: SocProfile, t: Tables, bits: list[str]) -> li
 
 class PlanKeys(NamedTuple):
     """What the cost of a plan at given bit-widths depends on besides the processors' own tables,
-    worked out once per (plan, bit-widths, host, on-chip sizes): the memory contexts, and each kernel
-    and boundary as a small number standing for its ops, bit-widths and contexts (``Tables.sig``)."""
+    worked out once per (plan, bit-widths, host, on-chip sizes): the memory contexts, each kernel as
+    a small number standing for its ops, bit-widths and contexts (``Tables.sig``), and each boundary
+    by what its figures read: the tensor, the two processors and the widths the two sides hold it at
+    (not its partitions or readers, so every plan with that crossing shares them)."""
 
     contexts: list[OpContext]
     kernels: list[tuple[tuple[int, ...], str, int]]  # (op ids, processor, signature)
-    bounds: list[tuple[object, str, str, int]]  # (Boundary, source bits, destination bits, signature)
+    bounds: list[tuple[object, str, str, tuple]]  # (Boundary, source bits, destination bits, key: tensor, processors, bits)
 
 
 KEYS_MEMO = 2048
@@ -258,8 +260,8 @@ def kernel_keys(t: Tables, klist, processor, bits, ctxs) -> list[tuple[tuple[int
     return ks
 
 
-def bound_keys(plan: Plan, t: Tables, bits: list[str]) -> list[tuple[object, str, str, int]]:
-    """(boundary, source bits, destination bits, signature) of every boundary of ``plan``: the widths
+def bound_keys(plan: Plan, t: Tables, bits: list[str]) -> list[tuple[object, str, str, tuple]]:
+    """(boundary, source bits, destination bits, key) of every boundary of ``plan``: the widths
     the two sides hold the tensor at -- its producer (a model input: its own dtype) and its first
     consumer on the destination (a model output read by none there: its own dtype), each at its
     bit-width, or in the tensor's own dtype where that op is the model's own input quantize or
@@ -272,7 +274,7 @@ def bound_keys(plan: Plan, t: Tables, bits: list[str]) -> list[tuple[object, str
         tt = g.tensors[tid]
         sb = held(tt.producer, tid, bits[tt.producer]) if tt.kind == "act" else input_bits(tt)
         db = held(b.consumers[0], tid, bits[b.consumers[0]]) if b.consumers else input_bits(tt)
-        bs.append((b, sb, db, t.sig((b, sb, db))))
+        bs.append((b, sb, db, (tid, b.src, b.dst, sb, db)))  # (its figures read nothing else of it)
     return bs
 
 

@@ -780,6 +780,85 @@ def test_the_dp_resumed_from_a_kept_run_equals_the_dp_run_again(monkeypatch):
     assert any(m == n for m, n in kept), resumed  # the pin undone: every step as the first decision's
 
 
+@pytest.mark.parametrize("name,soc,early", [("transformer_encoder.onnx", "ethos-u55-256", True),
+                                            ("families/swin.onnx", "vsi-npu", False), ("tiny_detector.onnx", "ethos-u55-256", False),
+                                            ("families/resnet.onnx", "riscv-accel", False)])  # fmt: skip
+def test_the_dp_after_a_pin_joins_the_kept_runs_tail_and_equals_the_dp_run_again(monkeypatch, name, soc, early):
+    """A pin at the start of the model: no step before it is kept, but the steps after it read as the
+    kept run's do, so the DP runs from the pin to the first group both settle on alike, and the rest
+    is the kept run's (each settled state's cost is 0: what follows it computes the same whatever came
+    before).  Every result equals the DP run from the first group; on the transformer it joins in the
+    first layers."""
+    from npukit.placement import additive, search
+    from npukit.placement import dp as dp_mod
+
+    joined: list[tuple[int, int]] = []  # (step joined at, steps)
+    join = dp_mod._Tail.join
+
+    def spy(self, k, p, settled):
+        got = join(self, k, p, settled)
+        if got is not None:
+            joined.append((k, len(self.steps)))
+        return got
+
+    def dp(add, cands):
+        with monkeypatch.context() as m:
+            m.setattr(additive.Additive, "dp_runs", lambda self: None)
+            fresh = dp_mod.dp(add, cands)
+        got = dp_mod.dp(add, cands)
+        assert got == fresh
+        return got
+
+    monkeypatch.setattr(dp_mod._Tail, "join", spy)
+    monkeypatch.setattr(search, "dp", dp)
+    pipeline.clear_caches()
+    s = npukit.Study(SAMPLES / name, soc, placement="cost")
+    _ = s.plan
+    nodes = [op.source for op in s.graph.ops if all(s.result.verdicts[(op.op_id, p)].ok for p in s.soc.names)][:4]
+    assert nodes
+    for node in nodes:
+        pipeline.clear_partition_caches()
+        s.pin(node, s.soc.host)
+        _ = s.plan
+        pipeline.clear_partition_caches()
+        s.unpin(node)
+        _ = s.plan
+    assert joined, "no pin joined a kept run"
+    if early:  # (a transformer settles in every layer: the pins at its start join near them)
+        assert all(k < n // 4 for k, n in joined), joined
+
+
+def test_the_dp_joins_a_kept_run_only_where_what_later_steps_read_is_settled_alike(monkeypatch):
+    """A residual network: a pin moves a conv whose output a later block reads, so a kept run whose
+    tail reads the same steps may still have settled that conv elsewhere; the DP must not join it
+    there.  Pins and unpins of the convs one after another, every result equal to the DP run again."""
+    from npukit.placement import additive, search
+    from npukit.placement import dp as dp_mod
+
+    def dp(add, cands):
+        with monkeypatch.context() as m:
+            m.setattr(additive.Additive, "dp_runs", lambda self: None)
+            fresh = dp_mod.dp(add, cands)
+        got = dp_mod.dp(add, cands)
+        assert got == fresh
+        return got
+
+    monkeypatch.setattr(search, "dp", dp)
+    pipeline.clear_caches()
+    s = npukit.Study(SAMPLES / "families/resnet.onnx", "tda4vm-like", placement="cost")
+    convs = [n for n in dict.fromkeys(op.source for op in s.graph.ops if op.kind == "conv2d")]
+    procs = [p for p in s.soc.names if p == s.soc.host or "conv2d" in s.soc.processor(p).ops]
+    assert len(procs) >= 3
+    for k, node in enumerate(convs):
+        pipeline.clear_partition_caches()
+        s.pin(node, procs[k % len(procs)])
+        _ = s.plan
+        if k % 3 == 2:
+            pipeline.clear_partition_caches()
+            s.unpin(convs[k - 2])
+            _ = s.plan
+
+
 def _five_processors(tmp_path):
     """A host and four accelerators that all take matmul, add and relu, at different clocks."""
     text = ['name = "five"\ndescription = "a host and four accelerators"\n']

@@ -51,7 +51,12 @@ gives its makespan (``timeline.makespan``).  The additive model's kernel and bou
 each single move's change (keyed by the processors of the groups it reads) are kept across edits
 too, per grouping and bit-widths, so the move passes after an edit recompute only what it touched;
 and the DP's states step by step, so an edit resumes the DP at the first group whose step reads
-otherwise (a pin: its group; an edit undone: past the last group).
+otherwise (a pin: its group; an edit undone: past the last group), and stops at the first group
+after it where the DP settles as a kept run did with the same steps to come (a settled state's cost
+is 0, so what follows it computes the same): the rest is that run's.  A single move's change and a
+virtual plan's partitions are kept by content (the groups' ops, not their numbers), so a pin, which
+splits a group and renumbers the rest, finds them too; and a crossing's figures by the tensor, the
+two processors and their widths, for every plan that holds it.
 
 Kernels and partitions of one structure are worked out once (``npukit.cost.shapes``): a kernel's
 figures depend only on what the formula reads of its members (kind, work, geometry, kernel class,

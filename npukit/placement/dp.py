@@ -22,7 +22,12 @@ def dp(add: Additive, cands) -> list[str]:
     ops, the processors and the bit-widths alone), so where the steps up to group ``k`` read the
     same as a kept run's, the states after ``k`` are that run's.  An edit (a pin splits one group)
     changes the steps from its group on: the DP resumes there, and an edit undone resumes at the
-    end.  The result is the same as running every step (``tests/test_placement.py``)."""
+    end.  A settled state's cost is set to 0 (all paths pass through it: the choice among them is the
+    same), so the steps after it compute the same floats whatever came before; where the steps from
+    the end read as a kept run's do, the DP stops at the first group both settle on the same
+    processor with every later step reading the same settled processors, and takes the kept run's
+    rest (``_Tail``): a pin at the start of a transformer runs the DP over a layer, not the model.
+    The result is the same as running every step (``tests/test_placement.py``)."""
     ev = add.ev
     host = ev.soc.host
     tensors = ev.g.tensors
@@ -36,6 +41,7 @@ def dp(add: Additive, cands) -> list[str]:
         start, prev = run
         best, settled = prev.states[start - 1], prev.settled[: prev.n_settled[start - 1]]
         states, n_set = prev.states[:start], prev.n_settled[:start]
+    tail = _Tail.of(kept, steps) if start < len(steps) else None
     kc, bc = add._kc, add._bc  # (the figures looked up where they are kept)
     calls = {p: (add.call_us(p) if p != host else 0.0) for p in ev.soc.names}
     for k in range(start, len(cands)):
@@ -74,23 +80,97 @@ def dp(add: Additive, cands) -> list[str]:
                     top = (x, path, q)
             nxt[p] = (top[0], (p, top[1]))
         best = nxt
-        if len(best) == 1:  # every later path passes through this state
-            (_x, node), = best.values()
+        if len(best) == 1:  # every later path passes through this state: it is settled, and what
+            # comes after it is measured from it (cost 0), so the steps after it compute the same
+            # whatever came before, bit for bit
+            (p, (_x, node)), = best.items()
+            best = {p: (0.0, node)}
             fill = []
             for _ in range(k + 1 - n_settled):
                 fill.append(node[0])
                 node = node[1]
             settled = settled + fill[::-1]  # (a new list: a kept run's stays as it was)
+            if tail is not None:
+                joined = tail.join(k, p, settled)
+                if joined is not None:  # the kept run's steps from here on: its states, and its choice
+                    states.append(best)
+                    n_set.append(len(settled))
+                    states, n_set, settled = joined(states, n_set, settled)
+                    best = states[-1]
+                    break
         states.append(best)
         n_set.append(len(settled))
     if kept is not None:
         _DpRun.keep(kept, _DpRun(steps, states, n_set, settled))
     _x, path = min(best.values(), key=lambda v: v[0])
     out: list[str] = []
-    while path is not None:
+    for _ in range(len(cands) - len(settled)):  # the groups after the last settled one
         out.append(path[0])
         path = path[1]
-    return out[::-1]
+    return settled + out[::-1]
+
+
+class _Tail:
+    """A kept run whose last steps read as this run's do (``of``).  Where this run settles on the
+    processor that run settled on at the same step from the end, and every step after it reads the
+    same of what came before (``join``), the rest of this run is that run's: the DP after a pin runs
+    from the pin's group to the first settled group where the two agree, not to the end."""
+
+    __slots__ = ("run", "same", "shift", "steps", "_far", "tries")
+
+    TRIES = 8  # settled groups in the shared tail tried before the DP runs on to the end
+
+    def __init__(self, run: _DpRun, same: int, steps: list):
+        self.run, self.same, self.steps = run, same, steps
+        self.shift = len(run.steps) - len(steps)  # a step's index there less its index here, in the tail
+        self._far: list[tuple[int, int]] | None = None
+        self.tries = self.TRIES
+
+    @staticmethod
+    def of(kept: list | None, steps: list) -> _Tail | None:
+        """The kept run sharing the longest tail of steps with ``steps`` (None: none shares the last)."""
+        top = None
+        for run in kept or ():
+            old = run.steps
+            n, same = min(len(old), len(steps)), 0
+            while same < n and old[-1 - same] == steps[-1 - same]:
+                same += 1
+            if same and (top is None or same > top[1]):
+                top = (run, same)
+        return None if top is None else _Tail(top[0], top[1], steps)
+
+    @property
+    def far(self) -> list[tuple[int, int]]:
+        """(reader, producer) of every read reaching back more than one group."""
+        if self._far is None:
+            self._far = [(m, m - d) for m, ((_grp, ins), _c) in enumerate(self.steps) for _tid, d in ins if d > 1]
+        return self._far
+
+    def join(self, k: int, p: str, settled: list[str]):
+        """Does this run, settled at step ``k`` on ``p`` (``settled``: the processors of the groups up
+        to it), go on as the kept run does?  Then a function that extends this run's states, settled
+        counts and settled processors with the kept run's from step ``k + 1``; else None.
+
+        It does when every step after ``k`` is one of the shared tail, the kept run settled on ``p``
+        at the same step, and every group before ``k`` that a later step reads is settled on the
+        same processor as the group the kept run's step reads there (the same tensor, as the steps
+        are the same: the only thing a step reads of what came before a settled state, whose cost
+        is 0, besides that state)."""
+        run, shift = self.run, self.shift
+        kk = k + shift
+        if k + 1 < len(self.steps) - self.same or self.tries <= 0 or kk < 0 or len(run.states[kk]) != 1 \
+                or p not in run.states[kk]:  # fmt: skip
+            return None
+        self.tries -= 1
+        for m, pk in self.far:
+            if m > k and pk < k and run.settled[pk + shift] != settled[pk]:
+                return None
+
+        def joined(states: list, n_set: list, mine: list[str]):
+            return (states + run.states[kk + 1 :], n_set + [x - shift for x in run.n_settled[kk + 1 :]],
+                    mine + run.settled[kk + 1 :])  # fmt: skip
+
+        return joined
 
 
 class _DpRun:

@@ -46,10 +46,14 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
 
     rep, comp_args, comp_pattern, reads, bindings = st.rep, st.comp_args, st.comp_pattern, sk.reads, sk.bindings
     uses: dict[int, list[int]] = {}  # node -> the nodes whose variables it reads (st.node_uses), for the sort
-    bit_get, deps_get = bit.get, deps.get
+    bit_get, deps_get, codegen_get = bit.get, deps.get, codegen.get
+    cg_of: dict[str, str] = {}  # pattern -> its codegen (the processor: "<processor>.<ops>")
     for node in st.order:
         if node in comp_args:
-            cg = comp_pattern[node].split(".", 1)[0]
+            pat = comp_pattern[node]
+            cg = cg_of.get(pat)
+            if cg is None:
+                cg = cg_of[pat] = pat.split(".", 1)[0]
             args = uses[node] = [rep[b] for b in comp_args[node]]
         else:
             b = bindings[node]
@@ -101,14 +105,18 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
                 continue
         # a composite call: it joins its arguments' groups of its codegen that no other argument's
         # group depends on, else starts a codegen group
-        roots = [find(memo[a]) for a in args]
-        to_merge: list[int] = []
+        roots = []
         pdeps = 0
-        for r in roots:
+        for a in args:
+            r = memo[a]
+            if r in parent:
+                r = find(r)
+            roots.append(r)
             pdeps |= deps_get(r, 0)
+        to_merge: list[int] = []
         for a, r in zip(args, roots):
             ag = memo[a]
-            if codegen.get(ag) == cg and not (pdeps & members[r]):
+            if codegen_get(ag) == cg and not (pdeps & members[r]):
                 to_merge.append(ag)
         if not to_merge:
             grp = root = node
@@ -153,6 +161,7 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
         if gid in codegen_of and node in st.comp_args:
             fn_members.setdefault(gid, []).append(node)
     done: set[int] = set()
+    host_ops = sk.call_ops
     for node in emitted:
         gid = group_of[node]
         if gid in codegen_of:
@@ -164,8 +173,10 @@ def merge(st: State) -> tuple[list[tuple[str, str, list[tuple[str, list[int]]]]]
             fname = f"{base}_{codegen_of[gid]}"
             offloaded.append((fname, codegen_of[gid], [(comp_pattern[c], st.comp_ops[c]) for c in comps]))
             order.append(("call", fname))
-        elif node < len(sk.bindings) and sk.bindings[node].kind == "call" and sk.bindings[node].op_id is not None:
-            order.append(("op", sk.bindings[node].op_id))
+        else:
+            i = host_ops.get(node)
+            if i is not None:
+                order.append(("op", i))
     return offloaded, order
 
 

@@ -72,6 +72,11 @@ class Skeleton:
         return frozenset(out)
 
     @cached_property
+    def call_ops(self) -> dict[int, int]:
+        """Binding -> op id, of every call of an op (what main's order names as ("op", id))."""
+        return {k: b.op_id for k, b in enumerate(self.bindings) if b.kind == "call" and b.op_id is not None}
+
+    @cached_property
     def op_ids(self) -> tuple[int | None, ...]:
         """Per binding: its op id (None but for calls of ops)."""
         return tuple(b.op_id for b in self.bindings)

@@ -291,13 +291,16 @@ class Evaluator:
         """Does every op's producer come before it in every virtual plan's schedule (an earlier
         op id, in an earlier group or earlier in the same one)?  ``bound`` and ``_host_run`` assume
         it."""
-        pos = {}
-        for k, grp in enumerate(self.groups):
-            for j, i in enumerate(grp):
-                pos[i] = (k, j)
-        tensors = self.g.tensors
-        return all(tensors[tid].producer is None or (tensors[tid].producer < i and pos[tensors[tid].producer] < pos[i])
-                   for i in range(len(self.g.ops)) for tid in self.t.act_inputs[i])  # fmt: skip
+        forward, edges = _producer_edges(self.t)
+        if not forward:
+            return False
+        rank = [0] * len(self.g.ops)  # each op's place in the groups' order
+        n = 0
+        for grp in self.groups:
+            for i in grp:
+                rank[i] = n
+                n += 1
+        return all(rank[p] < rank[i] for i, p in edges)
 
     def crossing_us(self, tid: str, src: str, dst: str, sb: str, db: str) -> float:
         """Transfer + conversions of a tensor from ``src`` at ``sb`` to ``dst`` at ``db``, the widths
@@ -327,3 +330,15 @@ class Evaluator:
         keys = self.keys(assign, plan, bits) if self.runs is not None else None
         ops, bounds = self.cm.evaluate(plan, bits, memo=False, keys=keys)  # a virtual plan is costed once
         return makespan(self.t, plan, self.soc, ops, bounds), sum(c.energy_uj for c in ops) + sum(b.energy_uj for b in bounds)
+
+
+def _producer_edges(t: Tables) -> tuple[bool, list[tuple[int, int]]]:
+    """(does every op read only ops with a lower id, every (op, producer of an activation it reads)):
+    the graph's, worked out once per tables (``Evaluator.ordered`` reads them for every grouping)."""
+    got = t.__dict__.get("_producer_edges")
+    if got is None:
+        tensors = t.g.tensors
+        edges = [(i, tensors[tid].producer) for i, ins in enumerate(t.act_inputs) for tid in ins
+                 if tensors[tid].producer is not None]  # fmt: skip
+        got = t.__dict__["_producer_edges"] = (all(p < i for i, p in edges), edges)
+    return got

@@ -738,11 +738,27 @@ def test_linked_moves_take_a_head_to_the_processor_its_sibling_is_on():
     assert list(_linked_moves(("dla", "arm", "arm"), [["arm", "dla"]] * 3, lambda j: {0: (1,), 1: (0, 2), 2: (1,)}[j])) == []
 
 
+def _dp_held_to_a_fresh_run(monkeypatch) -> None:
+    """Every DP of the placement search run again from its first group with no kept run, and the two
+    results held equal."""
+    from npukit.placement import additive, search
+    from npukit.placement import dp as dp_mod
+
+    def dp(add, cands):
+        with monkeypatch.context() as m:
+            m.setattr(additive.Additive, "dp_runs", lambda self: None)
+            fresh = dp_mod.dp(add, cands)
+        got = dp_mod.dp(add, cands)
+        assert got == fresh
+        return got
+
+    monkeypatch.setattr(search, "dp", dp)
+
+
 def test_the_dp_resumed_from_a_kept_run_equals_the_dp_run_again(monkeypatch):
     """The DP keeps each run's states step by step; an edit resumes it at the first group whose step
     reads otherwise (a pin in the middle of the MobileNet: the groups before it are kept), and an
     edit undone resumes at the end.  Every resumed result equals the DP run from the first group."""
-    from npukit.placement import additive, search
     from npukit.placement import dp as dp_mod
 
     resumed: list[tuple[int, int]] = []  # (steps in common, steps)
@@ -754,16 +770,8 @@ def test_the_dp_resumed_from_a_kept_run_equals_the_dp_run_again(monkeypatch):
             resumed.append((top[0] if top else 0, len(steps)))
         return top
 
-    def dp(add, cands):
-        with monkeypatch.context() as m:
-            m.setattr(additive.Additive, "dp_runs", lambda self: None)
-            fresh = dp_mod.dp(add, cands)
-        got = dp_mod.dp(add, cands)
-        assert got == fresh
-        return got
-
     monkeypatch.setattr(dp_mod._DpRun, "longest", staticmethod(spy))
-    monkeypatch.setattr(search, "dp", dp)
+    _dp_held_to_a_fresh_run(monkeypatch)
     pipeline.clear_caches()  # (no decision of an earlier test at hand, no DP run kept)
     s = npukit.Study(SAMPLES / "mobilenet_v1_025_int8.tflite", "ethos-u55-256")
     _ = s.plan
@@ -789,7 +797,6 @@ def test_the_dp_after_a_pin_joins_the_kept_runs_tail_and_equals_the_dp_run_again
     is the kept run's (each settled state's cost is 0: what follows it computes the same whatever came
     before).  Every result equals the DP run from the first group; on the transformer it joins in the
     first layers."""
-    from npukit.placement import additive, search
     from npukit.placement import dp as dp_mod
 
     joined: list[tuple[int, int]] = []  # (step joined at, steps)
@@ -801,16 +808,8 @@ def test_the_dp_after_a_pin_joins_the_kept_runs_tail_and_equals_the_dp_run_again
             joined.append((k, len(self.steps)))
         return got
 
-    def dp(add, cands):
-        with monkeypatch.context() as m:
-            m.setattr(additive.Additive, "dp_runs", lambda self: None)
-            fresh = dp_mod.dp(add, cands)
-        got = dp_mod.dp(add, cands)
-        assert got == fresh
-        return got
-
     monkeypatch.setattr(dp_mod._Tail, "join", spy)
-    monkeypatch.setattr(search, "dp", dp)
+    _dp_held_to_a_fresh_run(monkeypatch)
     pipeline.clear_caches()
     s = npukit.Study(SAMPLES / name, soc, placement="cost")
     _ = s.plan
@@ -832,18 +831,8 @@ def test_the_dp_joins_a_kept_run_only_where_what_later_steps_read_is_settled_ali
     """A residual network: a pin moves a conv whose output a later block reads, so a kept run whose
     tail reads the same steps may still have settled that conv elsewhere; the DP must not join it
     there.  Pins and unpins of the convs one after another, every result equal to the DP run again."""
-    from npukit.placement import additive, search
-    from npukit.placement import dp as dp_mod
 
-    def dp(add, cands):
-        with monkeypatch.context() as m:
-            m.setattr(additive.Additive, "dp_runs", lambda self: None)
-            fresh = dp_mod.dp(add, cands)
-        got = dp_mod.dp(add, cands)
-        assert got == fresh
-        return got
-
-    monkeypatch.setattr(search, "dp", dp)
+    _dp_held_to_a_fresh_run(monkeypatch)
     pipeline.clear_caches()
     s = npukit.Study(SAMPLES / "families/resnet.onnx", "tda4vm-like", placement="cost")
     convs = [n for n in dict.fromkeys(op.source for op in s.graph.ops if op.kind == "conv2d")]

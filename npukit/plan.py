@@ -50,8 +50,27 @@ class Plan:
             object.__setattr__(self, "_hash", h)
         return h
 
+    def __eq__(self, other) -> bool:
+        # an edit's plan is often equal to one whose costs are kept: compared by its per-op tuples
+        # and plain tuples of its partitions and boundaries (worked out once), not field by field of
+        # every partition and boundary (~0.4 ms at 1,000 ops); plans of different hashes differ
+        if self is other:
+            return True
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return hash(self) == hash(other) and self._plain() == other._plain()
+
+    def _plain(self) -> tuple:
+        f = self.__dict__.get("_plain_")
+        if f is None:
+            f = (self.processor, self.partition, self.pattern,
+                 tuple([(p.pid, p.processor, p.ops, p.function, p.patterns) for p in self.partitions]),
+                 tuple([(b.tensor, b.src, b.dst, b.src_pid, b.dst_pid, b.consumers) for b in self.boundaries]))  # fmt: skip
+            object.__setattr__(self, "_plain_", f)
+        return f
+
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_plain_")}
 
     def ops_on(self, proc: str) -> tuple[int, ...]:
         return tuple(i for i, p in enumerate(self.processor) if p == proc)

@@ -412,3 +412,33 @@ def test_a_boundarys_trace_computes_its_figures_from_the_values_it_shows(model, 
         assert len(convs) == (c.layout is not None) + (c.quantize is not None)
         assert link + sum(convs) == pytest.approx(c.energy_uj, rel=1e-4), tr["energy_uj"]
     assert {"transfer_us", "quantize_us"} <= seen
+
+
+def test_plans_are_equal_exactly_when_every_field_of_theirs_is():
+    """A plan compares by its per-op tuples and plain tuples of its partitions and boundaries (kept
+    once per plan): a copy is equal, and a change of any field of any part of it makes it unequal."""
+    import dataclasses
+    import pickle
+
+    from npukit import Study
+    from npukit.plan import Boundary, Partition
+
+    p = Study(ROOT / "sample_models" / "tiny_detector.onnx", "arm-dsp-dla", placement="first-fit").plan
+    q = pickle.loads(pickle.dumps(p))
+    assert p == q and hash(p) == hash(q) and p is not q
+    assert p.boundaries and any(part.function for part in p.partitions)
+    changed = []
+    for f in dataclasses.fields(p):
+        v = getattr(p, f.name)
+        changed.append(dataclasses.replace(p, **{f.name: v[:-1]}))
+    for cls, name in ((Partition, "partitions"), (Boundary, "boundaries")):
+        parts = getattr(p, name)
+        k = next(i for i, x in enumerate(parts) if cls is Boundary or x.function)
+        for f in dataclasses.fields(cls):
+            v = getattr(parts[k], f.name)
+            new = v + 1 if isinstance(v, int) else v + ("x" if isinstance(v, str) else ((),))
+            changed.append(dataclasses.replace(p, **{name: parts[:k] + (dataclasses.replace(parts[k], **{f.name: new}),) + parts[k + 1 :]}))
+    assert len(changed) == 5 + 5 + 6
+    for c in changed:
+        assert c != p and p != c and not (c == q)
+        assert c._plain() != p._plain()  # (and so when the hashes of two different plans collide)

@@ -313,6 +313,19 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
     host = ev.soc.host
     why = [""] * len(ev.g.ops)
     alone: dict[str, str] = {}  # processor -> the text of a group no other processor accepts
+    heads: dict[str, str] = {}  # processor -> the start of the text of a group on it
+    said: dict[float, str] = {}  # a figure -> its words (most figures recur from group to group)
+
+    def us(x: float) -> str:
+        t = said.get(x)
+        if t is None:
+            t = said[x] = f"{x:,.1f}"
+        return t
+
+    where = (" us in all, every other op where it is)" if exact
+             else " us in all, every other op where it is, estimated term by term)")  # fmt: skip
+    about = "(" if exact else "(about "
+    kernel_us = add.kernel_us
     for k, (grp, c) in enumerate(zip(groups, cands)):
         p = chosen[k]
         if len(c) == 1 and p in alone:
@@ -320,7 +333,7 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
             for i in grp:
                 why[i] = text
             continue
-        mine = add.kernel_us(k, p)
+        mine = kernel_us(k, p)
         alts = []
         for q in c:
             if q == p:
@@ -330,20 +343,21 @@ def _reasons(add: Additive, cands, chosen, score, exact: bool = True, deltas: di
             else:
                 d = deltas.get((k, q)) if deltas is not None else None
                 lat = base + (add.delta(cur, k, q) if d is None else d)
-            kern = add.kernel_us(k, q) - mine
+            kern = kernel_us(k, q) - mine
             rest = (lat - base) - kern
-            total = (f"{lat:,.1f} us in all, every other op where it is" if exact
-                     else f"about {lat:,.1f} us in all, every other op where it is, estimated term by term")  # fmt: skip
-            more = "less" if kern < 0 else "more"  # than on the processor it runs on
-            link = "but" if (kern < 0) != (rest < 0) else "and"
-            if f"{abs(rest):,.1f}" == "0.0":  # (not "save 0.0 us": what rounds to nothing is said as such)
-                alts.append(f"on {q} its kernel takes {abs(kern):,.1f} us {more}, its overheads and transfers the "
-                            f"same to 0.1 us ({total})")  # fmt: skip
+            total = about + us(lat) + where
+            more = " us less" if kern < 0 else " us more"  # than on the processor it runs on
+            r = us(abs(rest))
+            if r == "0.0":  # (not "save 0.0 us": what rounds to nothing is said as such)
+                alts.append("on " + q + " its kernel takes " + us(abs(kern)) + more
+                            + ", its overheads and transfers the same to 0.1 us " + total)  # fmt: skip
             else:
-                alts.append(f"on {q} its kernel takes {abs(kern):,.1f} us {more} {link} overheads and transfers "
-                            f"{'add' if rest >= 0 else 'save'} {abs(rest):,.1f} us ({total})")  # fmt: skip
-        verb = "kept on" if p == host else "on"
-        head = f"{verb} {p} by cost: the model takes {base:,.1f} us"
+                link = " but overheads and transfers " if (kern < 0) != (rest < 0) else " and overheads and transfers "
+                alts.append("on " + q + " its kernel takes " + us(abs(kern)) + more + link
+                            + ("add " if rest >= 0 else "save ") + r + " us " + total)  # fmt: skip
+        head = heads.get(p)
+        if head is None:
+            head = heads[p] = f"{'kept on' if p == host else 'on'} {p} by cost: the model takes {base:,.1f} us"
         text = head + ("; " + "; ".join(alts) if alts else "; no other processor accepts it")
         if len(c) == 1:
             alone[p] = text

@@ -201,6 +201,11 @@ def _rename_dla(d: dict, name: str) -> None:
      "links[", "joins "),
     (lambda d: d["links"].append({"between": ["*", "*"], "bandwidth_gbps": 9.0}) or d["links"].append(
         {"between": ["*", "*"], "bandwidth_gbps": 1.0}), "links[", "joins '*' and '*', as links["),
+    # two links naming one processor each tie for the pair they both join: the first listed was used
+    (lambda d: d["links"].extend([{"between": ["arm", "*"], "bandwidth_gbps": 1.0},
+                                  {"between": ["*", "dla"], "bandwidth_gbps": 4.0}]), "links[2].between",
+     "['*', 'dla'] and links[1]'s ['arm', '*'] both join 'arm' and 'dla', each naming one of them, so neither is the "
+     "more specific and the first listed would be used: add a link with between = [\"arm\", \"dla\"]"),
     (lambda d: d["processors"]["dla"].update(clock_mhz=float("inf")), "processors.dla.clock_mhz",
      "must be a finite number, got inf"),
     # an accelerator's name is its kernel calls' C prefix unless kernel_library says otherwise
@@ -215,6 +220,15 @@ def test_a_profile_entry_that_could_never_take_effect_is_refused(edit, field, te
     with pytest.raises(npukit.ProfileError) as e:
         npukit.load_soc(doc)
     assert field in str(e.value) and text in str(e.value)
+
+
+def test_a_link_naming_both_processors_settles_two_that_name_one_each():
+    doc = _arm_dsp_dla()
+    doc["links"] += [{"between": ["arm", "*"], "bandwidth_gbps": 1.0}, {"between": ["*", "dla"], "bandwidth_gbps": 4.0},
+                     {"between": ["dla", "arm"], "bandwidth_gbps": 2.0}]  # fmt: skip
+    soc = npukit.load_soc(doc)
+    assert [soc.link(a, b).bandwidth_gbps for a, b in [("arm", "dla"), ("dla", "arm"), ("arm", "dsp"), ("dsp", "dla")]] \
+        == [2.0, 2.0, 1.0, 4.0]
 
 
 def test_an_accelerator_named_as_its_kernel_library_loads():

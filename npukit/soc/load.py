@@ -196,6 +196,18 @@ def parse_profile(doc: Mapping, where: str, dotted: bool = False) -> SocProfile:
         raw=_freeze(doc), target=top["target"], flash_bytes=top["flash_bytes"],
         sram_bytes=top["sram_bytes"],
     )  # fmt: skip
+    for i, a in enumerate(names):  # the most specific link wins: two that name one processor each tie
+        for b in names[i + 1 :]:
+            hits = [k for k, ln in enumerate(links) if _matches(ln.between, a, b)]
+            if any("*" not in links[k].between for k in hits):
+                continue
+            half = [k for k in hits if list(links[k].between) != ["*", "*"]]
+            if len(half) > 1:
+                j, k = half[:2]
+                v.fail(f"links[{k}].between", f"{list(links[k].between)} and links[{j}]'s {list(links[j].between)} "
+                                              f"both join {a!r} and {b!r}, each naming one of them, so neither is the "
+                                              f"more specific and the first listed would be used: add a link with "
+                                              f"between = [\"{a}\", \"{b}\"] and the figures of that route")  # fmt: skip
     missing = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]
                if not any(_matches(ln.between, a, b) for ln in links)]  # fmt: skip
     if missing:  # every pair at once: a profile of several processors linked in a chain misses several

@@ -206,7 +206,7 @@ def figure_fields(host: bool) -> tuple[str, ...]:
 
 
 LINK_FIELDS = (
-    Field("between", "list[str]", "The two processors the link joins; `\"*\"` matches any. The most specific link wins.", required=True),
+    Field("between", "list[str]", "The two processors the link joins; `\"*\"` matches any. The most specific link wins; two that each name one of the pair (`[\"a\", \"*\"]`, `[\"*\", \"b\"]`) tie and are refused: join the pair by name.", required=True),
     Field("bandwidth_gbps", "number", "Bandwidth in GB/s (1 GB/s = 1000 bytes/us).", required=True, positive=True),
     Field("latency_us", "number", "Fixed latency per transfer (synchronisation, cache maintenance) in us.", default=0.0, minimum=0),
     Field("via_dram", "bool", "A transfer goes through shared DRAM: the producer writes, the consumer reads (2x bytes at `bandwidth_gbps`).", default=True),

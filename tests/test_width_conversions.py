@@ -54,3 +54,19 @@ def test_a_receivers_layout_conversion_reads_the_tensor_as_it_arrives():
     assert b.layout_us == pytest.approx((512 / 64 + 2 * 512 / 16) / dla.clock_mhz, rel=1e-12)
     assert ("layout_us: on dla: (1*elements / vector_ops_per_cycle[int8] + 2*bytes(int8) / dram_bytes_per_cycle) "
             "/ clock_mhz = (1*512 / 64 + 2*512 / 16) / 1000") in s.explain("/conv2/Conv")  # fmt: skip
+
+
+def test_a_layout_copy_runs_at_a_width_the_processor_runs():
+    """A vector rate given for a width the processor does not run (fp32 on an int8 / fp16 DLA) made
+    the layout copy run 'as fp32', 0.25 moves per element, and its energy took the smallest
+    energy_pj_per_op of the widths it does run: a figure the profile never gave for fp32."""
+    import tomllib
+
+    doc = tomllib.loads((ROOT / "npukit" / "profiles" / "arm-dsp-dla.toml").read_text())
+    doc["processors"]["dla"]["vector_ops_per_cycle"]["fp32"] = 4096
+    s = npukit.Study(DIGITS_ONNX, npukit.load_soc(doc), placement="first-fit").set_support("dla", "relu", False)
+    b = s.boundaries.set_index("tensor").loc["/relu1/Relu_output_0"]
+    assert (b.src, b.dst, b.bytes) == ("arm", "dla", 2048.0)
+    assert b.layout_us == pytest.approx((512 / 64 + 2 * 2048 / 16) / 1000, rel=1e-12)
+    assert ("layout_us: on dla: (1*elements / vector_ops_per_cycle[int8] + 2*bytes(fp32) / dram_bytes_per_cycle) "
+            "/ clock_mhz = (1*512 / 64 + 2*2,048 / 16) / 1000") in s.explain("/conv2/Conv")  # fmt: skip

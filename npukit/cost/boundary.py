@@ -111,8 +111,10 @@ def qkind(a: str, b: str) -> str:
 def _copy_width(p: Processor, own: str, data_bits: float) -> tuple[str, float]:
     """(width, ops per element) a layout conversion -- a copy, no arithmetic -- runs at: its data's own
     width, one op per element, unless another width's vector rate moves more bits per cycle (a CPU
-    without an FPU copies fp32 data as integers): then bits(data) / bits(width) ops per element."""
-    rates = p.vector_ops_per_cycle
+    without an FPU copies fp32 data as integers): then bits(data) / bits(width) ops per element.  Only
+    the widths the processor runs (its macs_per_cycle) count: a vector rate of another width has no
+    energy_pj_per_op figure to go with it."""
+    rates = {w: r for w, r in p.vector_ops_per_cycle.items() if w in p.macs_per_cycle}
     best = own if own in rates else p.default_bits if p.default_bits in rates else next(iter(rates))
     for w in rates:
         if rates[w] * BIT_WIDTH[w] > rates[best] * BIT_WIDTH[best] * (1 + 1e-12):
@@ -132,7 +134,7 @@ def boundary_cost(b: Boundary, t: Tables, soc: SocProfile, src_bits: str, dst_bi
     def conv(what, frm, to, cp, cb, ops_per_elem, rb: str) -> Conversion:
         """``rb``: the width the conversion reads the tensor at (and writes, in its formula)."""
         read = t.nbytes(b.tensor, rb)
-        on_bits = cb if cb in cp.vector_ops_per_cycle else cp.default_bits
+        on_bits = cb if cb in cp.macs_per_cycle else cp.default_bits  # a width it runs: each has every figure
         if what == "layout":
             on_bits, ops_per_elem = _copy_width(cp, on_bits, elem_bits(tensor, cb))
         rate = cp.vector_ops_per_cycle.get(on_bits, min(cp.vector_ops_per_cycle.values()))

@@ -206,6 +206,11 @@ def _rename_dla(d: dict, name: str) -> None:
                                   {"between": ["*", "dla"], "bandwidth_gbps": 4.0}]), "links[2].between",
      "['*', 'dla'] and links[1]'s ['arm', '*'] both join 'arm' and 'dla', each naming one of them, so neither is the "
      "more specific and the first listed would be used: add a link with between = [\"arm\", \"dla\"]"),
+    # a preference listing nothing, or a processor twice (placement.order refuses both)
+    (lambda d: d["placement"]["prefer"].update(softmax=[]), "placement.prefer.softmax",
+     "must not be empty (leave softmax out for the placement order)"),
+    (lambda d: d["placement"]["prefer"].update(softmax=["dsp", "dsp"]), "placement.prefer.softmax",
+     "lists an entry twice: ['dsp', 'dsp']"),
     (lambda d: d["processors"]["dla"].update(clock_mhz=float("inf")), "processors.dla.clock_mhz",
      "must be a finite number, got inf"),
     # an accelerator's name is its kernel calls' C prefix unless kernel_library says otherwise

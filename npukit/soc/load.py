@@ -152,6 +152,10 @@ def parse_profile(doc: Mapping, where: str, dotted: bool = False) -> SocProfile:
             v.fail(f"placement.prefer.{op}", f"names the op {key}, as placement.prefer.{given} does; keep one")
         if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst):
             v.fail(f"placement.prefer.{op}", f"must be a list of processor names, got {lst!r}")
+        if not lst:  # as placement.order: an entry that changes nothing is refused
+            v.fail(f"placement.prefer.{op}", f"must not be empty (leave {op} out for the placement order)")
+        if len(set(lst)) != len(lst):
+            v.fail(f"placement.prefer.{op}", f"lists an entry twice: {lst!r}")
         for i, n in enumerate(lst):
             if n not in accel:
                 v.fail(f"placement.prefer.{op}[{i}]", f"{n!r} is not an accelerator; {not_accel(n)}")

@@ -236,6 +236,21 @@ def test_a_link_naming_both_processors_settles_two_that_name_one_each():
         == [2.0, 2.0, 1.0, 4.0]
 
 
+def test_a_boundarys_transfer_names_the_link_it_crossed():
+    """explain gave a transfer's formula and figures but not which [[links]] entry they came from: with a
+    shared bus ["*", "*"] and a link of two processors, the reader matched numbers to find out."""
+    doc = _arm_dsp_dla()
+    doc["links"].append({"between": ["dla", "arm"], "bandwidth_gbps": 2.0, "via_dram": False})
+    s = npukit.Study(DIGITS_ONNX, npukit.load_soc(doc), placement="first-fit").set_support("dla", "relu", False)
+    b = s.boundaries.set_index("tensor").loc["/relu1/Relu_output_0"]
+    assert (b.src, b.dst, b.bytes, b.transfer_us) == ("arm", "dla", 2048.0, 1.024)
+    assert ('    transfer_us: over the link ["dla", "arm"]: latency_us + 1 * bytes / (bandwidth_gbps*1000) '
+            '= 0 + 1*2,048/(2*1000) = 1.024 us\n') in s.explain("/conv2/Conv")  # fmt: skip
+    shared = npukit.Study(DIGITS_ONNX, "arm-dsp-dla", placement="first-fit").set_support("dla", "relu", False)
+    assert ('    transfer_us: over the link ["*", "*"]: latency_us + 2 * bytes / (bandwidth_gbps*1000) '
+            '= 5 + 2*2,048/(8*1000) = 5.512 us (via shared DRAM: write + read)\n') in shared.explain("/conv2/Conv")  # fmt: skip
+
+
 def test_an_accelerator_named_as_its_kernel_library_loads():
     doc = _arm_dsp_dla()
     _rename_dla(doc, "npu")

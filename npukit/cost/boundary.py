@@ -185,6 +185,11 @@ def _same_order(tid: str, t: Tables, ps: Processor, pd: Processor) -> str:
                     f"({', '.join(map(str, nchw))}) at the same offset)")  # fmt: skip
 
 
+def _between(ln) -> str:
+    """A link as its profile entry writes it: ``["nn_X", "*"]``."""
+    return "[" + ", ".join(f'"{n}"' for n in ln.between) + "]"
+
+
 def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
     tensor = t.g.tensors[c.tensor]
     ln = c.link
@@ -200,7 +205,8 @@ def boundary_trace(c: BoundaryCost, t: Tables) -> tuple[Trace, ...]:
             f"ceil(elements * bits/8) = ceil({tensor.size:,} * {eb:g}/8)")  # (packed values fill whole bytes)
     tr = [Trace("bytes", f"{size} = {c.bytes:,.0f} B "
                          f"({how})", ("conversion.quantize_on",) if sent != c.src_bits else (), ("shape",)),
-          Trace("transfer_us", f"latency_us + {c.via_factor} * bytes / (bandwidth_gbps*1000) = {ln.latency_us:g} + "
+          Trace("transfer_us", f"over the link {_between(ln)}: "  # (a pair names one [[links]] entry)
+                f"latency_us + {c.via_factor} * bytes / (bandwidth_gbps*1000) = {ln.latency_us:g} + "
                 f"{c.via_factor}*{c.bytes:,.0f}/({ln.bandwidth_gbps:g}*1000) = {num(c.transfer_us)} us"
                 + (" (via shared DRAM: write + read)" if ln.via_dram else ""),
                 ("links.bandwidth_gbps", "links.latency_us", "links.via_dram"), ())]  # fmt: skip

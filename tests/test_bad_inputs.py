@@ -298,6 +298,22 @@ def test_symbolic_image_size_is_left_to_the_user_and_the_batch_is_one(tmp_path):
     assert g.tensors[g.ops[0].outputs[0]].shape == (1, 4, 6, 6)
 
 
+def test_an_onnx_dim_named_in_two_inputs_is_pinned_by_either(tmp_path):
+    """x [N, 4] + y [N, 4]: N pinned through x left y symbolic, and the hint said to give y (1, 4),
+    which then failed in TVM's importer with its operator's repr; two sizes for N are refused by name."""
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Add", ["x", "y"], ["z"], name="add")], [tensor_info("x", ["N", 4]), tensor_info("y", ["N", 4])],
+                   [tensor_info("z", ["N", 4])])  # fmt: skip
+    path = save_onnx(m, tmp_path / "two.onnx")
+    g = npukit.import_model(path, {"x": (3, 4)}).graph
+    assert [g.tensors[t].shape for t in g.inputs] == [(3, 4), (3, 4)]
+    with pytest.raises(npukit.ShapeError) as ei:
+        npukit.import_model(path, {"x": (3, 4), "y": (5, 4)})
+    assert str(ei.value) == (f"{path}: input 'x' dim 0 and input 'y' dim 0 are one size in the model ('N'); "
+                             "input_shapes gives it both 3 and 5")  # fmt: skip
+
+
 def test_input_shapes_naming_an_unknown_input(tmp_path):
     path = _symbolic_batch(tmp_path)
     with pytest.raises(npukit.ShapeError) as ei:

@@ -180,6 +180,29 @@ def _shape_hint(dims) -> tuple[str, list[str]]:
     return ", ".join(out), open_
 
 
+def _pinned_along(declared: dict, input_shapes: dict | None, path: str | None = None) -> dict:
+    """``declared`` with each symbolic dim an input of ``input_shapes`` pins given its value in the
+    inputs it does not name: one symbolic variable is one size in main (BindSymbolicVars binds it
+    everywhere), so ``x: (n, m)`` pinned to ``(2, 4)`` makes ``y: (m, 3)`` ``(4, 3)``; an ONNX
+    ``dim_param`` likewise names one size in every input it shapes.  With ``path``, two inputs of
+    ``input_shapes`` that give one named dim two sizes are refused (a Relax module's are, as the
+    shapes are bound)."""
+    known: dict[str, tuple[int, str, int]] = {}  # dim name -> (size, the input that gave it, its axis)
+    for name, dims in (input_shapes or {}).items():
+        have = declared.get(name)
+        if have is not None and len(have) == len(dims):
+            for i, (d, v) in enumerate(zip(have, dims, strict=True)):
+                if isinstance(d, str) and d.isidentifier():
+                    size, first, axis = known.setdefault(d, (int(v), name, i))
+                    if path is not None and size != int(v):
+                        raise ShapeError(f"{path}: input {first!r} dim {axis} and input {name!r} dim {i} are one "
+                                         f"size in the model ({d!r}); input_shapes gives it both {size} and "
+                                         f"{int(v)}")  # fmt: skip
+    return {name: dims if dims is None or name in (input_shapes or {}) else
+            [known[d][0] if isinstance(d, str) and d in known else d for d in dims]
+            for name, dims in declared.items()}  # fmt: skip
+
+
 def _check_input_shapes(path, declared: dict[str, list], input_shapes: dict | None, about: dict | None = None) -> dict:
     """Validate user shapes against declared inputs; raise ShapeError for symbolic dims left.
     ``about``: (input, axis) -> a symbolic dim in the model's words, where its name alone does not

@@ -15,6 +15,7 @@ from .common import (
     _check_input_shapes,
     _first_line,
     _Marks,
+    _pinned_along,
     _run_quietly,
     _Source,
     check_input_dtype,
@@ -163,7 +164,7 @@ def _import_onnx(m, path: str, input_shapes) -> Imported:
             continue
         declared[i.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "")
                             for d in tt.shape.dim]  # fmt: skip
-    shapes = _check_input_shapes(path, declared, input_shapes)
+    shapes = _check_input_shapes(path, _pinned_along(declared, input_shapes, path), input_shapes)
 
     # shapes the graph computes from the (now static) input shapes become constants
     m, pre_elided = fold_shapes(m, shapes, path, node_name)

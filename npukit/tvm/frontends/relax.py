@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...errors import ModelError, ShapeError, UnsupportedOpError
 from .. import load as _load_tvm
-from .common import Imported, _bind_input_shapes, _check_input_shapes, _dim, _Marks, _Source
+from .common import Imported, _bind_input_shapes, _check_input_shapes, _dim, _Marks, _pinned_along, _Source
 from .tagging import _finish
 
 
@@ -54,21 +54,6 @@ def _declared_dims(p, relax) -> list | None:
                          f'shapes: declare its dims in main, e.g. R.Tensor(({dims}), "{ty.dtype}"), and pin symbolic '
                          "ones with input_shapes")  # fmt: skip
     return None if ty.shape is None else [_dim(d) for d in ty.shape]
-
-
-def _pinned_along(declared: dict, input_shapes: dict | None) -> dict:
-    """``declared`` with each symbolic dim an input of ``input_shapes`` pins given its value in the
-    inputs it does not name: one symbolic variable is one size in main (BindSymbolicVars binds it
-    everywhere), so ``x: (n, m)`` pinned to ``(2, 4)`` makes ``y: (m, 3)`` ``(4, 3)``."""
-    known: dict[str, int] = {}
-    for name, dims in (input_shapes or {}).items():
-        have = declared.get(name)
-        if have is not None and len(have) == len(dims):
-            for d, v in zip(have, dims, strict=True):
-                if isinstance(d, str) and d.isidentifier():
-                    known.setdefault(d, int(v))
-    return {name: dims if dims is None or name in (input_shapes or {}) else
-            [known.get(d, d) if isinstance(d, str) else d for d in dims] for name, dims in declared.items()}  # fmt: skip
 
 
 def _check_params(f) -> None:

@@ -314,6 +314,22 @@ def test_an_onnx_dim_named_in_two_inputs_is_pinned_by_either(tmp_path):
                              "input_shapes gives it both 3 and 5")  # fmt: skip
 
 
+def test_a_tvm_operator_is_named_in_an_import_error_not_printed_whole(tmp_path):
+    """Sizes TVM's importer refuses (x [N, 4] + y [M, 4] given 3 and 2 rows): its message began 'In
+    ir.Op(span=None, ty=ir.Type(span=None), name="relax.add", description="", arguments=(...' and was
+    cut at 400 characters before it said why."""
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Add", ["x", "y"], ["z"], name="add")], [tensor_info("x", ["N", 4]), tensor_info("y", ["M", 4])],
+                   [tensor_info("z", ["N", 4])])  # fmt: skip
+    path = save_onnx(m, tmp_path / "nm.onnx")
+    with pytest.raises(npukit.NpukitError) as ei:
+        npukit.import_model(path, {"x": (3, 4), "y": (2, 4)})
+    assert str(ei.value) == (f"{path}: TVM's ONNX importer failed at node 'add' (Add; inputs 'x', 'y'): In relax.add, "
+                             "the first input shape at dim 0 is 3 and the second input shape at dim 0 is 2, which are "
+                             "not broadcastable.")  # fmt: skip
+
+
 def test_input_shapes_naming_an_unknown_input(tmp_path):
     path = _symbolic_batch(tmp_path)
     with pytest.raises(npukit.ShapeError) as ei:

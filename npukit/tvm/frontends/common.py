@@ -121,6 +121,7 @@ def _first_line(err: BaseException) -> str:
 
 
 _REWRITES = [
+    (re.compile(r'ir\.Op\(span=[^"]*name="([\w.]+)".*?support_level=\d+\)'), r"\1"),  # an operator's repr: its name
     (re.compile(r"T\.u?int\d+\((-?\d+)\)"), r"\1"),
     (re.compile(r"T\.float\d+\(([-+.\deE]+)\)"), r"\1"),
     (re.compile(r"R\.shape\(\[([^\]]*)\]\)"), r"[\1]"),

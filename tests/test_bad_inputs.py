@@ -495,6 +495,22 @@ def test_bad_edit_cli(case, args, words):
     assert_cli_error(run_cli("study", DIGITS_ONNX, "--soc", "arm-dsp-dla", *args), *words)
 
 
+def test_one_torch_dim_of_two_inputs_is_pinned_by_either():
+    """x and y of one torch.export.Dim: pinning x left y 'symbolic', and the hint's y = (1, 4) was then
+    refused as a second size of the Dim (binding the shapes gives the Dim one size everywhere)."""
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.relu(x + y)
+
+    b = torch.export.Dim("batch", max=64)
+    ep = torch.export.export(Net(), (torch.randn(2, 4), torch.randn(2, 4)), dynamic_shapes={"x": {0: b}, "y": {0: b}})
+    g = npukit.import_model(ep, {"x": (3, 4)}).graph
+    assert [g.tensors[t].shape for t in g.inputs] == [(3, 4), (3, 4)]
+    assert [(op.name, g.tensors[op.outputs[0]].shape) for op in g.ops] == [("add", (3, 4)), ("relu", (3, 4))]
+
+
 @pytest.mark.slow
 def test_symbolic_dim_of_an_exported_program_and_its_fix(tmp_path):
     """The hint of the message works for a torch program too (its dims are pinned in Relax)."""

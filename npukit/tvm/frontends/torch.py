@@ -10,7 +10,7 @@ from .. import load as _load_tvm
 from . import resize_scales
 from .common import Imported, _at, _bind_input_shapes, _check_input_shapes, _Marks, _run_quietly, _Source
 from .tagging import _finish
-from .torch_dims import _check_ranges, _dims, _shared_dims
+from .torch_dims import _check_ranges, _dims, _pinned_along, _shared_dims
 from .torch_names import node_names
 
 
@@ -58,7 +58,7 @@ def _import_exported_program(ep, path: str, input_shapes) -> Imported:
     user_inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
     declared, syms, ranges, words = _dims(ep, user_inputs)
     about = {k: words[sym] for k, sym in syms.items()}
-    _check_input_shapes(path, declared, input_shapes, about)
+    _check_input_shapes(path, _pinned_along(declared, syms, input_shapes), input_shapes, about)
     _check_ranges(path, declared, syms, ranges, input_shapes)
     if not user_nodes:
         raise ModelError(f"{path}: the program has no ops")

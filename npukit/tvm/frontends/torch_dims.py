@@ -69,6 +69,20 @@ def _dims(ep, user_inputs: list[str]) -> tuple[dict, dict, dict, dict]:
     return declared, syms, ranges, words
 
 
+def _pinned_along(declared: dict, syms: dict, input_shapes: dict | None) -> dict:
+    """``declared`` with each dynamic dim an input of ``input_shapes`` pins given its size in the inputs
+    it does not name: one ``torch.export.Dim`` (one symbol) is one size in the program, which binding
+    the shapes gives it everywhere (``x`` and ``y`` of one Dim 'batch': pinning ``x`` pins ``y``)."""
+    known: dict[str, int] = {}
+    for name, dims in (input_shapes or {}).items():
+        for ax, v in enumerate(dims):
+            if (name, ax) in syms:
+                known.setdefault(syms[(name, ax)], int(v))
+    return {name: dims if dims is None or name in (input_shapes or {}) else
+            [known.get(syms.get((name, ax)), d) if (name, ax) in syms else d for ax, d in enumerate(dims)]
+            for name, dims in declared.items()}  # fmt: skip
+
+
 def _dim_name(d) -> str:
     """The name the user gave a dynamic dim's ``torch.export.Dim``, where the program still knows it
     (an ExportedProgram in memory; torch.export.save keeps no Dim names), else ""."""

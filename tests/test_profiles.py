@@ -206,6 +206,8 @@ def _rename_dla(d: dict, name: str) -> None:
                                   {"between": ["*", "dla"], "bandwidth_gbps": 4.0}]), "links[2].between",
      "['*', 'dla'] and links[1]'s ['arm', '*'] both join 'arm' and 'dla', each naming one of them, so neither is the "
      "more specific and the first listed would be used: add a link with between = [\"arm\", \"dla\"]"),
+    (lambda d: d["placement"].update(order=[]), "placement.order",
+     "must not be empty (leave the field out for the order of the [processors.*] tables)"),
     # a preference listing nothing, or a processor twice (placement.order refuses both)
     (lambda d: d["placement"]["prefer"].update(softmax=[]), "placement.prefer.softmax",
      "must not be empty (leave softmax out for the placement order)"),

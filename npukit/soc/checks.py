@@ -84,7 +84,8 @@ class _V:
             if not isinstance(v, list):
                 self.fail(path, f"must be a list of {'integers' if inner == 'int' else 'strings'}, got {v!r}")
             if not v and f.key not in ("sources",):
-                self.fail(path, "must not be empty (leave the field out for no limit)")
+                self.fail(path, "must not be empty (leave the field out for " + (
+                    "the order of the [processors.*] tables)" if f.key == "order" else "no limit)"))
             for i, x in enumerate(v):
                 bad = (not isinstance(x, int) or isinstance(x, bool) or x <= 0) if inner == "int" else not isinstance(x, str)
                 if bad:

@@ -19,12 +19,13 @@ it) -- as the two generated programs, which run in those orders, would.
 
 Which items exist, in which order, on which lane and after which others depends only on the plan and
 on which conversions each boundary needs (not on any duration), so it is worked out once per plan
-and boundary shape (``Program``); a schedule is then one pass over that program with the
-durations of one estimate: ``start = max(end of what it waits for, its lane free)``.  Sweeps and the
-cost-aware placement schedule thousands of estimates of one plan.  The items, with their labels,
-are made only when someone reads them.  A plan only compared by its latency (the placement search's
-virtual plans, the cost policy's candidates) takes ``makespan``: the same steps in one pass, no
-program kept.
+and boundary shape (``Program``); the items are then one pass over that program with the
+durations of one estimate: ``start = max(end of what it waits for, its lane free)``, made only when
+someone reads them (the timeline).  What the totals read -- the makespan, each lane's busy time and
+conversion time -- comes from the same steps taken in one pass without a program (``schedule``; a
+plan only compared by its latency, the placement search's virtual plans and the cost policy's
+candidates, takes ``makespan``, the same pass without the lanes' sums): an edit's new plan is
+estimated without building its program, which costs ~25 ms at 10,000 ops.
 """
 
 from __future__ import annotations
@@ -210,35 +211,38 @@ class Program:
             busy[lane[k]] += d
             starts.append(s)
             ends.append(e)
-        return Schedule(self, starts, ends, busy)
+        conv: dict[str, float] = {}
+        for k in self.conv:
+            ln = self.lanes[self.lane[k]]
+            conv[ln] = conv.get(ln, 0.0) + (ends[k] - starts[k])
+        return Schedule(max(ends, default=0.0), dict(zip(self.lanes, busy)), conv, lambda: _items(self, starts, ends))
 
 
 class Schedule:
-    """One estimate's schedule: ``makespan_us``, ``busy_us`` (lane -> busy time), ``conv_us``
-    (lane -> time spent converting: layout and quantize), and ``items`` (made when read)."""
+    """One estimate's schedule: ``makespan_us``, ``busy_us`` (lane -> busy time, lanes in the order
+    first used), ``conv_us`` (lane -> time spent converting: layout and quantize), and ``items``
+    (made when read: the totals need only the three figures, which one pass gives, ``schedule``)."""
 
-    __slots__ = ("_prog", "_starts", "_ends", "_items", "makespan_us", "busy_us", "conv_us")
+    __slots__ = ("_make", "_items", "makespan_us", "busy_us", "conv_us")
 
-    def __init__(self, prog: Program, starts: list[float], ends: list[float], busy: list[float]):
-        self._prog, self._starts, self._ends, self._items = prog, starts, ends, None
-        self.makespan_us = max(ends, default=0.0)
-        self.busy_us = dict(zip(prog.lanes, busy))
-        conv: dict[str, float] = {}
-        for k in prog.conv:
-            ln = prog.lanes[prog.lane[k]]
-            conv[ln] = conv.get(ln, 0.0) + (ends[k] - starts[k])
-        self.conv_us = conv
+    def __init__(self, makespan_us: float, busy_us: dict[str, float], conv_us: dict[str, float], make_items):
+        self.makespan_us, self.busy_us, self.conv_us = makespan_us, busy_us, conv_us
+        self._make, self._items = make_items, None
 
     @property
     def items(self) -> tuple[Item, ...]:
         if self._items is None:
-            p = self._prog
-            items = []
-            for ln, (kind, ref), s, e in zip(p.lane, p.refs, self._starts, self._ends):
-                text, op_id, tensor = p.label(kind, ref)
-                items.append(Item(p.lanes[ln], text, kind, s, e, op_id, tensor))
-            self._items = tuple(items)
+            self._items = self._make()
+            self._make = None
         return self._items
+
+
+def _items(p: Program, starts: list[float], ends: list[float]) -> tuple[Item, ...]:
+    items = []
+    for ln, (kind, ref), s, e in zip(p.lane, p.refs, starts, ends):
+        text, op_id, tensor = p.label(kind, ref)
+        items.append(Item(p.lanes[ln], text, kind, s, e, op_id, tensor))
+    return tuple(items)
 
 
 def makespan(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bounds: Sequence[BoundaryCost]) -> float:
@@ -248,6 +252,13 @@ def makespan(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost],
     (``tests/test_timeline.py`` holds them equal).  For plans only compared by their latency (the
     placement search's virtual plans, the cost policy's candidates): building the program is ~60%
     of a schedule and is thrown away with them."""
+    return _one_pass(tables, plan, soc, ops, bounds, None, None)
+
+
+def _one_pass(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bounds: Sequence[BoundaryCost],
+              busy: dict[str, float] | None, conv: dict[str, float] | None) -> float:  # fmt: skip
+    """``makespan``; given ``busy`` and ``conv``, each lane's busy time and conversion time are added
+    to them too, step by step in the program's order (so with the same sums as ``Program.run``)."""
     g = tables.g
     tensors = g.tensors
     free: dict[str, float] = {}  # resource -> when it is free
@@ -257,13 +268,18 @@ def makespan(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost],
     for b in bounds:
         by_tensor.setdefault(b.tensor, []).append(b)
 
-    def step(r: str, at: float, d: float) -> float:
+    def step(r: str, at: float, d: float, lane: str = "", is_conv: bool = False) -> float:
         s = free.get(r, 0.0)
         if at > s:
             s = at
-        s += d
-        free[r] = s
-        return s
+        e = s + d
+        free[r] = e
+        if busy is not None:  # (``lane``: where the step is drawn; a conversion's is its processor)
+            ln = lane or r
+            busy[ln] = busy.get(ln, 0.0) + d
+            if is_conv:
+                conv[ln] = conv.get(ln, 0.0) + (e - s)  # type: ignore[index]
+        return e
 
     def ship(b: BoundaryCost, at: float) -> float:
         """The conversions and the transfer of one boundary from ``at``: when the tensor is there."""
@@ -272,14 +288,14 @@ def makespan(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost],
         lc = lc if lc and lc.us else None
         qc = qc if qc and qc.us else None
         if lc and lc.on == src:
-            at = step(src, at, b.layout_us)
+            at = step(src, at, b.layout_us, "", True)
         if qc and qc.on == src:
-            at = step(src, at, b.quantize_us)
-        at = step(b.lane, at, b.transfer_us)
+            at = step(src, at, b.quantize_us, "", True)
+        at = step(b.lane, at, b.transfer_us, f"{src} -> {b.dst}" if busy is not None else "")
         if lc and lc.on != src:
-            at = step(lc.on, at, b.layout_us)
+            at = step(lc.on, at, b.layout_us, "", True)
         if qc and qc.on != src:
-            at = step(qc.on, at, b.quantize_us)
+            at = step(qc.on, at, b.quantize_us, "", True)
         ready[b.dst][b.tensor] = at
         return at
 
@@ -316,8 +332,11 @@ def makespan(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost],
                     at = e
             if at > r:
                 r = at
-            r += ops[i].latency_us
+            d = ops[i].latency_us
+            r += d
             free[proc] = r
+            if busy is not None:
+                busy[proc] = busy.get(proc, 0.0) + d
             if r > end:
                 end = r
             done = r  # every output is there when the op ends; its boundaries leave from then
@@ -341,4 +360,12 @@ def program(tables: Tables, plan: Plan, soc: SocProfile, bounds: Sequence[Bounda
 
 
 def schedule(tables: Tables, plan: Plan, soc: SocProfile, ops: Sequence[OpCost], bounds: Sequence[BoundaryCost]) -> Schedule:
-    return program(tables, plan, soc, bounds).run(ops, bounds)
+    """The schedule of one estimate: its makespan and each lane's busy and conversion time from one
+    pass (``_one_pass``: what the totals read), its items from the plan's ``Program`` when first read
+    (the timeline): the same figures as ``program(...).run(...)``, bit for bit
+    (``tests/test_timeline.py``), without building the program for an estimate whose timeline no one
+    draws."""
+    busy: dict[str, float] = {}
+    conv: dict[str, float] = {}
+    end = _one_pass(tables, plan, soc, ops, bounds, busy, conv)
+    return Schedule(end, busy, conv, lambda: program(tables, plan, soc, bounds).run(ops, bounds).items)

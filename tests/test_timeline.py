@@ -250,8 +250,22 @@ def test_compiled_schedule_equals_the_list_schedule_stated_directly(sample):
             assert [tuple(it) for it in r.schedule.items] == items, (prof, cfg)
             assert r.schedule.makespan_us == makespan and r.schedule.busy_us == busy, (prof, cfg)
             assert timeline.makespan(t, r.plan, soc, r.ops, r.bounds) == makespan, (prof, cfg)  # the one-pass figure
+            _same_as_the_program(t, r, soc)
             n += 1
     assert n >= 14  # (at least two configurations on each of the seven profiles)
+
+
+def _same_as_the_program(t, r, soc) -> None:
+    """An estimate's schedule (its figures from one pass, its items from the program when read) gives
+    the figures of the plan's ``Program`` run on it, to the bit and with the lanes in one order."""
+    from npukit import timeline
+
+    full = timeline.program(t, r.plan, soc, r.bounds).run(r.ops, r.bounds)
+    s = timeline.schedule(t, r.plan, soc, r.ops, r.bounds)
+    assert s.makespan_us == full.makespan_us
+    assert list(s.busy_us.items()) == list(full.busy_us.items())
+    assert list(s.conv_us.items()) == list(full.conv_us.items())
+    assert s.items == full.items
 
 
 def _fanout(path: Path) -> Path:
@@ -314,6 +328,7 @@ def test_one_pass_makespan_equals_the_schedule_where_conversions_hold_a_busy_pro
                 items, makespan, _busy = _reference_schedule(t, r.plan, soc, r.ops, r.bounds)
                 assert r.schedule.makespan_us == makespan, (lay, qua, pins)
                 assert timeline.makespan(t, r.plan, soc, r.ops, r.bounds) == makespan, (lay, qua, pins)
+                _same_as_the_program(t, r, soc)
                 n += 1
                 # an op that starts the moment a conversion on its processor ends, later than its
                 # own input was ready there: the conversion held it

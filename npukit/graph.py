@@ -131,6 +131,17 @@ class OpGraph:
     def ops_of_source(self, source: str) -> tuple[int, ...]:
         return self._by_source.get(source, ())  # type: ignore[attr-defined]
 
+    def ops_of_kind(self) -> Mapping[str, tuple[int, ...]]:
+        """Op kind -> its op ids, ascending (worked out once: a support toggle touches one kind)."""
+        got = self.__dict__.get("_by_kind")
+        if got is None:
+            by: dict[str, list[int]] = {}
+            for op in self.ops:
+                by.setdefault(op.kind, []).append(op.op_id)
+            got = MappingProxyType({k: tuple(v) for k, v in by.items()})
+            object.__setattr__(self, "_by_kind", got)
+        return got
+
     def consumers(self, tid: str) -> tuple[int, ...]:
         return self._consumers.get(tid, ())  # type: ignore[attr-defined]
 

@@ -322,15 +322,21 @@ def verdicts(
     return out
 
 
-def _verdict(op: Op, p, cap: Verdict, disabled, enabled, pin: str | None) -> Verdict:
-    """One processor's verdict on one op under the user's edits, from its capability."""
+def _verdict(op: Op, p, cap: Verdict, disabled, enabled, pin: str | None, said: dict | None = None) -> Verdict:
+    """One processor's verdict on one op under the user's edits, from its capability.  ``said``: the
+    refusals of a switched-off kind made so far (one per processor and kind: they read alike)."""
     if pin is not None and pin != p.name:
         return pinned_elsewhere(op, p.name, pin, p.host)
     if p.host:
         return cap
     if (p.name, op.kind) in disabled:
-        return Verdict(p.name, False, (fail("user_disabled", f"user disabled {op.kind} on {p.name}",
-                                            op=op.kind, processor=p.name),))  # fmt: skip
+        v = said.get((p.name, op.kind)) if said is not None else None
+        if v is None:
+            v = Verdict(p.name, False, (fail("user_disabled", f"user disabled {op.kind} on {p.name}",
+                                             op=op.kind, processor=p.name),))  # fmt: skip
+            if said is not None:
+                said[(p.name, op.kind)] = v
+        return v
     if (p.name, op.kind) in enabled and not cap.ok and cap.rule == "unsupported":
         return Verdict(p.name, True)  # the user asserts support the profile lacks
     return cap
@@ -342,13 +348,15 @@ def _edited(g: OpGraph, soc: SocProfile, disabled, enabled, pins: Mapping[int, s
     at 1,161 ops took ~1 ms for the copy, not ~2.5 ms for every op and processor)."""
     out = dict(base)
     kinds = {k for _p, k in disabled} | {k for _p, k in enabled}
-    touched = sorted(set(pins) | ({op.op_id for op in g.ops if op.kind in kinds} if kinds else set()))
+    of_kind = g.ops_of_kind()
+    touched = sorted(set(pins).union(*(of_kind.get(k, ()) for k in kinds)))
+    said: dict = {}
     for i in touched:
         op = g.ops[i]
         pin = pins.get(i)
         for p in soc.processors:
             key = (i, p.name)
-            out[key] = _verdict(op, p, base[key], disabled, enabled, pin)
+            out[key] = _verdict(op, p, base[key], disabled, enabled, pin, said)
     return out
 
 

@@ -604,6 +604,20 @@ def test_a_model_with_nothing_to_compute_gets_one_exact_message(tmp_path, build,
     assert str(path).endswith(file)
 
 
+def test_a_model_that_lists_no_outputs_is_refused_as_such(tmp_path):
+    """A graph whose ops feed no output (it lists none): every op is unused, and the message says the
+    outputs are missing, not that constant folding left no ops or that every output is an input."""
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["r"], name="relu")], [tensor_info("x", [1, 4])], [])
+    path = save_onnx(m, tmp_path / "nooutputs.onnx", infer_shapes=False)
+    with pytest.raises(npukit.ModelError) as ei:
+        npukit.Study(path, "arm-dsp-dla")
+    assert str(ei.value) == (f"{path}: the model has no outputs (its graph lists none), so nothing it computes is "
+                             "used; npukit has nothing to place, estimate or generate: list the tensors it computes "
+                             "as outputs")  # fmt: skip
+
+
 def _tflite_transpose_conv(tmp: Path) -> Path:
     """One TFLite TRANSPOSE_CONV (NHWC): TVM imports it, but has no lowering to run it."""
     from tflite_builder import Graph, Op, T, build

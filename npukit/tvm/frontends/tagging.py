@@ -299,7 +299,11 @@ def _finish(raw, marks: _Marks, fmt: str, path: str, input_names, output_names, 
 
 
 def _computes_nothing(path: str, out_tids, output_names, tensors) -> str:
-    """Why a model without a single op is refused, naming what each of its outputs is."""
+    """Why a model without a single op is refused, naming what each of its outputs is (or that it
+    lists none: then every op it has is unused, removed at import)."""
+    if not out_tids:
+        return (f"{path}: the model has no outputs (its graph lists none), so nothing it computes is used; "
+                "npukit has nothing to place, estimate or generate: list the tensors it computes as outputs")  # fmt: skip
     what = []
     for i, tid in enumerate(out_tids[:8]):
         t = tensors[tid]

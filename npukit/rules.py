@@ -318,11 +318,11 @@ def verdicts(
         for p in soc.processors:
             key = (op.op_id, p.name)
             cap = base[key] if base is not None and key in base else capability(op, g, p)
-            out[key] = _verdict(op, p, cap, disabled, enabled, pins.get(op.op_id))
+            out[key] = _verdict(op, g, p, cap, disabled, enabled, pins.get(op.op_id))
     return out
 
 
-def _verdict(op: Op, p, cap: Verdict, disabled, enabled, pin: str | None, said: dict | None = None) -> Verdict:
+def _verdict(op: Op, g: OpGraph, p, cap: Verdict, disabled, enabled, pin: str | None, said: dict | None = None) -> Verdict:
     """One processor's verdict on one op under the user's edits, from its capability.  ``said``: the
     refusals of a switched-off kind made so far (one per processor and kind: they read alike)."""
     if pin is not None and pin != p.name:
@@ -338,7 +338,10 @@ def _verdict(op: Op, p, cap: Verdict, disabled, enabled, pin: str | None, said: 
                 said[(p.name, op.kind)] = v
         return v
     if (p.name, op.kind) in enabled and not cap.ok and cap.rule == "unsupported":
-        return Verdict(p.name, True)  # the user asserts support the profile lacks
+        # the user asserts support the profile lacks; what npukit's own generated code cannot run
+        # stays refused, as it is for an op the profile lists (else the export fails on it)
+        fails = tuple(f for f in (rule_max_rank(op, g), rule_codegen(op, g)) if f)
+        return Verdict(p.name, False, fails) if fails else Verdict(p.name, True)
     return cap
 
 
@@ -356,7 +359,7 @@ def _edited(g: OpGraph, soc: SocProfile, disabled, enabled, pins: Mapping[int, s
         pin = pins.get(i)
         for p in soc.processors:
             key = (i, p.name)
-            out[key] = _verdict(op, p, base[key], disabled, enabled, pin, said)
+            out[key] = _verdict(op, g, p, base[key], disabled, enabled, pin, said)
     return out
 
 

@@ -682,6 +682,35 @@ def test_an_accelerator_refuses_an_op_its_generated_code_could_not_call(tmp_path
     assert "include/npukit_model.h" in s.code
 
 
+def test_an_op_the_user_enables_is_refused_where_its_generated_code_could_not_call_it(tmp_path):
+    """set_support(proc, op, True) for an op the profile does not list: the accelerator accepted it
+    whatever npukit's kernel library could call, so first-fit placed an argmax on the DSP and the
+    export then failed ('code generation has no kernel call for argmax on dsp').  The enabled op is
+    refused with rule 'codegen', as one the profile lists is; a pin there says why."""
+    from conftest import onnx_model, save_onnx, tensor_info
+    from onnx import TensorProto
+    from onnx import helper as h
+
+    m = onnx_model([h.make_node("Relu", ["x"], ["r"], name="relu"),
+                    h.make_node("ArgMax", ["r"], ["y"], name="pick", axis=1, keepdims=0)],
+                   [tensor_info("x", [1, 16])], [tensor_info("y", [1], TensorProto.INT64)])  # fmt: skip
+    s = npukit.Study(save_onnx(m, tmp_path / "argmax.onnx"), "arm-dsp-dla", placement="first-fit")
+    s.set_support("dsp", "argmax", True)
+    assert s.config.enabled == frozenset({("dsp", "argmax")})
+    i = next(op.op_id for op in s.graph.ops if op.kind == "argmax")
+    v = s.result.verdicts[(i, "dsp")]
+    assert not v.ok and v.rule == "codegen"
+    assert v.text == "code generation cannot run it here: the kernel library has no call for argmax"
+    assert s.plan.processor[i] == "arm"
+    assert "include/npukit_model.h" in s.code
+    with pytest.raises(npukit.NpukitError) as ei:
+        s.pin("pick", "dsp")
+    assert str(ei.value) == ("cannot pin 'pick' (argmax) to dsp: dsp: code generation cannot run it here: the "
+                             "kernel library has no call for argmax")  # fmt: skip
+    s.set_support("dla", "relu", False).set_support("dsp", "relu", True)  # an op it can call: accepted
+    assert s.result.verdicts[(0, "dsp")].ok and s.plan.processor[0] == "dsp"
+
+
 def test_a_partition_that_only_converts_is_pruned_like_one_that_only_views(tmp_path):
     """matmul (DLA) -> softmax (DSP) -> quantize of the model output: first-fit sent the quantize
     alone back to the DLA (dla -> dsp -> dla, a call and two transfers to convert 10 numbers).

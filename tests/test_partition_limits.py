@@ -56,6 +56,24 @@ def test_npukit_study_notes_a_plan_over_the_limit():
     assert json.loads(r.stdout)["partition_limits"] == []
 
 
+@pytest.mark.slow
+def test_npukit_study_export_notes_a_plan_over_the_limit_without_a_python_warning(tmp_path):
+    """``npukit study ... --export`` printed the limit twice: as its note and, on stderr, as Python's
+    warning with npukit's own source line ('npukit/cli/study.py:206: PartitionLimitWarning: ...
+    proj = s.export(args.export)').  Only the note is printed; the export is written."""
+    for extra in ((), ("--json",)):
+        out = tmp_path / f"e{len(extra)}"
+        r = run_cli("study", MOBILENET, "--soc", "vsi-npu", "--placement", "first-fit", "--pin", "#26=a53",
+                    "--export", out, *extra)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert r.stderr == ""
+        assert (out / "manifest.json").is_file()
+        if extra:
+            assert json.loads(r.stdout)["partition_limits"] == [OVER]
+        else:
+            assert f"note: {OVER}\n" in r.stdout
+
+
 HELD = "the cost model's choice held to npu's max_partitions = 1"
 
 

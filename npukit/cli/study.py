@@ -203,7 +203,13 @@ def cmd_study(args) -> int:
     if html is not None:
         atomic_write_text(args.report, html)
     if args.export:
-        proj = s.export(args.export)
+        import warnings  # noqa: PLC0415
+
+        from ..errors import PartitionLimitWarning  # noqa: PLC0415
+
+        with warnings.catch_warnings():  # said below as a note (--json: partition_limits), not as Python's warning
+            warnings.simplefilter("ignore", PartitionLimitWarning)
+            proj = s.export(args.export)
         doc["export"] = {"directory": args.export, "files": len(proj.files), **proj.manifest["memory"]}
     if args.json:
         print(json.dumps(finite(doc), indent=2, ensure_ascii=False, default=jsonable, allow_nan=False))

@@ -4,8 +4,10 @@ bytes at the width it was written at -- said in its trace (no conversion was cha
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
-from conftest import DIGITS_ONNX, ROOT, initializer, onnx_model, save_onnx, tensor_info
+from conftest import DIGITS_ONNX, ROOT, initializer, missing_tool, onnx_model, save_onnx, tensor_info
 
 import npukit
 
@@ -70,3 +72,27 @@ def test_a_layout_copy_runs_at_a_width_the_processor_runs():
     assert b.layout_us == pytest.approx((512 / 64 + 2 * 2048 / 16) / 1000, rel=1e-12)
     assert ("layout_us: on dla: (1*elements / vector_ops_per_cycle[int8] + 2*bytes(fp32) / dram_bytes_per_cycle) "
             "/ clock_mhz = (1*512 / 64 + 2*2,048 / 16) / 1000") in s.explain("/conv2/Conv")  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("soc,layer_bits", [
+    ("arm-dsp-dla", {"/conv1/Conv": "fp16"}),  # conv + bias at fp16 on the int8 DLA, its ReLU at int8
+    ("hexagon-like", {"/fc1/Gemm": "fp16", "/fc1/Gemm/add": "int16"}),  # a matmul at fp16, its bias add at int16
+])  # fmt: skip
+def test_a_fused_kernel_computing_in_float_with_an_integer_output_quantizes_its_result(tmp_path, soc, layer_bits):
+    """A conv / matmul kernel whose root runs at a float width while the tensor it writes is held at an
+    integer one (a layer bit-width on the conv of an int8 DLA: the fused ReLU after it stays int8):
+    the generated call passed the float input and the integer output to one npk conv2d / matmul, which
+    refuses that mix (NPK_ERR_DTYPE), so the program failed ('npukit_model_run failed with status 2 in
+    partition 0 on dla').  The kernel now writes a float scratch that a quantize call stores into the
+    integer output, as the unfused matmul did; the program runs and agrees with the simulation."""
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        missing_tool("make / cc is not installed")
+    s = npukit.Study(DIGITS_ONNX, soc, {"placement": "first-fit", "layer_bits": layer_bits})
+    node = next(iter(layer_bits))
+    root = next(op for op in s.graph.ops if op.name == node)
+    assert s.plan.processor[root.op_id] != s.soc.host
+    src = "".join(text for path, text in s.code.items() if path.startswith("src/partitions_"))
+    assert f"{node}: its float result to the integer output" in src
+    rep = s.build(tmp_path / "e", samples=4)
+    assert rep["outputs_agree"], rep["mismatches"]

@@ -119,6 +119,9 @@ class MacLowering:
             xin = self._dequantized(x, view, label)
             fin = fn._copy(x).fmt
             fin = type(fin)("F32", fin.model_layout or "ROW", 1, 1.0, 0, fin.shape, fin.model_shape, fin.model_layout)
+        qout = None
+        if not integer and fout.dtype in INTEGER:  # an integer output of a float kernel: its float result
+            qout, yout = yout, self._float_scratch(out, view)  # quantized into it after the call
         if root.kind == "conv2d":
             kl = str(root.attrs.get("kernel_layout", "OIHW"))
             perm = [kl.index(c) for c in "OHWI"]
@@ -174,6 +177,8 @@ class MacLowering:
             v = fn.var("mm")
             fn.line(f"{L}_matmul_params {v} = {{1, 0, {bsym}, {msym}, {ssym}, {_f(lo)}, {_f(hi)}, {bsh}}};")
             fn.call(f"{L}_matmul", xin, bt, yout, f"&{v}", note=f"{label} (matmul, constant weights)")
+        if qout is not None:
+            fn.call(f"{L}_quantize", yout, qout, note=f"{label}: its float result to the integer output")
 
     def integer_params(self, root: Op, real, model_q, wdt: str, axis_o: int, in_scale: float, out_scale: float,
                        bias, wide: bool = False) -> dict:

@@ -261,11 +261,14 @@ def _same_as_the_program(t, r, soc) -> None:
     from npukit import timeline
 
     full = timeline.program(t, r.plan, soc, r.bounds).run(r.ops, r.bounds)
-    s = timeline.schedule(t, r.plan, soc, r.ops, r.bounds)
-    assert s.makespan_us == full.makespan_us
-    assert list(s.busy_us.items()) == list(full.busy_us.items())
-    assert list(s.conv_us.items()) == list(full.conv_us.items())
-    assert s.items == full.items
+    busy: dict = {}
+    conv: dict = {}
+    assert timeline._one_pass(t, r.plan, soc, r.ops, r.bounds, busy, conv) == full.makespan_us
+    assert list(busy.items()) == list(full.busy_us.items())
+    assert list(conv.items()) == list(full.conv_us.items())
+    assert r.schedule.items == full.items
+    again = timeline.schedule(t, r.plan, soc, r.ops, r.bounds)  # (a plan estimated again: on its program)
+    assert (again.makespan_us, again.busy_us, again.conv_us) == (full.makespan_us, full.busy_us, full.conv_us)
 
 
 def _fanout(path: Path) -> Path:

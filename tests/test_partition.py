@@ -665,6 +665,12 @@ def test_an_accelerator_refuses_an_op_its_generated_code_could_not_call(tmp_path
     """A profile may list any op for an accelerator; one npukit's kernel library has no call for
     (argmax) was placed there, costed, and then failed to export.  The accelerator now refuses it
     with rule 'codegen', the op runs on the host, and the export builds."""
+    soc = npukit.load_soc("arm-dsp-dla").with_changes({"processors.dsp.ops.argmax": {}})
+    _argmax_refused_on_the_dsp(npukit.Study(_relu_argmax(tmp_path), soc, placement="first-fit"))
+
+
+def _relu_argmax(tmp_path):
+    """A relu, then an argmax ('pick'): an op npukit's kernel library has no call for."""
     from conftest import onnx_model, save_onnx, tensor_info
     from onnx import TensorProto
     from onnx import helper as h
@@ -672,8 +678,11 @@ def test_an_accelerator_refuses_an_op_its_generated_code_could_not_call(tmp_path
     m = onnx_model([h.make_node("Relu", ["x"], ["r"], name="relu"),
                     h.make_node("ArgMax", ["r"], ["y"], name="pick", axis=1, keepdims=0)],
                    [tensor_info("x", [1, 16])], [tensor_info("y", [1], TensorProto.INT64)])  # fmt: skip
-    soc = npukit.load_soc("arm-dsp-dla").with_changes({"processors.dsp.ops.argmax": {}})
-    s = npukit.Study(save_onnx(m, tmp_path / "argmax.onnx"), soc, placement="first-fit")
+    return save_onnx(m, tmp_path / "argmax.onnx")
+
+
+def _argmax_refused_on_the_dsp(s) -> None:
+    """The DSP refuses the argmax by rule 'codegen', it runs on the host, and the code is generated."""
     i = next(op.op_id for op in s.graph.ops if op.kind == "argmax")
     v = s.result.verdicts[(i, "dsp")]
     assert not v.ok and v.rule == "codegen"
@@ -687,22 +696,10 @@ def test_an_op_the_user_enables_is_refused_where_its_generated_code_could_not_ca
     whatever npukit's kernel library could call, so first-fit placed an argmax on the DSP and the
     export then failed ('code generation has no kernel call for argmax on dsp').  The enabled op is
     refused with rule 'codegen', as one the profile lists is; a pin there says why."""
-    from conftest import onnx_model, save_onnx, tensor_info
-    from onnx import TensorProto
-    from onnx import helper as h
-
-    m = onnx_model([h.make_node("Relu", ["x"], ["r"], name="relu"),
-                    h.make_node("ArgMax", ["r"], ["y"], name="pick", axis=1, keepdims=0)],
-                   [tensor_info("x", [1, 16])], [tensor_info("y", [1], TensorProto.INT64)])  # fmt: skip
-    s = npukit.Study(save_onnx(m, tmp_path / "argmax.onnx"), "arm-dsp-dla", placement="first-fit")
+    s = npukit.Study(_relu_argmax(tmp_path), "arm-dsp-dla", placement="first-fit")
     s.set_support("dsp", "argmax", True)
     assert s.config.enabled == frozenset({("dsp", "argmax")})
-    i = next(op.op_id for op in s.graph.ops if op.kind == "argmax")
-    v = s.result.verdicts[(i, "dsp")]
-    assert not v.ok and v.rule == "codegen"
-    assert v.text == "code generation cannot run it here: the kernel library has no call for argmax"
-    assert s.plan.processor[i] == "arm"
-    assert "include/npukit_model.h" in s.code
+    _argmax_refused_on_the_dsp(s)
     with pytest.raises(npukit.NpukitError) as ei:
         s.pin("pick", "dsp")
     assert str(ei.value) == ("cannot pin 'pick' (argmax) to dsp: dsp: code generation cannot run it here: the "

@@ -494,25 +494,34 @@ def test_kept_move_changes_equal_the_changes_worked_out_again(name, soc):
     assert checked >= 100 and kept >= 30, (checked, kept)
 
 
+def _split_grouping(name: str, soc: str):
+    """A sample's first-fit study, its verdicts, widths and groups, and the same groups with one group
+    in the second half split op by op (what a pin of its node does): (study, model, graph, verdicts,
+    bits_of, runs, processor -> digest of its widths, groups, split groups)."""
+    import hashlib
+
+    s = npukit.Study(SAMPLES / name, soc, placement="first-fit")
+    model, cfg, g = s._model, s.config, s.graph
+    vs = pipeline.verdicts(model, s.soc, cfg)
+    bits_of, runs = pipeline.bits_policy(s.soc, cfg, g)
+    cols = {p: hashlib.sha256("|".join(bits_of.table[p]).encode()).digest() for p in s.soc.names}
+    g1 = groups_of(g, s.soc, vs)
+    split = next(k for k, grp in enumerate(g1) if len(grp) > 1 and k > len(g1) // 2)
+    g2 = g1[:split] + [(i,) for i in g1[split]] + g1[split + 1 :]  # the group pinned apart, op by op
+    return s, model, g, vs, bits_of, runs, cols, g1, g2
+
+
 def test_move_changes_kept_by_content_carry_over_to_a_new_grouping():
     """A pin splits one group, so the decision after it has a new grouping: the changes of the moves
     of groups away from the split are found by content (the group, its neighbours in the order, the
     groups its terms read, their processors), equal to the changes worked out again; near the split
     they are worked out."""
-    import hashlib
     import random
 
     from npukit.placement import Additive
 
-    s = npukit.Study(SAMPLES / "transformer_encoder.onnx", "ethos-u55-256", placement="first-fit")
-    model, cfg, g = s._model, s.config, s.graph
-    vs = pipeline.verdicts(model, s.soc, cfg)
-    bits_of, runs = pipeline.bits_policy(s.soc, cfg, g)
+    s, model, g, vs, bits_of, runs, cols, g1, g2 = _split_grouping("transformer_encoder.onnx", "ethos-u55-256")
     table = bits_of.table
-    cols = {p: hashlib.sha256("|".join(table[p]).encode()).digest() for p in s.soc.names}
-    g1 = groups_of(g, s.soc, vs)
-    split = next(k for k, grp in enumerate(g1) if len(grp) > 1 and k > len(g1) // 2)
-    g2 = g1[:split] + [(i,) for i in g1[split]] + g1[split + 1 :]  # the group pinned apart, op by op
     shared: dict = {}
     rng = random.Random(3)
     cands1 = [candidates(grp, s.soc, vs, runs) for grp in g1]
@@ -550,19 +559,11 @@ def test_virtual_plan_keys_kept_under_one_grouping_serve_another():
     """The partition keys the placement search keeps are by content, so after a pin splits a group the
     virtual plans of the new grouping find the partitions away from the split: each plan costs what
     its own keys give, and costing them adds only the partitions the split changed."""
-    import hashlib
     import random
 
-    s = npukit.Study(SAMPLES / "families/resnet.onnx", "arm-dsp-dla", placement="first-fit")
-    model, cfg, g = s._model, s.config, s.graph
-    vs = pipeline.verdicts(model, s.soc, cfg)
-    bits_of, runs = pipeline.bits_policy(s.soc, cfg, g)
+    s, model, g, vs, bits_of, runs, cols, g1, g2 = _split_grouping("families/resnet.onnx", "arm-dsp-dla")
     table = bits_of.table
-    cols = {p: hashlib.sha256("|".join(table[p]).encode()).digest() for p in s.soc.names}
     t, cm = pipeline.tables(model), pipeline.cost_model(model, s.soc)
-    g1 = groups_of(g, s.soc, vs)
-    split = next(k for k, grp in enumerate(g1) if len(grp) > 1 and k > len(g1) // 2)
-    g2 = g1[:split] + [(i,) for i in g1[split]] + g1[split + 1 :]
     rng = random.Random(11)
     cands1 = [candidates(grp, s.soc, vs, runs) for grp in g1]
     procs = []

@@ -328,7 +328,7 @@ def _partition_keys_match(path, soc: str, singles: bool):
     cols = {p: hashlib.sha256("|".join(table[p]).encode()).digest() for p in s.soc.names}
     t, cm = pipeline.tables(model), pipeline.cost_model(model, s.soc)
     kept: dict = {}
-    by_parts = Evaluator(g, s.soc, t, bits_of, groups, cm, table, (kept, b"groups", cols))
+    by_parts = Evaluator(g, s.soc, t, bits_of, groups, cm, table, (kept, cols))
     whole = Evaluator(g, s.soc, t, bits_of, groups, cm, table)
     rng = random.Random(3)
     seen = tight = 0
@@ -348,7 +348,7 @@ def _partition_keys_match(path, soc: str, singles: bool):
             # out from the last assignment bounded in full (most of these are a move or two from
             # it), it is the figure bounding it in full gives
             lb = by_parts.bound(a)
-            assert lb == Evaluator(g, s.soc, t, bits_of, groups, cm, table, ({}, b"groups", cols)).bound(a), a
+            assert lb == Evaluator(g, s.soc, t, bits_of, groups, cm, table, ({}, cols)).bound(a), a
             assert lb <= lat[0] * (1 + 1e-9) + 1e-9, a
             tight += lb >= lat[0] * (1 - 1e-9)
             seen += 1
@@ -471,7 +471,7 @@ def test_kept_move_changes_equal_the_changes_worked_out_again(name, soc):
     table = bits_of.table
     cols = {p: hashlib.sha256("|".join(table[p]).encode()).digest() for p in s.soc.names}
     ev = Evaluator(g, s.soc, pipeline.tables(model), bits_of, groups, pipeline.cost_model(model, s.soc), table,
-                   (None, b"groups", cols))  # fmt: skip
+                   (None, cols))  # fmt: skip
     shared: dict = {}
     rng = random.Random(5)
     movable = [k for k, c in enumerate(cands) if len(c) > 1]
@@ -536,7 +536,7 @@ def test_move_changes_kept_by_content_carry_over_to_a_new_grouping():
     found = {}
     for name, groups in ((b"one", g1), (b"two", g2)):
         ev = Evaluator(g, s.soc, pipeline.tables(model), bits_of, groups, pipeline.cost_model(model, s.soc), table,
-                       (None, name, cols))  # fmt: skip
+                       (None, cols))  # fmt: skip
         add = Additive(ev, shared, name)
         cands = [candidates(grp, s.soc, vs, runs) for grp in groups]
         hits = misses = 0
@@ -573,7 +573,7 @@ def test_virtual_plan_keys_kept_under_one_grouping_serve_another():
     kept: dict = {}
     added = []
     for name, groups in ((b"one", g1), (b"two", g2)):
-        ev = Evaluator(g, s.soc, t, bits_of, groups, cm, table, (kept, name, cols))
+        ev = Evaluator(g, s.soc, t, bits_of, groups, cm, table, (kept, cols))
         whole = Evaluator(g, s.soc, t, bits_of, groups, cm, table)
         cands = [candidates(grp, s.soc, vs, runs) for grp in groups]
         before = len(kept)
@@ -643,7 +643,7 @@ def test_the_additive_boundary_figure_follows_each_consumers_bit_width(tmp_path)
     groups = groups_of(g, soc, vs)
     cols = {p: hashlib.sha256("|".join(bits_of.table[p]).encode()).digest() for p in soc.names}
     ev = Evaluator(g, soc, pipeline.tables(model), bits_of, groups, pipeline.cost_model(model, soc), bits_of.table,
-                   (None, b"two readers", cols))  # fmt: skip
+                   (None, cols))  # fmt: skip
     add = Additive(ev, {}, b"two readers")
     tid, host, sb = g.ops[by["conv"]].outputs[0], soc.host, bits_of(by["conv"], "dla")
     assert bits_of(by["relu"], host) == "int16" != bits_of(by["sig"], host)

@@ -115,7 +115,7 @@ def test_the_placement_search_prices_the_boundaries_as_the_cost_model_does(qconv
     groups = groups_of(g, soc, pipeline.verdicts(model, soc, cfg))
     cols = {p: hashlib.sha256("|".join(bits_of.table[p]).encode()).digest() for p in soc.names}
     ev = Evaluator(g, soc, pipeline.tables(model), bits_of, groups, pipeline.cost_model(model, soc), bits_of.table,
-                   (None, b"qconv", cols))  # fmt: skip
+                   (None, cols))  # fmt: skip
     add = Additive(ev, {}, b"qconv")
     real = {b.tensor: b.transfer_us + b.layout_us + b.quantize_us for b in s.result.bounds}
     q = next(op.op_id for op in g.ops if op.name == "input_int8")

@@ -44,8 +44,8 @@ for the 1,161-op transformer, and an edit would need one per group and alternati
 
 Virtual plans share most of their partitions with the plans costed before them, so the kernels'
 keys and memory contexts are kept across plans and edits (``Evaluator.keys``: an offloaded
-partition group by group, the host's kernel by kernel, each keyed by which neighbours share its
-partition; the same kernels are kept by content for the real plans, ``grouping.kernel_by_kernel``);
+partition group by group, the host's kernel by kernel, each keyed by its ops and which of the ops
+it reads from or feeds share its partition; the same kernels are kept by content for the real plans, ``grouping.kernel_by_kernel``);
 what is left per plan is the plan itself, its boundaries and the one pass of its schedule that
 gives its makespan (``timeline.makespan``).  The additive model's kernel and boundary times and
 each single move's change (keyed by the processors of the groups it reads) are kept across edits

@@ -42,7 +42,7 @@ class Additive:
         # processors of the groups its terms read): kept per grouping and bit-widths, across decisions
         runs = ev.runs
         if gkey is not None and runs is not None:
-            bits = b"".join([runs[2][p] for p in ev.soc.names])
+            bits = b"".join([runs[1][p] for p in ev.soc.names])
             self._deltas, self._kc, self._bc = edges.kept(bits)
             # and each move's change by content, for every grouping: a pin splits one group, and the
             # changes of the moves of the groups away from it are those the old grouping kept
@@ -57,7 +57,7 @@ class Additive:
         runs = self.ev.runs
         if runs is None or self._deltas is None:
             return None
-        return self._shared.setdefault(("dp", b"".join([runs[2][p] for p in self.ev.soc.names])), [])
+        return self._shared.setdefault(("dp", b"".join([runs[1][p] for p in self.ev.soc.names])), [])
 
     def kernel_us(self, k: int, p: str) -> float:
         key = (k, p)
@@ -165,7 +165,7 @@ class Additive:
             key = (k, q, procs)
             d = memo.get(key)
             if d is None:
-                ckey = (self._cids[k], q, self._edges.content(k, self._cids), procs)
+                ckey = (self._cids[k], q, self._edges.content(k), procs)
                 cmemo = self._cdeltas
                 d = cmemo.get(ckey)
                 if d is None:
@@ -251,15 +251,15 @@ class _Edges:
             self._dcontent = {}
         return self._cids[0]
 
-    def content(self, k: int, cids: list[int]) -> tuple:
-        """What ``Additive.delta`` of group ``k`` reads of the grouping, by content: the numbers of
-        the groups before and after it in the order (call overheads) and of every group of
-        ``deps(k)``, in order (which are the producers and consumers of its terms follows from the
-        groups' ops).  With the group's own number, a move's change depends on nothing else but the
-        processors of those groups and the bit-widths."""
+    def content(self, k: int) -> tuple:
+        """What ``Additive.delta`` of group ``k`` reads of the grouping, by content (the numbers of
+        ``content_ids``): the groups before and after it in the order (call overheads) and every
+        group of ``deps(k)``, in order (which are the producers and consumers of its terms follows
+        from the groups' ops).  With the group's own number, a move's change depends on nothing else
+        but the processors of those groups and the bit-widths."""
         c = self._dcontent.get(k)
         if c is None:
-            n = len(self.groups)
+            cids, n = self._cids[0], len(self.groups)  # type: ignore[index]
             c = self._dcontent[k] = (cids[k - 1] if k > 0 else -1, cids[k + 1] if k + 1 < n else -1,
                                      tuple([cids[x] for x in self.deps(k)]))  # fmt: skip
         return c

@@ -90,14 +90,14 @@ def dp(add: Additive, cands) -> list[str]:
                 fill.append(node[0])
                 node = node[1]
             settled = settled + fill[::-1]  # (a new list: a kept run's stays as it was)
-            if tail is not None:
-                joined = tail.join(k, p, settled)
-                if joined is not None:  # the kept run's steps from here on: its states, and its choice
-                    states.append(best)
-                    n_set.append(len(settled))
-                    states, n_set, settled = joined(states, n_set, settled)
-                    best = states[-1]
-                    break
+            kk = tail.join(k, p, settled) if tail is not None else None
+            if kk is not None:  # the kept run's steps from here on (its step kk is this one): its states and choice
+                other, shift = tail.run, tail.shift  # type: ignore[union-attr]
+                states = [*states, best, *other.states[kk + 1 :]]
+                n_set = [*n_set, len(settled), *(x - shift for x in other.n_settled[kk + 1 :])]
+                settled = settled + other.settled[kk + 1 :]
+                best = states[-1]
+                break
         states.append(best)
         n_set.append(len(settled))
     if kept is not None:
@@ -146,10 +146,10 @@ class _Tail:
             self._far = [(m, m - d) for m, ((_grp, ins), _c) in enumerate(self.steps) for _tid, d in ins if d > 1]
         return self._far
 
-    def join(self, k: int, p: str, settled: list[str]):
+    def join(self, k: int, p: str, settled: list[str]) -> int | None:
         """Does this run, settled at step ``k`` on ``p`` (``settled``: the processors of the groups up
-        to it), go on as the kept run does?  Then a function that extends this run's states, settled
-        counts and settled processors with the kept run's from step ``k + 1``; else None.
+        to it), go on as the kept run does?  Then the kept run's index of that step (its states,
+        settled counts and settled processors after it are this run's); else None.
 
         It does when every step after ``k`` is one of the shared tail, the kept run settled on ``p``
         at the same step, and every group before ``k`` that a later step reads is settled on the
@@ -165,12 +165,7 @@ class _Tail:
         for m, pk in self.far:
             if m > k and pk < k and run.settled[pk + shift] != settled[pk]:
                 return None
-
-        def joined(states: list, n_set: list, mine: list[str]):
-            return (states + run.states[kk + 1 :], n_set + [x - shift for x in run.n_settled[kk + 1 :]],
-                    mine + run.settled[kk + 1 :])  # fmt: skip
-
-        return joined
+        return kk
 
 
 class _DpRun:

@@ -61,7 +61,7 @@ def decide(g: OpGraph, soc: SocProfile, t: Tables, vs: Mapping[tuple[int, str], 
     gkey = hashlib.blake2b(repr([tuple(grp) for grp in groups]).encode(), digest_size=16).digest()
     code = {p: k for k, p in enumerate(soc.names)}  # the same on every call (the memo outlives it)
     cols = {p: hashlib.blake2b("\0".join(table[p]).encode(), digest_size=8).digest() for p in soc.names}
-    ev = Evaluator(g, soc, t, bits_of, groups, cm, table, (None, gkey, cols))
+    ev = Evaluator(g, soc, t, bits_of, groups, cm, table, (None, cols))
 
     def memo_key(a) -> bytes:
         used = b"".join([cols[p] if p in a else bytes(8) for p in soc.names])

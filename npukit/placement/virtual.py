@@ -22,10 +22,10 @@ class Evaluator:
     """Latency of an assignment (group -> processor) through a virtual plan."""
 
     def __init__(self, g: OpGraph, soc: SocProfile, t: Tables, bits_of, groups: list[tuple[int, ...]], cm=None,
-                 table: Mapping[str, Sequence[str]] | None = None, runs: tuple[dict, bytes, Mapping] | None = None):  # fmt: skip
+                 table: Mapping[str, Sequence[str]] | None = None, runs: tuple[dict | None, Mapping] | None = None):  # fmt: skip
         """``table``: processor -> every op's bit-width there (``bits_of`` looked up, not called).
-        ``runs``: (a mapping kept across decisions or None, the groups' digest, processor -> a
-        digest of its column of ``table``): each partition's kernel keys and memory contexts are
+        ``runs``: (a mapping kept across decisions or None, processor -> a digest of its column of
+        ``table``): each partition's kernel keys and memory contexts are
         kept there (``grouping.run_keys``), so a virtual plan works out only the partitions no
         earlier plan held at the same bit-widths.  The keys are numbers of the cost
         model's tables (``Tables.sig``): None keeps them with those tables (``Tables.run_memo``); a
@@ -39,7 +39,7 @@ class Evaluator:
         self.t = self.cm.t
         self.procs = {p.name: p for p in soc.processors}
         if runs is not None and runs[0] is None:
-            runs = (self.t.run_memo(soc), runs[1], runs[2])
+            runs = (self.t.run_memo(soc), runs[1])
         self.runs = runs if table is not None else None
         self._nbs: dict[int, tuple[int, ...]] = {}
         self._crossing = self.cm.crossings  # (they depend on the profile alone: kept across decisions)
@@ -108,7 +108,7 @@ class Evaluator:
     def _keys(self, assign: Sequence[str], lo: int = 0, hi: int | None = None) -> tuple[list, list]:
         """(contexts, kernel keys) of the virtual plan of ``assign`` (see ``keys``); of its partitions
         from group ``lo`` to ``hi - 1`` alone when given (each end a partition's edge)."""
-        kept, _gkey, cols = self.runs  # type: ignore[misc]
+        kept, cols = self.runs  # type: ignore[misc]
         groups, host = self.groups, self.soc.host
         ctxs: list = [None] * len(self.g.ops)
         ks: list = []
@@ -149,7 +149,7 @@ class Evaluator:
         host's kernels (an op and the epilogue chain it fuses) are worked out for the run, and each
         one's keys and contexts kept by which of the ops it reads from or feeds are in the run (a
         move next to a long host run makes a new run, whose kernels are mostly known)."""
-        kept, _gkey, cols = self.runs  # type: ignore[misc]
+        kept, cols = self.runs  # type: ignore[misc]
         host, t = self.soc.host, self.t
         col = self.table[host]  # type: ignore[index]
         ids = sorted(i for grp in self.groups[k:end] for i in grp)
